@@ -1,0 +1,42 @@
+import { ModelRegistry } from "../engine/ModelRegistry.js";
+
+/** The installed models as a table for the terminal. */
+export async function listModels(directory: string): Promise<string> {
+  const warnings: string[] = [];
+  const registry = new ModelRegistry(directory, { logger: { warn: (message) => warnings.push(message) } });
+  const models = await registry.list();
+  if (models.length === 0) return [...warnings, `No models in ${directory}. Copy a .gguf file there.`].join("\n");
+  const rows = [["ID", "ALIASES", "ARCH", "PARAMS", "CONTEXT", "SIZE", "TEMPLATE"]];
+  for (const model of models) {
+    rows.push([
+      model.id,
+      model.aliases.join(",") || "-",
+      model.architecture,
+      model.parameterCount ? humanCount(model.parameterCount) : "-",
+      model.contextLength ? String(model.contextLength) : "-",
+      humanBytes(model.sizeBytes),
+      model.hasChatTemplate ? "yes" : "no",
+    ]);
+  }
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  const table = rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd());
+  return [...warnings, ...table].join("\n");
+}
+
+function humanCount(count: number): string {
+  if (count >= 1e9) return `${(count / 1e9).toFixed(1)}B`;
+  if (count >= 1e6) return `${(count / 1e6).toFixed(1)}M`;
+  if (count >= 1e3) return `${(count / 1e3).toFixed(1)}K`;
+  return String(count);
+}
+
+function humanBytes(bytes: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
+}

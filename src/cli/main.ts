@@ -1,0 +1,103 @@
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { ConfigError, loadConfig, settingsFor } from "../config/loadConfig.js";
+import { formatSettingsHelp } from "../config/formatSettingsHelp.js";
+import { settings, type CommandName } from "../config/settings.js";
+import { isServerError } from "../core/ServerError.js";
+import { listModels } from "./listModels.js";
+import { serve } from "./serve.js";
+
+const commands: Record<string, { summary: string; usage: string }> = {
+  serve: { summary: "Start the API server (OpenAI-compatible, under /v1).", usage: "modelhost serve [options]" },
+  models: { summary: "List the models installed in the models directory.", usage: "modelhost models [options]" },
+};
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+  return pkg.version;
+}
+
+function mainHelp(): string {
+  const width = Math.max(...Object.keys(commands).map((name) => name.length));
+  return [
+    "modelhost: serve GGUF models behind the OpenAI-compatible chat-completions API",
+    "",
+    "Usage: modelhost <command> [options]",
+    "",
+    "Commands:",
+    ...Object.entries(commands).map(([name, { summary }]) => `  ${name.padEnd(width)}  ${summary}`),
+    "",
+    "Options of `serve` (every option can also be set by its environment variable):",
+    formatSettingsHelp("serve"),
+    "",
+    "  --help       Show help (also `modelhost <command> --help`).",
+    "  --version    Print the version.",
+  ].join("\n");
+}
+
+function commandHelp(name: CommandName): string {
+  const command = commands[name];
+  return [command?.summary ?? "", "", `Usage: ${command?.usage ?? name}`, "", "Options:", formatSettingsHelp(name)].join("\n");
+}
+
+/** Parses the flags a command accepts, from its settings; unknown flags are an error. */
+function parseFlags(command: CommandName, args: string[]): { flags: Record<string, string>; help: boolean } {
+  const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" } };
+  for (const key of settingsFor(command)) options[settings[key].flag] = { type: "string" };
+  const { values } = parseArgs({ args, options, allowPositionals: false, strict: true });
+  const { help, ...flags } = values as Record<string, string | boolean | undefined>;
+  return { flags: flags as Record<string, string>, help: help === true };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === "--help" || command === "-h" || command === "help") {
+    console.log(mainHelp());
+    return 0;
+  }
+  if (command === "--version" || command === "-v") {
+    console.log(version());
+    return 0;
+  }
+  switch (command) {
+    case "serve": {
+      const { flags, help } = parseFlags("serve", rest);
+      if (help) return print(commandHelp("serve"));
+      const server = await serve(loadConfig({ flags, env: process.env }));
+      const stop = () => void server.close().then(() => process.exit(0));
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+      return -1; // keep running
+    }
+    case "models": {
+      const { flags, help } = parseFlags("models", rest);
+      if (help) return print(commandHelp("models"));
+      const config = loadConfig({ flags, env: process.env });
+      console.log(await listModels(config.modelsDir));
+      return 0;
+    }
+    default:
+      console.error(`modelhost: unknown command "${command}". Run \`modelhost --help\` for the list.`);
+      return 2;
+  }
+}
+
+function print(text: string): number {
+  console.log(text);
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof ConfigError || isServerError(error) || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+      console.error(`modelhost: ${(error as Error).message}`);
+      process.exitCode = 2;
+    } else {
+      console.error(error);
+      process.exitCode = 1;
+    }
+  },
+);

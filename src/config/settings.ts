@@ -1,0 +1,176 @@
+import os from "node:os";
+import path from "node:path";
+import { z } from "zod";
+import { parseByteSize } from "./parseByteSize.js";
+import { parseDuration } from "./parseDuration.js";
+
+/** The commands a setting can apply to. */
+export type CommandName = "serve" | "models";
+
+/**
+ * One setting, declared once: its CLI flag, environment variable, default (as the text a user would
+ * type, so --help shows it verbatim) and a schema that turns that text into a typed value.
+ */
+export interface Setting<T> {
+  flag: string;
+  env: string;
+  default: string;
+  description: string;
+  schema: z.ZodType<T, string>;
+  commands: readonly CommandName[];
+}
+
+function setting<T>(spec: Setting<T>): Setting<T> {
+  return spec;
+}
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().trim().regex(/^-?\d+$/, "must be an integer").transform(Number).pipe(z.number().int().min(min).max(max));
+
+const duration = z.string().transform((text, ctx) => {
+  const ms = parseDuration(text);
+  if (ms === undefined) ctx.addIssue({ code: "custom", message: 'must be a duration such as "5m", "30s" or "-1" (never)' });
+  return ms ?? 0;
+});
+
+const byteSize = z.string().transform((text, ctx) => {
+  const bytes = parseByteSize(text);
+  if (bytes === undefined || bytes <= 0) ctx.addIssue({ code: "custom", message: 'must be a size such as "10mb" or "65536"' });
+  return bytes ?? 0;
+});
+
+const directory = z.string().trim().min(1).transform((text) =>
+  path.resolve(text === "~" || text.startsWith("~/") ? path.join(os.homedir(), text.slice(1)) : text),
+);
+
+const list = z.string().transform((text) => text.split(",").map((item) => item.trim()).filter(Boolean));
+
+export const settings = {
+  host: setting({
+    flag: "host",
+    env: "MODELHOST_HOST",
+    default: "127.0.0.1",
+    description: "Address to listen on. Use 0.0.0.0 to accept connections from other machines.",
+    schema: z.string().trim().min(1),
+    commands: ["serve"],
+  }),
+  port: setting({
+    flag: "port",
+    env: "MODELHOST_PORT",
+    default: "11434",
+    description: "TCP port to listen on (0 picks a free port).",
+    schema: integer(0, 65535),
+    commands: ["serve"],
+  }),
+  modelsDir: setting({
+    flag: "models-dir",
+    env: "MODELHOST_MODELS_DIR",
+    default: "~/.modelhost/models",
+    description: "Directory of .gguf model files (and an optional models.json manifest of ids and aliases).",
+    schema: directory,
+    commands: ["serve", "models"],
+  }),
+  maxLoadedModels: setting({
+    flag: "max-loaded-models",
+    env: "MODELHOST_MAX_LOADED_MODELS",
+    default: "2",
+    description: "Models kept in memory at once; the least recently used idle one is unloaded to make room.",
+    schema: integer(1, 64),
+    commands: ["serve"],
+  }),
+  keepAlive: setting({
+    flag: "keep-alive",
+    env: "MODELHOST_KEEP_ALIVE",
+    default: "5m",
+    description: 'How long an idle model stays loaded ("0" unloads at once, "-1" never).',
+    schema: duration,
+    commands: ["serve"],
+  }),
+  parallel: setting({
+    flag: "parallel",
+    env: "MODELHOST_PARALLEL",
+    default: "4",
+    description: "Requests per model decoded together in one batch (sequences of one llama.cpp context).",
+    schema: integer(1, 256),
+    commands: ["serve"],
+  }),
+  maxQueue: setting({
+    flag: "max-queue",
+    env: "MODELHOST_MAX_QUEUE",
+    default: "256",
+    description: "Requests per model that may wait for a free sequence; beyond that the server answers 503.",
+    schema: integer(0),
+    commands: ["serve"],
+  }),
+  contextSize: setting({
+    flag: "context-size",
+    env: "MODELHOST_CONTEXT_SIZE",
+    default: "4096",
+    description: "Context length per sequence, in tokens (capped at the model's trained length). Prompt plus reply must fit.",
+    schema: integer(16),
+    commands: ["serve"],
+  }),
+  batchSize: setting({
+    flag: "batch-size",
+    env: "MODELHOST_BATCH_SIZE",
+    default: "512",
+    description: "Tokens evaluated per llama.cpp decode call (prompt processing chunk size).",
+    schema: integer(1),
+    commands: ["serve"],
+  }),
+  threads: setting({
+    flag: "threads",
+    env: "MODELHOST_THREADS",
+    default: "auto",
+    description: 'CPU threads for decoding ("auto" = the cores useful for math on this machine).',
+    schema: z.union([z.literal("auto"), integer(1, 1024)]),
+    commands: ["serve"],
+  }),
+  engine: setting({
+    flag: "engine",
+    env: "MODELHOST_ENGINE",
+    default: "auto",
+    description:
+      'llama.cpp binary: "native" (built by `modelhost engine build`), "prebuilt" (shipped with node-llama-cpp), or "auto" (native when built).',
+    schema: z.enum(["auto", "native", "prebuilt"]),
+    commands: ["serve"],
+  }),
+  gpu: setting({
+    flag: "gpu",
+    env: "MODELHOST_GPU",
+    default: "off",
+    description: 'GPU backend: "off", "auto" (CUDA, Vulkan or Metal when available), "cuda", "vulkan" or "metal".',
+    schema: z.enum(["off", "auto", "cuda", "vulkan", "metal"]),
+    commands: ["serve"],
+  }),
+  corsOrigins: setting({
+    flag: "cors-origins",
+    env: "MODELHOST_CORS_ORIGINS",
+    default: "http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+    description: 'Comma-separated origins browsers may call from ("*" for any; ":*" matches any port).',
+    schema: list,
+    commands: ["serve"],
+  }),
+  bodyLimit: setting({
+    flag: "body-limit",
+    env: "MODELHOST_BODY_LIMIT",
+    default: "10mb",
+    description: "Largest request body accepted; larger ones get 413.",
+    schema: byteSize,
+    commands: ["serve"],
+  }),
+  logLevel: setting({
+    flag: "log-level",
+    env: "MODELHOST_LOG_LEVEL",
+    default: "info",
+    description: "Log level: fatal, error, warn, info, debug, trace or silent.",
+    schema: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
+    commands: ["serve"],
+  }),
+} as const;
+
+export type SettingKey = keyof typeof settings;
+
+type SettingValue<S> = S extends Setting<infer T> ? T : never;
+
+export type Config = { -readonly [K in SettingKey]: SettingValue<(typeof settings)[K]> };

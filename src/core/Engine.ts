@@ -1,0 +1,25 @@
+import type { ChatRequest } from "./ChatRequest.js";
+import type { ChatStream } from "./ChatEvent.js";
+import type { EngineStatus, ModelInfo } from "./ModelInfo.js";
+
+export interface ChatOptions {
+  /** Aborting it stops generation at once and frees the request's sequence (or its place in the queue). */
+  signal: AbortSignal;
+}
+
+/**
+ * Runs models. Protocol translators and HTTP routes talk only to this interface, never to llama.cpp.
+ */
+export interface Engine {
+  listModels(): Promise<ModelInfo[]>;
+  /** Resolves an id or alias; undefined when no installed model has that name. */
+  findModel(name: string): Promise<ModelInfo | undefined>;
+  /**
+   * Starts a chat completion. Resolves once the request holds a decoding slot and its prompt is
+   * evaluated-ready, so errors that need a status code (unknown model, queue full, prompt too long)
+   * reject this promise instead of surfacing mid-stream.
+   */
+  chat(request: ChatRequest, options: ChatOptions): Promise<ChatStream>;
+  status(): EngineStatus;
+  close(): Promise<void>;
+}

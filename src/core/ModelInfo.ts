@@ -1,0 +1,34 @@
+/** What the registry knows of an installed model without loading its weights. */
+export interface ModelInfo {
+  /** The name callers use. */
+  id: string;
+  /** Other names that resolve to the same file. */
+  aliases: string[];
+  path: string;
+  sizeBytes: number;
+  /** File modification time, seconds since the epoch (the `created` field of model listings). */
+  created: number;
+  architecture: string;
+  /** Context length the model was trained with, when the file says. */
+  contextLength?: number;
+  embeddingLength?: number;
+  parameterCount?: number;
+  hasChatTemplate: boolean;
+}
+
+export interface LoadedModelStatus {
+  id: string;
+  /** Requests decoding now. */
+  active: number;
+  /** Requests waiting for a free sequence. */
+  queued: number;
+  /** When the model will be unloaded if it stays idle (ms since the epoch), or null while in use. */
+  expiresAt: number | null;
+}
+
+export interface EngineStatus {
+  ready: boolean;
+  /** Which llama.cpp binary is in use, e.g. "prebuilt" or "native". */
+  backend: string | null;
+  loaded: LoadedModelStatus[];
+}

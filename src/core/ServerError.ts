@@ -1,0 +1,63 @@
+/**
+ * Every failure a client can see has one of these codes. HTTP status and the wire body are chosen
+ * per protocol by the error handler; docs/errors.md documents each code (a test keeps it complete).
+ */
+export const errorCodes = [
+  "invalid_json",
+  "invalid_request",
+  "context_length_exceeded",
+  "model_not_found",
+  "not_found",
+  "request_too_large",
+  "overloaded",
+  "model_load_failed",
+  "engine_unavailable",
+  "internal_error",
+] as const;
+
+export type ErrorCode = (typeof errorCodes)[number];
+
+export interface ErrorDetails {
+  /** The request field at fault, in the wire's own path syntax (e.g. `messages[2].content`). */
+  param?: string;
+  model?: string;
+  /** Overrides the default message; must never carry internals such as paths or stack traces. */
+  message?: string;
+  /** Seconds after which retrying may succeed (sent as Retry-After). */
+  retryAfter?: number;
+  cause?: unknown;
+}
+
+const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
+  invalid_json: () => "We could not parse the JSON body of your request. Send valid JSON.",
+  invalid_request: (d) => (d.param ? `Invalid value for '${d.param}'.` : "Invalid request."),
+  context_length_exceeded: () => "The prompt is longer than the model's context.",
+  model_not_found: (d) => `The model \`${d.model ?? ""}\` does not exist or you do not have access to it.`,
+  not_found: () => "Not found.",
+  request_too_large: () => "The request body is too large.",
+  overloaded: () => "The server is overloaded: too many requests are waiting. Retry shortly.",
+  model_load_failed: (d) => `The model \`${d.model ?? ""}\` could not be loaded.`,
+  engine_unavailable: () =>
+    "The inference engine is unavailable: no llama.cpp binary could be loaded. Run `modelhost engine build`.",
+  internal_error: () => "The server had an error while processing your request.",
+};
+
+export class ServerError extends Error {
+  readonly code: ErrorCode;
+  readonly details: ErrorDetails;
+
+  constructor(code: ErrorCode, details: ErrorDetails = {}) {
+    super(details.message ?? defaultMessages[code](details), details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = "ServerError";
+    this.code = code;
+    this.details = details;
+  }
+
+  get param(): string | undefined {
+    return this.details.param;
+  }
+}
+
+export function isServerError(error: unknown): error is ServerError {
+  return error instanceof ServerError;
+}

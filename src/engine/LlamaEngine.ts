@@ -1,0 +1,193 @@
+import type { Llama } from "node-llama-cpp";
+import type { ChatStream } from "../core/ChatEvent.js";
+import type { ChatRequest } from "../core/ChatRequest.js";
+import type { ChatOptions, Engine } from "../core/Engine.js";
+import type { EngineStatus, ModelInfo } from "../core/ModelInfo.js";
+import { ServerError } from "../core/ServerError.js";
+import { LoadedModel, type ModelRuntimeOptions } from "./LoadedModel.js";
+import type { ModelRegistry } from "./ModelRegistry.js";
+
+export interface EngineLogger {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+export interface LlamaEngineOptions extends ModelRuntimeOptions {
+  maxLoadedModels: number;
+  /** Idle time before a model is unloaded, in ms; Infinity keeps it forever, 0 unloads at once. */
+  keepAliveMs: number;
+  /** Which binary is in use, for status reports. */
+  backend: string;
+  logger: EngineLogger;
+}
+
+interface Resident {
+  loading: Promise<LoadedModel>;
+  model?: LoadedModel;
+  lastUsed: number;
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * The engine: resolves model names through the registry, loads models on demand (at most
+ * `maxLoadedModels` at once, least recently used idle one out first), unloads idle ones after the
+ * keep-alive, and runs chats on them.
+ */
+export class LlamaEngine implements Engine {
+  readonly #llama: Llama;
+  readonly #registry: ModelRegistry;
+  readonly #options: LlamaEngineOptions;
+  /** Keyed by file path: aliases of one file share one loaded model. */
+  readonly #resident = new Map<string, Resident>();
+  readonly #roomWaiters = new Set<() => void>();
+  #closed = false;
+
+  constructor(llama: Llama, registry: ModelRegistry, options: LlamaEngineOptions) {
+    this.#llama = llama;
+    this.#registry = registry;
+    this.#options = options;
+  }
+
+  listModels(): Promise<ModelInfo[]> {
+    return this.#registry.list();
+  }
+
+  findModel(name: string): Promise<ModelInfo | undefined> {
+    return this.#registry.find(name);
+  }
+
+  async chat(request: ChatRequest, options: ChatOptions): Promise<ChatStream> {
+    const info = await this.#registry.find(request.model);
+    if (!info) throw new ServerError("model_not_found", { model: request.model, param: "model" });
+    for (;;) {
+      const model = await this.#acquireModel(info, options.signal);
+      // Unloading may have begun while this request awaited the model; then load it afresh.
+      if (!model.disposed) return model.chat(request, options.signal);
+    }
+  }
+
+  status(): EngineStatus {
+    const loaded = [...this.#resident.values()].flatMap((resident) => (resident.model ? [resident.model.status()] : []));
+    return { ready: !this.#closed, backend: this.#options.backend, loaded };
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const residents = [...this.#resident.keys()];
+    await Promise.all(residents.map((path) => this.#unload(path)));
+    await this.#llama.dispose();
+  }
+
+  async #acquireModel(info: ModelInfo, signal: AbortSignal): Promise<LoadedModel> {
+    if (this.#closed) throw new ServerError("engine_unavailable", { message: "The server is shutting down." });
+    const existing = this.#resident.get(info.path);
+    if (existing) {
+      existing.lastUsed = Date.now();
+      clearTimeout(existing.timer);
+      return existing.loading;
+    }
+    await this.#makeRoom(signal);
+    // Another request may have started loading the same file while this one waited for room.
+    const raced = this.#resident.get(info.path);
+    if (raced) return raced.loading;
+
+    const resident: Resident = { loading: this.#load(info), lastUsed: Date.now() };
+    this.#resident.set(info.path, resident);
+    try {
+      resident.model = await resident.loading;
+      resident.model.onActivity = () => this.#onActivity(info.path);
+      this.#onActivity(info.path);
+      return resident.model;
+    } catch (error) {
+      this.#resident.delete(info.path);
+      this.#notifyRoom();
+      throw error;
+    }
+  }
+
+  async #load(info: ModelInfo): Promise<LoadedModel> {
+    const started = performance.now();
+    try {
+      const model = await LoadedModel.load(this.#llama, info, this.#options);
+      this.#options.logger.info(
+        { model: info.id, ms: Math.round(performance.now() - started), contextSize: model.contextSize, parallel: this.#options.parallel },
+        "model loaded",
+      );
+      return model;
+    } catch (error) {
+      this.#options.logger.error({ model: info.id, err: error }, "model failed to load");
+      throw new ServerError("model_load_failed", { model: info.id, cause: error });
+    }
+  }
+
+  /** Waits until fewer than maxLoadedModels are resident, unloading the least recently used idle one. */
+  async #makeRoom(signal: AbortSignal): Promise<void> {
+    while (this.#resident.size >= this.#options.maxLoadedModels) {
+      const idle = [...this.#resident.entries()]
+        .filter(([, resident]) => resident.model?.idle)
+        .sort(([, a], [, b]) => a.lastUsed - b.lastUsed)[0];
+      if (idle) {
+        await this.#unload(idle[0]);
+        continue;
+      }
+      await this.#waitForRoom(signal);
+    }
+  }
+
+  #waitForRoom(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const wake = () => {
+        this.#roomWaiters.delete(wake);
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      };
+      const onAbort = () => {
+        this.#roomWaiters.delete(wake);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.#roomWaiters.add(wake);
+    });
+  }
+
+  #notifyRoom(): void {
+    for (const wake of [...this.#roomWaiters]) wake();
+  }
+
+  #onActivity(path: string): void {
+    const resident = this.#resident.get(path);
+    const model = resident?.model;
+    if (!resident || !model) return;
+    clearTimeout(resident.timer);
+    resident.lastUsed = Date.now();
+    if (!model.idle) {
+      model.expiresAt = null;
+      return;
+    }
+    // An idle model may be what a request waiting for room needs unloaded.
+    this.#notifyRoom();
+    const keepAlive = this.#options.keepAliveMs;
+    if (keepAlive === Infinity) return;
+    model.expiresAt = Date.now() + keepAlive;
+    resident.timer = setTimeout(() => {
+      if (model.idle) void this.#unload(path);
+    }, keepAlive);
+    resident.timer.unref();
+  }
+
+  async #unload(path: string): Promise<void> {
+    const resident = this.#resident.get(path);
+    if (!resident) return;
+    this.#resident.delete(path);
+    clearTimeout(resident.timer);
+    try {
+      const model = await resident.loading;
+      await model.dispose();
+      this.#options.logger.info({ model: model.info.id }, "model unloaded");
+    } catch {
+      // A model that failed to load has nothing to free.
+    }
+    this.#notifyRoom();
+  }
+}

@@ -1,0 +1,197 @@
+import {
+  resolveChatWrapper,
+  type ChatWrapper,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
+import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
+import type { ChatMessage, ChatRequest } from "../core/ChatRequest.js";
+import type { LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
+import { ServerError } from "../core/ServerError.js";
+import { SequencePool } from "./SequencePool.js";
+import { streamCompletion } from "./streamCompletion.js";
+import { toChatHistory } from "./toChatHistory.js";
+
+export interface ModelRuntimeOptions {
+  /** Context length per sequence; capped at the model's trained length. */
+  contextSize: number;
+  /** Sequences decoded together. */
+  parallel: number;
+  batchSize: number;
+  threads: number;
+  maxQueue: number;
+}
+
+interface RenderedPrompt {
+  tokens: Token[];
+  /** Template stop triggers that are whole special tokens (e.g. `<|im_end|>`). */
+  stopTokens: ReadonlySet<Token>;
+  /** Template stop triggers that are plain text (e.g. "\n\n### Human:" in fallback templates). */
+  stopTexts: string[];
+}
+
+/**
+ * One model resident in memory: its weights, one context whose sequences decode together in
+ * batches, a FIFO queue for requests beyond those sequences, and the model's own chat template.
+ */
+export class LoadedModel {
+  readonly info: ModelInfo;
+  readonly contextSize: number;
+  readonly #model: LlamaModel;
+  readonly #context: LlamaContext;
+  readonly #pool: SequencePool<LlamaContextSequence>;
+  readonly #chatWrapper: ChatWrapper;
+  readonly #options: ModelRuntimeOptions;
+  #expiresAt: number | null = null;
+  #disposed = false;
+
+  private constructor(info: ModelInfo, model: LlamaModel, context: LlamaContext, options: ModelRuntimeOptions) {
+    this.info = info;
+    this.#model = model;
+    this.#context = context;
+    this.#options = options;
+    this.contextSize = context.contextSize;
+    const sequences = Array.from({ length: options.parallel }, () => context.getSequence());
+    this.#pool = new SequencePool(sequences, options.maxQueue);
+    // The model's own template from its GGUF metadata (rendered with Jinja), a known family's
+    // wrapper when the template is recognised, or a general fallback when the file has none.
+    this.#chatWrapper = resolveChatWrapper(model, { warningLogs: false });
+  }
+
+  static async load(llama: Llama, info: ModelInfo, options: ModelRuntimeOptions): Promise<LoadedModel> {
+    const model = await llama.loadModel({ modelPath: info.path });
+    try {
+      const contextSize = Math.min(options.contextSize, model.trainContextSize);
+      const context = await model.createContext({
+        sequences: options.parallel,
+        contextSize,
+        batchSize: options.batchSize,
+        threads: { ideal: options.threads, min: options.threads },
+        failedCreationRemedy: false,
+      });
+      return new LoadedModel(info, model, context, options);
+    } catch (error) {
+      await model.dispose();
+      throw error;
+    }
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  get idle(): boolean {
+    return this.#pool.idle;
+  }
+
+  /** Notified whenever a request starts, ends or queues, so the owner can schedule unloading. */
+  set onActivity(listener: () => void) {
+    this.#pool.onChange = listener;
+  }
+
+  set expiresAt(value: number | null) {
+    this.#expiresAt = value;
+  }
+
+  status(): LoadedModelStatus {
+    return { id: this.info.id, active: this.#pool.active, queued: this.#pool.queued, expiresAt: this.#expiresAt };
+  }
+
+  async chat(request: ChatRequest, signal: AbortSignal): Promise<ChatStream> {
+    const prompt = this.#render(request.messages);
+    if (prompt.tokens.length >= this.contextSize) {
+      throw new ServerError("context_length_exceeded", {
+        param: "messages",
+        message: `This model's maximum context length is ${this.contextSize} tokens. However, your messages resulted in ${prompt.tokens.length} tokens. Please reduce the length of the messages.`,
+      });
+    }
+    const sequence = await this.#pool.acquire(signal);
+    try {
+      await sequence.clearHistory();
+    } catch (error) {
+      this.#pool.release(sequence);
+      throw error;
+    }
+    const events = streamCompletion({
+      model: this.#model,
+      sequence,
+      promptTokens: prompt.tokens,
+      maxTokens: Math.min(request.maxTokens ?? Infinity, this.contextSize - prompt.tokens.length),
+      stop: [...request.stop, ...prompt.stopTexts],
+      stopTokens: prompt.stopTokens,
+      sampling: request.sampling,
+      promptChunkSize: this.#options.batchSize,
+      signal,
+    });
+    return new SequenceLease(events, () => this.#pool.release(sequence));
+  }
+
+  /** Renders the conversation with the model's chat template and tokenizes it. */
+  #render(messages: readonly ChatMessage[]): RenderedPrompt {
+    const state = this.#chatWrapper.generateContextState({ chatHistory: toChatHistory(messages) });
+    const stopTokens = new Set<Token>();
+    const stopTexts: string[] = [];
+    for (const trigger of state.stopGenerationTriggers) {
+      const tokens = trigger.tokenize(this.#model.tokenizer);
+      const plain = trigger.values.every((value) => typeof value === "string");
+      if (tokens.length === 1 && !plain) stopTokens.add(tokens[0] as Token);
+      else if (plain) stopTexts.push(trigger.values.join(""));
+    }
+    return { tokens: state.contextText.tokenize(this.#model.tokenizer), stopTokens, stopTexts };
+  }
+
+  /** Fails queued requests and frees the weights; requests still decoding end with an error. */
+  async dispose(): Promise<void> {
+    this.#disposed = true;
+    this.#pool.rejectWaiting(new ServerError("overloaded", { retryAfter: 1, message: "The model is being unloaded. Retry shortly." }));
+    await this.#context.dispose();
+    await this.#model.dispose();
+  }
+}
+
+/**
+ * Owns a sequence for the life of one stream and gives it back exactly once: when the stream
+ * ends, fails, or is closed by its consumer, even if it was never iterated at all.
+ */
+class SequenceLease implements AsyncIterableIterator<ChatEvent> {
+  readonly #events: AsyncGenerator<ChatEvent, void, undefined>;
+  #release: (() => void) | undefined;
+
+  constructor(events: AsyncGenerator<ChatEvent, void, undefined>, release: () => void) {
+    this.#events = events;
+    this.#release = release;
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<ChatEvent, void>> {
+    try {
+      const result = await this.#events.next();
+      if (result.done) this.#end();
+      return result;
+    } catch (error) {
+      this.#end();
+      throw error;
+    }
+  }
+
+  async return(): Promise<IteratorResult<ChatEvent, void>> {
+    try {
+      await this.#events.return(undefined);
+    } finally {
+      this.#end();
+    }
+    return { done: true, value: undefined };
+  }
+
+  #end(): void {
+    const release = this.#release;
+    this.#release = undefined;
+    release?.();
+  }
+}

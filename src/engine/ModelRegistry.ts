@@ -1,0 +1,208 @@
+import { readdir, readFile, stat } from "node:fs/promises";
+import path from "node:path";
+import { readGgufFileInfo } from "node-llama-cpp";
+import { z } from "zod";
+import type { ModelInfo } from "../core/ModelInfo.js";
+
+export const MANIFEST_FILE = "models.json";
+
+/**
+ * The optional manifest: ids and aliases for files in the models directory, e.g.
+ * `{"models":[{"file":"qwen2.5-0.5b-instruct-q4_k_m.gguf","id":"qwen2.5:0.5b","aliases":["gpt-4o-mini"]}]}`.
+ */
+const manifestSchema = z.object({
+  models: z.array(
+    z.object({
+      file: z.string().min(1),
+      id: z.string().min(1).optional(),
+      aliases: z.array(z.string().min(1)).default([]),
+    }),
+  ),
+});
+
+type Metadata = Omit<ModelInfo, "id" | "aliases" | "path">;
+
+interface CachedMetadata {
+  key: string;
+  metadata: Metadata | Error;
+}
+
+export interface RegistryLogger {
+  warn(message: string): void;
+}
+
+/** Split GGUF files: only the first part is listed; llama.cpp finds the others next to it. */
+const splitPart = /-(\d{5})-of-(\d{5})\.gguf$/i;
+
+/**
+ * The models installed in one directory. Listing reads each file's GGUF header (architecture,
+ * context length, chat template…) without loading weights, caches it by size and modification
+ * time, and sees files added or removed while the server runs.
+ */
+export class ModelRegistry {
+  readonly directory: string;
+  readonly #logger: RegistryLogger;
+  readonly #metadata = new Map<string, CachedMetadata>();
+  readonly #maxAgeMs: number;
+  #snapshot: { at: number; models: ModelInfo[]; byName: Map<string, ModelInfo> } | undefined;
+  #scanning: Promise<ModelInfo[]> | undefined;
+  #lastManifestWarning = "";
+
+  constructor(directory: string, options: { logger?: RegistryLogger; maxAgeMs?: number } = {}) {
+    this.directory = directory;
+    this.#logger = options.logger ?? { warn: () => {} };
+    this.#maxAgeMs = options.maxAgeMs ?? 1000;
+  }
+
+  /** Every model, freshly scanned; aliases are reported on their model. */
+  async list(): Promise<ModelInfo[]> {
+    return this.#scan();
+  }
+
+  /**
+   * Resolves an id or alias. Uses the last scan when it is recent, and scans again before
+   * answering "not found", so a file copied in a moment ago is found.
+   */
+  async find(name: string): Promise<ModelInfo | undefined> {
+    const snapshot = this.#snapshot;
+    if (snapshot && Date.now() - snapshot.at < this.#maxAgeMs) {
+      const hit = snapshot.byName.get(name);
+      if (hit) return hit;
+    }
+    await this.#scan();
+    return this.#snapshot?.byName.get(name);
+  }
+
+  #scan(): Promise<ModelInfo[]> {
+    // Concurrent callers share one scan of the directory.
+    this.#scanning ??= this.#doScan().finally(() => {
+      this.#scanning = undefined;
+    });
+    return this.#scanning;
+  }
+
+  async #doScan(): Promise<ModelInfo[]> {
+    const files = await this.#ggufFiles();
+    const manifest = await this.#readManifest();
+    const named = new Map<string, { id: string; aliases: string[] }>();
+    for (const entry of manifest) {
+      named.set(path.resolve(this.directory, entry.file), { id: entry.id ?? defaultId(entry.file), aliases: entry.aliases });
+    }
+
+    const models: ModelInfo[] = [];
+    const byName = new Map<string, ModelInfo>();
+    const paths = [...new Set([...files, ...named.keys()])].sort();
+    for (const file of paths) {
+      const metadata = await this.#metadataOf(file);
+      if (!metadata) continue;
+      const names = named.get(file) ?? { id: defaultId(path.basename(file)), aliases: [] };
+      const model: ModelInfo = { id: names.id, aliases: names.aliases, path: file, ...metadata };
+      if (byName.has(model.id)) {
+        this.#logger.warn(`Two models are named "${model.id}"; ${file} is ignored. Give it another id in ${MANIFEST_FILE}.`);
+        continue;
+      }
+      models.push(model);
+      for (const name of [model.id, ...model.aliases]) if (!byName.has(name)) byName.set(name, model);
+    }
+    this.#snapshot = { at: Date.now(), models, byName };
+    return models;
+  }
+
+  async #ggufFiles(): Promise<string[]> {
+    let entries: string[];
+    try {
+      entries = await readdir(this.directory);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+    return entries
+      .filter((name) => name.toLowerCase().endsWith(".gguf"))
+      .filter((name) => {
+        const part = splitPart.exec(name);
+        return !part || Number(part[1]) === 1;
+      })
+      .map((name) => path.join(this.directory, name));
+  }
+
+  async #readManifest(): Promise<z.infer<typeof manifestSchema>["models"]> {
+    const file = path.join(this.directory, MANIFEST_FILE);
+    let text: string;
+    try {
+      text = await readFile(file, "utf8");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+    let problem: string;
+    try {
+      const parsed = manifestSchema.safeParse(JSON.parse(text));
+      if (parsed.success) return parsed.data.models;
+      const issue = parsed.error.issues[0];
+      problem = `${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`;
+    } catch (error) {
+      problem = (error as Error).message;
+    }
+    // A broken manifest must not take the server down: warn (once per change) and list files by name.
+    const warning = `Ignoring ${file}: ${problem}`;
+    if (warning !== this.#lastManifestWarning) this.#logger.warn(warning);
+    this.#lastManifestWarning = warning;
+    return [];
+  }
+
+  async #metadataOf(file: string): Promise<Metadata | undefined> {
+    let stats;
+    try {
+      stats = await stat(file);
+    } catch {
+      return undefined; // removed, or named in the manifest but absent
+    }
+    const key = `${stats.size}:${stats.mtimeMs}`;
+    const cached = this.#metadata.get(file);
+    if (cached?.key === key) return cached.metadata instanceof Error ? undefined : cached.metadata;
+
+    let metadata: Metadata | Error;
+    try {
+      metadata = await readMetadata(file, stats.size, stats.mtimeMs);
+    } catch (error) {
+      metadata = error instanceof Error ? error : new Error(String(error));
+      this.#logger.warn(`Skipping ${file}: not a readable GGUF model (${metadata.message})`);
+    }
+    this.#metadata.set(file, { key, metadata });
+    return metadata instanceof Error ? undefined : metadata;
+  }
+}
+
+/** `Llama-3.2-1B-Instruct-Q4_K_M.gguf` → `Llama-3.2-1B-Instruct-Q4_K_M`; split parts lose their suffix. */
+function defaultId(file: string): string {
+  const base = path.basename(file);
+  return base.replace(splitPart, "").replace(/\.gguf$/i, "");
+}
+
+async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): Promise<Metadata> {
+  const info = await readGgufFileInfo(file, {
+    sourceType: "filesystem",
+    logWarnings: false,
+    // The vocabulary is most of a header's size and listing needs none of it.
+    ignoreKeys: ["tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"],
+  });
+  const architecture = String(info.metadata.general?.architecture ?? "unknown");
+  const archMetadata = info.architectureMetadata as { context_length?: number; embedding_length?: number };
+  let parameterCount = 0;
+  for (const tensor of info.fullTensorInfo ?? info.tensorInfo ?? []) {
+    parameterCount += tensor.dimensions.reduce<number>((product, dim) => product * Number(dim), 1);
+  }
+  return {
+    sizeBytes,
+    created: Math.floor(mtimeMs / 1000),
+    architecture,
+    contextLength: numberOrUndefined(archMetadata.context_length),
+    embeddingLength: numberOrUndefined(archMetadata.embedding_length),
+    parameterCount: parameterCount || undefined,
+    hasChatTemplate: typeof info.metadata.tokenizer?.chat_template === "string",
+  };
+}
+
+function numberOrUndefined(value: unknown): number | undefined {
+  return typeof value === "number" || typeof value === "bigint" ? Number(value) : undefined;
+}

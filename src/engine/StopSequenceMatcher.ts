@@ -1,0 +1,58 @@
+export interface MatchResult {
+  /** Text that is safe to send: it can no longer become part of a stop sequence. */
+  text: string;
+  /** A stop sequence was found; `text` ends just before it and generation must end. */
+  stopped: boolean;
+}
+
+/**
+ * Finds stop sequences in streamed text. Text that might be the start of a stop sequence is held
+ * back until the next piece decides it, so a stop sequence never leaks into the output, even when
+ * it arrives split across several tokens.
+ */
+export class StopSequenceMatcher {
+  readonly #stops: string[];
+  #held = "";
+
+  constructor(stops: readonly string[]) {
+    this.#stops = stops.filter((stop) => stop.length > 0);
+  }
+
+  push(piece: string): MatchResult {
+    if (this.#stops.length === 0) return { text: piece, stopped: false };
+    const text = this.#held + piece;
+    let cut = -1;
+    for (const stop of this.#stops) {
+      const at = text.indexOf(stop);
+      if (at !== -1 && (cut === -1 || at < cut)) cut = at;
+    }
+    if (cut !== -1) {
+      this.#held = "";
+      return { text: text.slice(0, cut), stopped: true };
+    }
+    const keep = this.#longestPendingSuffix(text);
+    this.#held = text.slice(text.length - keep);
+    return { text: text.slice(0, text.length - keep), stopped: false };
+  }
+
+  /** Text still held back when generation ends for another reason. */
+  flush(): string {
+    const rest = this.#held;
+    this.#held = "";
+    return rest;
+  }
+
+  /** Length of the longest suffix of `text` that is a proper prefix of some stop sequence. */
+  #longestPendingSuffix(text: string): number {
+    let longest = 0;
+    for (const stop of this.#stops) {
+      for (let length = Math.min(stop.length - 1, text.length); length > longest; length--) {
+        if (text.endsWith(stop.slice(0, length))) {
+          longest = length;
+          break;
+        }
+      }
+    }
+    return longest;
+  }
+}

@@ -1,0 +1,61 @@
+import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
+import { ServerError } from "../core/ServerError.js";
+
+export type EngineChoice = "auto" | "native" | "prebuilt";
+export type GpuChoice = "off" | "auto" | "cuda" | "vulkan" | "metal";
+
+export interface LoadLlamaOptions {
+  engine: EngineChoice;
+  gpu: GpuChoice;
+  /** CPU threads; undefined = the cores useful for math on this machine. */
+  threads?: number;
+  onLog?: (level: "error" | "warn", message: string) => void;
+}
+
+export interface LoadedLlama {
+  llama: Llama;
+  /** "native" for a local build made by `modelhost engine build`, else "prebuilt". */
+  backend: "native" | "prebuilt";
+  threads: number;
+}
+
+/**
+ * Loads a llama.cpp binary without ever compiling or downloading: the native build when one was
+ * made (and `engine` allows it), else the prebuilt binary shipped with node-llama-cpp.
+ */
+export async function loadLlama(options: LoadLlamaOptions): Promise<LoadedLlama> {
+  let llama: Llama;
+  try {
+    llama = await getLlama({
+      gpu: options.gpu === "off" ? false : options.gpu,
+      build: "never",
+      skipDownload: true,
+      progressLogs: false,
+      usePrebuiltBinaries: options.engine !== "native",
+      // node-llama-cpp's default is max(4, cores), which oversubscribes small machines badly.
+      maxThreads: options.threads ?? 0,
+      logLevel: LlamaLogLevel.warn,
+      logger: (level, message) => {
+        const text = message.trim();
+        if (!text) return;
+        if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) options.onLog?.("error", text);
+        else if (level === LlamaLogLevel.warn) options.onLog?.("warn", text);
+      },
+    });
+  } catch (error) {
+    throw new ServerError("engine_unavailable", {
+      cause: error,
+      message:
+        options.engine === "native"
+          ? "No native llama.cpp build was found. Run `modelhost engine build` (or `npm run build:engine`) first, or start with --engine auto."
+          : "No llama.cpp binary could be loaded for this machine. Run `modelhost engine build` to compile one from the bundled source.",
+    });
+  }
+  const backend = llama.buildType === "localBuild" ? "native" : "prebuilt";
+  if (options.engine === "prebuilt" && backend !== "prebuilt") {
+    await llama.dispose();
+    throw new ServerError("engine_unavailable", { message: "--engine prebuilt was asked for, but node-llama-cpp chose a local build." });
+  }
+  const threads = options.threads ?? llama.cpuMathCores;
+  return { llama, backend, threads };
+}

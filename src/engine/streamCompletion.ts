@@ -1,0 +1,95 @@
+import type { LlamaContextSequence, LlamaModel, SequenceEvaluateOptions, Token } from "node-llama-cpp";
+import type { ChatEvent, FinishReason } from "../core/ChatEvent.js";
+import type { SamplingOptions } from "../core/ChatRequest.js";
+import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
+import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
+
+export interface CompletionJob {
+  model: LlamaModel;
+  sequence: LlamaContextSequence;
+  promptTokens: Token[];
+  /** Generation stops after this many tokens with finish reason "length". */
+  maxTokens: number;
+  stop: readonly string[];
+  /** Tokens that end the turn besides the model's end-of-generation tokens (from the chat template). */
+  stopTokens: ReadonlySet<Token>;
+  sampling: SamplingOptions;
+  /** Prompt tokens evaluated per decode call while the prompt is long, checking for abort between. */
+  promptChunkSize: number;
+  signal: AbortSignal;
+}
+
+/** How many recent tokens the presence and frequency penalties look at. */
+const PENALTY_WINDOW = 256;
+
+/**
+ * Decodes one completion on a sequence the caller owns and has cleared. Yields text as it becomes
+ * final, then `done`. Returning early (the consumer stops iterating) ends generation at once.
+ */
+export async function* streamCompletion(job: CompletionJob): AsyncGenerator<ChatEvent, void, undefined> {
+  const { model, sequence, promptTokens, signal } = job;
+
+  // A long prompt is evaluated in chunks so a client that leaves stops prompt processing too.
+  let offset = 0;
+  while (promptTokens.length - offset > job.promptChunkSize) {
+    signal.throwIfAborted();
+    await sequence.evaluateWithoutGeneratingNewTokens(promptTokens.slice(offset, offset + job.promptChunkSize));
+    offset += job.promptChunkSize;
+  }
+  signal.throwIfAborted();
+
+  const generated: Token[] = [];
+  const detokenizer = new IncrementalDetokenizer(model, promptTokens);
+  const matcher = new StopSequenceMatcher(job.stop);
+  let finishReason: FinishReason = "stop";
+  let stoppedByText = false;
+
+  if (job.maxTokens > 0) {
+    // Leaving this loop early (break, throw, or the consumer returning) closes node-llama-cpp's
+    // generator, which stops decoding for this sequence before the next batch.
+    for await (const token of sequence.evaluate(promptTokens.slice(offset), samplerOptions(job.sampling, generated))) {
+      if (job.stopTokens.has(token)) break;
+      generated.push(token);
+      const { text, stopped } = matcher.push(detokenizer.push(token));
+      if (text) yield { type: "text", text };
+      if (stopped) {
+        stoppedByText = true;
+        break;
+      }
+      if (generated.length >= job.maxTokens) {
+        finishReason = "length";
+        break;
+      }
+      signal.throwIfAborted();
+    }
+  } else {
+    finishReason = "length";
+  }
+
+  if (!stoppedByText) {
+    const rest = matcher.flush();
+    if (rest) yield { type: "text", text: rest };
+  }
+  yield { type: "done", finishReason, usage: { promptTokens: promptTokens.length, completionTokens: generated.length } };
+}
+
+function samplerOptions(sampling: SamplingOptions, generated: Token[]): SequenceEvaluateOptions {
+  const options: SequenceEvaluateOptions = {
+    temperature: sampling.temperature,
+    topP: sampling.topP,
+    // llama-server's and Ollama's default; OpenAI has no top_k.
+    topK: 40,
+    seed: sampling.seed,
+  };
+  if (sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0) {
+    // OpenAI's penalties apply to the completion so far (as vLLM does), not to the prompt.
+    options.repeatPenalty = {
+      punishTokens: () => generated.slice(-PENALTY_WINDOW),
+      maxPunishTokens: PENALTY_WINDOW,
+      penalty: 1,
+      presencePenalty: sampling.presencePenalty,
+      frequencyPenalty: sampling.frequencyPenalty,
+    };
+  }
+  return options;
+}

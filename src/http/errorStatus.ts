@@ -1,0 +1,15 @@
+import type { ErrorCode } from "../core/ServerError.js";
+
+/** The HTTP status of each error code; the same for every protocol served over HTTP. */
+export const errorStatus: Record<ErrorCode, number> = {
+  invalid_json: 400,
+  invalid_request: 400,
+  context_length_exceeded: 400,
+  model_not_found: 404,
+  not_found: 404,
+  request_too_large: 413,
+  overloaded: 503,
+  model_load_failed: 500,
+  engine_unavailable: 503,
+  internal_error: 500,
+};

@@ -1,0 +1,79 @@
+import { randomBytes } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import type { FinishReason, Usage } from "../../core/ChatEvent.js";
+import type { Engine } from "../../core/Engine.js";
+import { ServerError } from "../../core/ServerError.js";
+import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
+import { toChatCompletion } from "../../protocols/openai/toChatCompletion.js";
+import { toChatCompletionChunk, toRoleChunk, type StreamIdentity } from "../../protocols/openai/toChatCompletionChunk.js";
+import { toModelObject } from "../../protocols/openai/toModelObject.js";
+import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
+import { abortSignalOf } from "../abortSignalOf.js";
+import { SseWriter } from "../SseWriter.js";
+import { toServerError } from "../toServerError.js";
+
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** `chatcmpl-` and 29 random base62 characters, the shape OpenAI's ids have. */
+function newCompletionId(): string {
+  const bytes = randomBytes(29);
+  let id = "chatcmpl-";
+  for (const byte of bytes) id += ALPHABET[byte % ALPHABET.length];
+  return id;
+}
+
+export function openaiRoutes(app: FastifyInstance, { engine }: { engine: Engine }): void {
+  const config = { protocol: "openai" as const };
+
+  app.get("/v1/models", { config }, async () => {
+    const models = await engine.listModels();
+    return { object: "list", data: models.flatMap((model) => [model.id, ...model.aliases].map((id) => toModelObject(model, id))) };
+  });
+
+  // Model ids may contain slashes (e.g. "org/model"), hence the wildcard.
+  app.get("/v1/models/*", { config }, async (request) => {
+    const id = decodeURIComponent((request.params as { "*": string })["*"]);
+    const model = await engine.findModel(id);
+    if (!model) throw new ServerError("model_not_found", { model: id, param: "model" });
+    return toModelObject(model, id);
+  });
+
+  app.post("/v1/chat/completions", { config }, async (request, reply) => {
+    const { chat, stream: streamed, includeUsage } = fromChatCompletionRequest(request.body);
+    const signal = abortSignalOf(reply);
+    const identity: StreamIdentity = { id: newCompletionId(), created: Math.floor(Date.now() / 1000), model: chat.model, includeUsage };
+    const events = await engine.chat(chat, { signal });
+
+    if (!streamed) {
+      let text = "";
+      let finish: { finishReason: FinishReason; usage: Usage } | undefined;
+      for await (const event of events) {
+        if (event.type === "text") text += event.text;
+        else finish = event;
+      }
+      if (!finish) throw new ServerError("internal_error");
+      return toChatCompletion(identity, { text, ...finish });
+    }
+
+    const sse = new SseWriter(reply);
+    sse.start();
+    try {
+      if (!(await sse.send(toRoleChunk(identity)))) return;
+      for await (const event of events) {
+        for (const chunk of toChatCompletionChunk(identity, event)) {
+          if (!(await sse.send(chunk))) return;
+        }
+      }
+      await sse.done();
+    } catch (error) {
+      // Once the stream has started the status is sent: the error travels as one more event.
+      if (!signal.aborted) {
+        const serverError = toServerError(error);
+        request.log.error({ err: error }, "chat stream failed");
+        await sse.send(toOpenAIError(serverError));
+      }
+    } finally {
+      sse.end();
+    }
+  });
+}

@@ -1,0 +1,115 @@
+import type { ChatMessage, ChatRequest } from "../../core/ChatRequest.js";
+import { ServerError } from "../../core/ServerError.js";
+import { toInvalidRequestError } from "../toInvalidRequestError.js";
+import { chatCompletionRequestSchema, type WireChatMessage } from "./schemas.js";
+
+export interface ParsedChatCompletionRequest {
+  chat: ChatRequest;
+  stream: boolean;
+  includeUsage: boolean;
+}
+
+/** Validates a chat-completions body and translates it to the engine's request. */
+export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRequest {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw new ServerError("invalid_request", { message: "The request body must be a JSON object." });
+  }
+  const parsed = chatCompletionRequestSchema.safeParse(body);
+  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
+  const wire = parsed.data;
+
+  if (wire.n != null && wire.n !== 1) {
+    throw new ServerError("invalid_request", { param: "n", message: "Only n=1 is supported: one choice per request." });
+  }
+  const stream = wire.stream === true;
+  if (wire.stream_options != null && !stream) {
+    throw new ServerError("invalid_request", {
+      param: "stream_options",
+      message: "The 'stream_options' parameter is only allowed when 'stream' is true.",
+    });
+  }
+
+  const stop = wire.stop == null ? [] : typeof wire.stop === "string" ? [wire.stop] : wire.stop;
+  if (stop.includes("")) throw new ServerError("invalid_request", { param: "stop", message: "Stop sequences must not be empty." });
+
+  return {
+    chat: {
+      model: wire.model,
+      messages: toMessages(wire.messages),
+      // max_completion_tokens supersedes the deprecated max_tokens when both are sent.
+      maxTokens: wire.max_completion_tokens ?? wire.max_tokens ?? undefined,
+      stop,
+      sampling: {
+        // OpenAI's defaults: temperature 1 and top_p 1 when the caller sends none.
+        temperature: wire.temperature ?? 1,
+        topP: wire.top_p ?? 1,
+        seed: wire.seed ?? undefined,
+        presencePenalty: wire.presence_penalty ?? 0,
+        frequencyPenalty: wire.frequency_penalty ?? 0,
+      },
+    },
+    stream,
+    includeUsage: stream && wire.stream_options?.include_usage === true,
+  };
+}
+
+function toMessages(messages: WireChatMessage[]): ChatMessage[] {
+  const answerable = new Set<string>();
+  return messages.map((message, i): ChatMessage => {
+    switch (message.role) {
+      case "system":
+      case "developer":
+        answerable.clear();
+        return { role: "system", content: toText(message.content, i) };
+      case "user":
+        answerable.clear();
+        return { role: "user", content: toText(message.content, i) };
+      case "assistant": {
+        answerable.clear();
+        const toolCalls = message.tool_calls?.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments }));
+        for (const call of toolCalls ?? []) answerable.add(call.id);
+        if (message.content == null && !toolCalls?.length) {
+          throw new ServerError("invalid_request", {
+            param: `messages[${i}].content`,
+            message: `Invalid value for 'messages[${i}].content': an assistant message needs content or tool_calls.`,
+          });
+        }
+        const content = message.content == null ? "" : toText(message.content, i);
+        return toolCalls?.length ? { role: "assistant", content, toolCalls } : { role: "assistant", content };
+      }
+      case "tool":
+        // A tool result must answer a call made by the assistant turn just before it.
+        if (!answerable.has(message.tool_call_id)) {
+          throw new ServerError("invalid_request", {
+            param: `messages[${i}].tool_call_id`,
+            message: `Invalid value for 'messages[${i}].tool_call_id': no preceding assistant message has a tool call with id '${message.tool_call_id}'.`,
+          });
+        }
+        answerable.delete(message.tool_call_id);
+        return { role: "tool", content: toText(message.content, i), toolCallId: message.tool_call_id };
+      default:
+        return message satisfies never;
+    }
+  });
+}
+
+function toText(content: string | Array<{ type: string }>, messageIndex: number): string {
+  if (typeof content === "string") return content;
+  return content
+    .map((part, j) => {
+      const param = `messages[${messageIndex}].content[${j}]`;
+      if (part.type !== "text") {
+        throw new ServerError("invalid_request", {
+          param: `${param}.type`,
+          message: `Invalid value for '${param}.type': content parts of type '${part.type}' are not supported; only 'text' is.`,
+        });
+      }
+      const text = (part as { text?: unknown }).text;
+      if (typeof text !== "string") {
+        throw new ServerError("invalid_request", { param: `${param}.text`, message: `Missing required parameter: '${param}.text'.` });
+      }
+      return text;
+    })
+    // Several text parts read as separate paragraphs, as vLLM joins them.
+    .join("\n");
+}

@@ -1,0 +1,98 @@
+import { z } from "zod";
+
+// Wire shapes of the OpenAI chat-completions API. Unknown fields are stripped, not refused, as OpenAI
+// itself ignores fields it does not know; every known field is checked for type and range.
+
+/** Any content part; non-text types get a precise "not supported" error from the translator. */
+const contentPart = z.looseObject({ type: z.string() });
+
+const content = z.union([z.string(), z.array(contentPart)], {
+  error: "expected a string or an array of content parts",
+});
+
+export const toolCallSchema = z.object({
+  id: z.string().min(1),
+  type: z.literal("function"),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const systemMessage = z.object({ role: z.literal(["system", "developer"]), content, name: z.string().optional() });
+const userMessage = z.object({ role: z.literal("user"), content, name: z.string().optional() });
+const assistantMessage = z.object({
+  role: z.literal("assistant"),
+  content: content.nullish(),
+  name: z.string().optional(),
+  tool_calls: z.array(toolCallSchema).optional(),
+  refusal: z.string().nullish(),
+});
+const toolMessage = z.object({ role: z.literal("tool"), content, tool_call_id: z.string().min(1) });
+
+export const chatMessageSchema = z.discriminatedUnion("role", [systemMessage, userMessage, assistantMessage, toolMessage]);
+
+export const chatCompletionRequestSchema = z.object({
+  model: z.string().min(1),
+  messages: z.array(chatMessageSchema).min(1),
+  max_tokens: z.int().min(1).nullish(),
+  max_completion_tokens: z.int().min(1).nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().min(0).max(1).nullish(),
+  stop: z
+    .union([z.string(), z.array(z.string().min(1)).max(4)], { error: "expected a string or an array of up to 4 strings" })
+    .nullish(),
+  seed: z.int().nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  n: z.int().min(1).nullish(),
+  user: z.string().optional(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+});
+
+export type ChatCompletionRequestBody = z.infer<typeof chatCompletionRequestSchema>;
+export type WireChatMessage = z.infer<typeof chatMessageSchema>;
+
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    message: { role: "assistant"; content: string | null; refusal: null };
+    finish_reason: "stop" | "length";
+    logprobs: null;
+  }>;
+  usage: ChatCompletionUsage;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  choices: Array<{
+    index: number;
+    delta: { role?: "assistant"; content?: string };
+    finish_reason: "stop" | "length" | null;
+    logprobs: null;
+  }>;
+  /** Present (null, then the totals) only when the caller asked for stream_options.include_usage. */
+  usage?: ChatCompletionUsage | null;
+}
+
+export interface ModelObject {
+  id: string;
+  object: "model";
+  created: number;
+  owned_by: string;
+}
+
+export interface ErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}

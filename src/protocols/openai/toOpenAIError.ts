@@ -1,0 +1,28 @@
+import type { ErrorCode, ServerError } from "../../core/ServerError.js";
+import type { ErrorBody } from "./schemas.js";
+
+/** `error.type` per code, as the OpenAI API and its clients know them. */
+const typeOf: Record<ErrorCode, string> = {
+  invalid_json: "invalid_request_error",
+  invalid_request: "invalid_request_error",
+  context_length_exceeded: "invalid_request_error",
+  model_not_found: "invalid_request_error",
+  not_found: "invalid_request_error",
+  request_too_large: "invalid_request_error",
+  overloaded: "server_error",
+  model_load_failed: "server_error",
+  engine_unavailable: "server_error",
+  internal_error: "server_error",
+};
+
+/** The `{error:{message,type,param,code}}` body. Internal errors carry no code, as OpenAI's don't. */
+export function toOpenAIError(error: ServerError): ErrorBody {
+  return {
+    error: {
+      message: error.message,
+      type: typeOf[error.code],
+      param: error.param ?? null,
+      code: error.code === "internal_error" || error.code === "invalid_request" ? null : error.code,
+    },
+  };
+}
