@@ -30,7 +30,7 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
   }
 
   const stop = wire.stop == null ? [] : typeof wire.stop === "string" ? [wire.stop] : wire.stop;
-  if (stop.includes("")) throw new ServerError("invalid_request", { param: "stop", message: "Stop sequences must not be empty." });
+  if (stop.includes("")) throw new ServerError("invalid_request", { param: "stop", message: "Invalid value for 'stop': stop sequences must not be empty." });
 
   return {
     chat: {
