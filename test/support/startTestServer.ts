@@ -1,0 +1,65 @@
+import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import OpenAI from "openai";
+import { loadConfig } from "../../src/config/loadConfig.js";
+import type { Config } from "../../src/config/settings.js";
+import { serve } from "../../src/cli/serve.js";
+
+export interface TestServer {
+  /** e.g. http://127.0.0.1:41234 */
+  url: string;
+  /** The official client, pointed at the server as a user would (no retries, so statuses show). */
+  client: OpenAI;
+  modelsDir: string;
+  close(): Promise<void>;
+}
+
+export interface TestServerOptions {
+  /** Model id → GGUF file; each is linked into a fresh models directory as `<id>.gguf`. */
+  models: Record<string, string>;
+  /** Written to the models directory as models.json. */
+  manifest?: unknown;
+  config?: Partial<Config>;
+}
+
+/** Starts the real server (the CLI's composition root) on a free loopback port. */
+export async function startTestServer(options: TestServerOptions): Promise<TestServer> {
+  const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-models-"));
+  for (const [id, file] of Object.entries(options.models)) await symlink(file, path.join(modelsDir, `${id}.gguf`));
+  if (options.manifest !== undefined) await writeFile(path.join(modelsDir, "models.json"), JSON.stringify(options.manifest));
+  const config = loadConfig({
+    overrides: { host: "127.0.0.1", port: 0, modelsDir, logLevel: "silent", threads: 1, parallel: 4, contextSize: 1024, ...options.config },
+  });
+  const server = await serve(config);
+  return {
+    url: server.url,
+    client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "any-value-works-locally", maxRetries: 0 }),
+    modelsDir,
+    async close() {
+      await server.close();
+      await rm(modelsDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Reads a whole SSE response body and splits it into its `data:` payloads. */
+export async function readSseEvents(response: Response): Promise<string[]> {
+  const text = await response.text();
+  return text
+    .split("\n\n")
+    .filter((block) => block.length > 0)
+    .map((block) => {
+      if (!block.startsWith("data: ")) throw new Error(`not an SSE data event: ${JSON.stringify(block)}`);
+      return block.slice("data: ".length);
+    });
+}
+
+export async function postJson(url: string, body: unknown, init: RequestInit = {}): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    ...init,
+  });
+}
