@@ -4,12 +4,18 @@ import { ConfigError, loadConfig, settingsFor } from "../config/loadConfig.js";
 import { formatSettingsHelp } from "../config/formatSettingsHelp.js";
 import { settings, type CommandName } from "../config/settings.js";
 import { isServerError } from "../core/ServerError.js";
-import { listModels } from "./listModels.js";
-import { serve } from "./serve.js";
+import { UsageError } from "./UsageError.js";
+
+// Commands import their modules lazily: node-llama-cpp takes most of a second to load, and
+// `--help` or a mistyped flag should answer at once.
 
 const commands: Record<string, { summary: string; usage: string }> = {
   serve: { summary: "Start the API server (OpenAI-compatible, under /v1).", usage: "modelhost serve [options]" },
   models: { summary: "List the models installed in the models directory.", usage: "modelhost models [options]" },
+  "make-test-model": {
+    summary: "Write a small GGUF model with random weights, for tests and benchmarks.",
+    usage: "modelhost make-test-model --preset <tiny|bench> --out <file.gguf> [--seed <n>]",
+  },
 };
 
 function version(): string {
@@ -63,7 +69,9 @@ async function main(argv: string[]): Promise<number> {
     case "serve": {
       const { flags, help } = parseFlags("serve", rest);
       if (help) return print(commandHelp("serve"));
-      const server = await serve(loadConfig({ flags, env: process.env }));
+      const config = loadConfig({ flags, env: process.env });
+      const { serve } = await import("./serve.js");
+      const server = await serve(config);
       const stop = () => void server.close().then(() => process.exit(0));
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
@@ -73,8 +81,13 @@ async function main(argv: string[]): Promise<number> {
       const { flags, help } = parseFlags("models", rest);
       if (help) return print(commandHelp("models"));
       const config = loadConfig({ flags, env: process.env });
+      const { listModels } = await import("./listModels.js");
       console.log(await listModels(config.modelsDir));
       return 0;
+    }
+    case "make-test-model": {
+      const { makeTestModelCommand } = await import("./makeTestModelCommand.js");
+      return print(await makeTestModelCommand(rest));
     }
     default:
       console.error(`modelhost: unknown command "${command}". Run \`modelhost --help\` for the list.`);
@@ -92,7 +105,7 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof ConfigError || isServerError(error) || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+    if (error instanceof ConfigError || error instanceof UsageError || isServerError(error) || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       console.error(`modelhost: ${(error as Error).message}`);
       process.exitCode = 2;
     } else {

@@ -69,3 +69,16 @@ describe("parseByteSize", () => {
     expect(parseByteSize("5pb")).toBeUndefined();
   });
 });
+
+describe("README", () => {
+  it("documents every setting with its flag, variable and default", async () => {
+    const { readFileSync } = await import("node:fs");
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+    for (const spec of Object.values(settings)) {
+      const row = readme.split("\n").find((line) => line.startsWith(`| \`--${spec.flag}\` |`));
+      expect(row, `README row for --${spec.flag}`).toBeDefined();
+      expect(row).toContain(`\`${spec.env}\``);
+      expect(row).toContain(`\`${spec.default}\``);
+    }
+  });
+});

@@ -1,0 +1,33 @@
+import { parseArgs } from "node:util";
+import { DEFAULT_SEED, makeTestModel } from "../testmodels/makeTestModel.js";
+import { presets, type TestModelPresetName } from "../testmodels/presets.js";
+import { UsageError } from "./UsageError.js";
+
+export const makeTestModelHelp = `Write a GGUF model with deterministic random weights, the project's own byte-level vocabulary
+and a ChatML chat template. It produces gibberish; it exists for tests and benchmarks.
+
+Usage: modelhost make-test-model --preset <${Object.keys(presets).join("|")}> --out <file.gguf> [--seed <n>]
+
+Options:
+  --preset <name>   ${Object.keys(presets).join(", ")} (tiny: under 2 MB, for tests; bench: ~100M parameters in Q8_0)
+  --out <file>      Where to write the model (written to a temporary file, then renamed).
+  --seed <n>        Seed of the weights (default ${DEFAULT_SEED}); the same seed gives the same bytes.`;
+
+export async function makeTestModelCommand(args: string[]): Promise<string> {
+  const { values } = parseArgs({
+    args,
+    options: { preset: { type: "string" }, out: { type: "string" }, seed: { type: "string" }, help: { type: "boolean" } },
+    strict: true,
+  });
+  if (values.help) return makeTestModelHelp;
+  if (!values.preset || !(values.preset in presets)) {
+    throw new UsageError(`--preset must be one of: ${Object.keys(presets).join(", ")}.`);
+  }
+  if (!values.out) throw new UsageError("--out <file.gguf> is required.");
+  const seed = values.seed === undefined ? DEFAULT_SEED : Number(values.seed);
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new UsageError("--seed must be a non-negative integer.");
+  const started = performance.now();
+  const made = await makeTestModel({ preset: values.preset as TestModelPresetName, out: values.out, seed });
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  return `Wrote ${made.path}: ${made.parameters.toLocaleString("en")} parameters, ${made.bytes.toLocaleString("en")} bytes, in ${seconds} s.`;
+}
