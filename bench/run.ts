@@ -1,0 +1,140 @@
+// npm run bench [-- --models tiny,bench --runs 3 --tokens 128 --threads 2 --engine auto --llama-server PATH]
+//
+// Decode speed and time to first token, single stream and N concurrent streams, through
+// node-llama-cpp in process, through modelhost's HTTP API, and (with --llama-server) through
+// llama.cpp's own server on the same file, threads and slots. Each figure is a median over
+// several runs; the phases of one run alternate, so the machine's drift affects all alike.
+import { mkdtemp, rm, symlink } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { loadLlama, type EngineChoice } from "../src/engine/loadLlama.js";
+import { testModelPath, type CachedTestModelPreset } from "../test/support/testModels.js";
+import { timeHttpStream } from "./httpStream.js";
+import { InProcessRunner } from "./inProcess.js";
+import { startLlamaServer, startModelhost, type RunningProcess } from "./servers.js";
+import { aggregateRate, decodeRate, median, type StreamSample } from "./stats.js";
+
+const { values: args } = parseArgs({
+  options: {
+    models: { type: "string", default: "tiny,bench" },
+    runs: { type: "string", default: "3" },
+    tokens: { type: "string", default: "128" },
+    threads: { type: "string" },
+    concurrency: { type: "string", default: "4" },
+    engine: { type: "string", default: "auto" },
+    "llama-server": { type: "string" },
+  },
+});
+
+const runs = Number(args.runs);
+const maxTokens = Number(args.tokens);
+const concurrency = Number(args.concurrency);
+const contextSize = 1024;
+const prompts = [
+  "Tell me a long story about a lighthouse keeper who finds a message in a bottle.",
+  "Explain, step by step, how a steam engine turns heat into motion.",
+  "Write a detailed travel guide to a city that does not exist.",
+  "Describe the rules of a board game you invent, with examples of play.",
+];
+
+interface Measurement {
+  single: StreamSample[];
+  multi: { samples: StreamSample[]; wallMs: number }[];
+}
+
+type Target = { name: string; single(): Promise<StreamSample>; multi(): Promise<{ samples: StreamSample[]; wallMs: number }> };
+
+async function timeConcurrent(start: (i: number) => Promise<StreamSample>): Promise<{ samples: StreamSample[]; wallMs: number }> {
+  const started = performance.now();
+  const samples = await Promise.all(Array.from({ length: concurrency }, (_, i) => start(i)));
+  return { samples, wallMs: performance.now() - started };
+}
+
+function httpTarget(name: string, server: RunningProcess, model: string): Target {
+  const body = (i: number) => ({ model, messages: [{ role: "user", content: prompts[i % prompts.length]! }], max_tokens: maxTokens, temperature: 0, ignore_eos: true });
+  return {
+    name,
+    single: () => timeHttpStream(server.url, body(0)),
+    multi: () => timeConcurrent((i) => timeHttpStream(server.url, body(i))),
+  };
+}
+
+async function benchModel(preset: CachedTestModelPreset): Promise<void> {
+  const modelPath = await testModelPath(preset);
+  const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-bench-"));
+  await symlink(modelPath, path.join(modelsDir, `${preset}.gguf`));
+  const { llama, backend, threads: autoThreads } = await loadLlama({ engine: args.engine as EngineChoice, gpu: "off", threads: args.threads ? Number(args.threads) : undefined });
+  const threads = autoThreads;
+  const serverOptions = { modelPath, modelsDir, threads, parallel: concurrency, contextSize };
+
+  const inProcess = await InProcessRunner.load(llama, modelPath, { threads, sequences: concurrency, contextSize });
+  const tokens = prompts.map((prompt) => inProcess.promptTokens(prompt));
+  const targets: Target[] = [
+    {
+      name: "node-llama-cpp in process",
+      single: async () => (await inProcess.run([tokens[0]!], maxTokens))[0]!,
+      multi: async () => {
+        const started = performance.now();
+        const samples = await inProcess.run(Array.from({ length: concurrency }, (_, i) => tokens[i % tokens.length]!), maxTokens);
+        return { samples, wallMs: performance.now() - started };
+      },
+    },
+  ];
+  const processes: RunningProcess[] = [];
+  try {
+    const modelhost = await startModelhost({ ...serverOptions, engine: args.engine });
+    processes.push(modelhost);
+    targets.push(httpTarget("modelhost HTTP", modelhost, preset));
+    if (args["llama-server"]) {
+      const llamaServer = await startLlamaServer(args["llama-server"], serverOptions);
+      processes.push(llamaServer);
+      targets.push(httpTarget("llama-server HTTP", llamaServer, preset));
+    }
+
+    // Warm up each target once (first decode allocates buffers, pages weights in).
+    for (const target of targets) await target.single();
+
+    const results = new Map<string, Measurement>(targets.map((target) => [target.name, { single: [], multi: [] }]));
+    for (let run = 0; run < runs; run++) {
+      for (const target of targets) results.get(target.name)!.single.push(await target.single());
+      for (const target of targets) results.get(target.name)!.multi.push(await target.multi());
+    }
+    report(preset, { backend, threads }, results);
+  } finally {
+    for (const process of processes) await process.stop();
+    await inProcess.dispose();
+    await llama.dispose();
+    await rm(modelsDir, { recursive: true, force: true });
+  }
+}
+
+function report(preset: string, setup: { backend: string; threads: number }, results: Map<string, Measurement>): void {
+  console.log(`\n## ${preset} model — ${setup.backend} llama.cpp, ${setup.threads} threads, ${maxTokens} tokens, median of ${runs} runs\n`);
+  const rows = [...results.entries()].map(([name, m]) => ({
+    name,
+    singleRate: median(m.single.map(decodeRate)),
+    singleTtft: median(m.single.map((s) => s.ttftMs)),
+    multiRate: median(m.multi.map((r) => aggregateRate(r.samples, r.wallMs))),
+    multiTtft: median(m.multi.flatMap((r) => r.samples.map((s) => s.ttftMs))),
+    multiTokens: median(m.multi.map((r) => r.samples.reduce((sum, s) => sum + s.tokens, 0))),
+  }));
+  console.log(`| | decode tok/s, 1 stream | TTFT ms, 1 stream | aggregate tok/s, ${concurrency} streams | TTFT ms, ${concurrency} streams | tokens, ${concurrency} streams |`);
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+  for (const row of rows) {
+    console.log(`| ${row.name} | ${row.singleRate.toFixed(1)} | ${row.singleTtft.toFixed(1)} | ${row.multiRate.toFixed(1)} | ${row.multiTtft.toFixed(1)} | ${row.multiTokens} |`);
+  }
+  const ours = rows.find((row) => row.name === "modelhost HTTP");
+  const inProcess = rows.find((row) => row.name === "node-llama-cpp in process");
+  const anchor = rows.find((row) => row.name === "llama-server HTTP");
+  if (!ours) return;
+  console.log("");
+  if (inProcess) {
+    console.log(`modelhost / in process: single ${(ours.singleRate / inProcess.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / inProcess.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - inProcess.singleTtft).toFixed(1)} ms more`);
+  }
+  if (anchor) {
+    console.log(`modelhost / llama-server: single ${(ours.singleRate / anchor.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / anchor.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`);
+  }
+}
+
+for (const preset of args.models.split(",")) await benchModel(preset.trim() as CachedTestModelPreset);
