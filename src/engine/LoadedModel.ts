@@ -27,7 +27,7 @@ export interface ModelRuntimeOptions {
 
 interface RenderedPrompt {
   tokens: Token[];
-  /** Template stop triggers that are whole special tokens (e.g. `<|im_end|>`). */
+  /** Control tokens that end the turn in this template (e.g. `<|im_end|>`), besides end-of-generation ones. */
   stopTokens: ReadonlySet<Token>;
   /** Template stop triggers that are plain text (e.g. "\n\n### Human:" in fallback templates). */
   stopTexts: string[];
@@ -135,10 +135,15 @@ export class LoadedModel {
     const stopTokens = new Set<Token>();
     const stopTexts: string[] = [];
     for (const trigger of state.stopGenerationTriggers) {
-      const tokens = trigger.tokenize(this.#model.tokenizer);
-      const plain = trigger.values.every((value) => typeof value === "string");
-      if (tokens.length === 1 && !plain) stopTokens.add(tokens[0] as Token);
-      else if (plain) stopTexts.push(trigger.values.join(""));
+      const [first] = trigger.values;
+      if (typeof first === "string") {
+        // Plain text, such as "\n\n### Human:" in templates of the fallback kind.
+        stopTexts.push(trigger.values.map((value) => (typeof value === "string" ? value : "")).join(""));
+      } else if (first !== undefined) {
+        // A trigger that opens with a control token (`<|im_end|>`, EOS) stops at that token.
+        const [token] = trigger.tokenize(this.#model.tokenizer);
+        if (token !== undefined) stopTokens.add(token);
+      }
     }
     return { tokens: state.contextText.tokenize(this.#model.tokenizer), stopTokens, stopTexts };
   }
