@@ -121,11 +121,16 @@ export class GgufWriter {
     return this.tensors.reduce((sum, tensor) => sum + elementCount(tensor.dims), 0);
   }
 
-  /** Writes the file (replacing any file at `path`) and returns its size in bytes. */
+  /**
+   * Writes the file (replacing any file at `path`) and returns its size in bytes. Invalid metadata
+   * fails before the file is created; a failure while producing tensor data leaves a partial file,
+   * so write to a temporary name and rename it when others may read the path.
+   */
   async write(path: string): Promise<number> {
+    const header = this.encodeHeader();
     const handle = await open(path, "w");
     try {
-      let written = await writeAll(handle, this.encodeHeader());
+      let written = await writeAll(handle, header);
       for (const tensor of this.tensors) {
         const data = encodeTensorData(tensor);
         written += await writeAll(handle, data);
@@ -262,11 +267,15 @@ function writeArray(out: ByteSink, array: GgufArrayValue): void {
 /** Collects little-endian encoded values; Buffer's write methods reject out-of-range integers. */
 class ByteSink {
   private readonly chunks: Uint8Array[] = [];
-  length = 0;
+  private byteLength = 0;
+
+  get length(): number {
+    return this.byteLength;
+  }
 
   bytes(bytes: Uint8Array): void {
     this.chunks.push(bytes);
-    this.length += bytes.length;
+    this.byteLength += bytes.length;
   }
 
   uint8(value: number): void {
@@ -304,7 +313,7 @@ class ByteSink {
   }
 
   toBytes(): Uint8Array {
-    return Buffer.concat(this.chunks, this.length);
+    return Buffer.concat(this.chunks, this.byteLength);
   }
 }
 
