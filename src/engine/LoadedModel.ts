@@ -11,6 +11,7 @@ import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
 import type { ChatMessage, ChatRequest } from "../core/ChatRequest.js";
 import type { LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
+import { DecodeBarrier } from "./DecodeBarrier.js";
 import { SequencePool } from "./SequencePool.js";
 import { streamCompletion } from "./streamCompletion.js";
 import { toChatHistory } from "./toChatHistory.js";
@@ -45,6 +46,7 @@ export class LoadedModel {
   readonly #pool: SequencePool<LlamaContextSequence>;
   readonly #chatWrapper: ChatWrapper;
   readonly #options: ModelRuntimeOptions;
+  readonly #barrier = new DecodeBarrier();
   #expiresAt: number | null = null;
   #disposed = false;
 
@@ -124,6 +126,7 @@ export class LoadedModel {
       stopTokens: prompt.stopTokens,
       sampling: request.sampling,
       promptChunkSize: this.#options.batchSize,
+      barrier: this.#barrier,
       signal,
     });
     return new SequenceLease(events, () => this.#pool.release(sequence));

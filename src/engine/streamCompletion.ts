@@ -1,6 +1,7 @@
 import type { LlamaContextSequence, LlamaModel, SequenceEvaluateOptions, Token } from "node-llama-cpp";
 import type { ChatEvent, FinishReason } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
+import type { DecodeBarrier } from "./DecodeBarrier.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
 
@@ -16,6 +17,8 @@ export interface CompletionJob {
   sampling: SamplingOptions;
   /** Prompt tokens evaluated per decode call while the prompt is long, checking for abort between. */
   promptChunkSize: number;
+  /** Shared by the sequences of one context, so their token requests share batches. */
+  barrier: DecodeBarrier;
   signal: AbortSignal;
 }
 
@@ -45,22 +48,36 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
   let stoppedByText = false;
 
   if (job.maxTokens > 0) {
-    // Leaving this loop early (break, throw, or the consumer returning) closes node-llama-cpp's
-    // generator, which stops decoding for this sequence before the next batch.
-    for await (const token of sequence.evaluate(promptTokens.slice(offset), samplerOptions(job.sampling, generated))) {
-      if (job.stopTokens.has(token)) break;
-      generated.push(token);
-      const { text, stopped } = matcher.push(detokenizer.push(token));
-      if (text) yield { type: "text", text };
-      if (stopped) {
-        stoppedByText = true;
-        break;
+    const tokens = sequence.evaluate(promptTokens.slice(offset), samplerOptions(job.sampling, generated));
+    try {
+      // The prompt and the first token: outside the barrier, so a long prompt never holds up the
+      // token steps of the other sequences.
+      let step = await tokens.next();
+      job.barrier.join();
+      try {
+        while (!step.done) {
+          const token = step.value;
+          if (job.stopTokens.has(token)) break;
+          generated.push(token);
+          const { text, stopped } = matcher.push(detokenizer.push(token));
+          if (text) yield { type: "text", text };
+          if (stopped) {
+            stoppedByText = true;
+            break;
+          }
+          if (generated.length >= job.maxTokens) {
+            finishReason = "length";
+            break;
+          }
+          signal.throwIfAborted();
+          step = await job.barrier.next(tokens);
+        }
+      } finally {
+        job.barrier.leave();
       }
-      if (generated.length >= job.maxTokens) {
-        finishReason = "length";
-        break;
-      }
-      signal.throwIfAborted();
+    } finally {
+      // Closing node-llama-cpp's generator stops decoding for this sequence before the next batch.
+      await tokens.return();
     }
   } else {
     finishReason = "length";
