@@ -12,6 +12,10 @@ import { UsageError } from "./UsageError.js";
 const commands: Record<string, { summary: string; usage: string }> = {
   serve: { summary: "Start the API server (OpenAI-compatible, under /v1).", usage: "modelhost serve [options]" },
   models: { summary: "List the models installed in the models directory.", usage: "modelhost models [options]" },
+  engine: {
+    summary: "Build llama.cpp natively for this CPU (`engine build`), or show which binary loads (`engine status`).",
+    usage: "modelhost engine <build|status> [options]",
+  },
   "make-test-model": {
     summary: "Write a small GGUF model with random weights, for tests and benchmarks.",
     usage: "modelhost make-test-model --preset <tiny|bench> --out <file.gguf> [--seed <n>]",
@@ -84,6 +88,13 @@ async function main(argv: string[]): Promise<number> {
       const { listModels } = await import("./listModels.js");
       console.log(await listModels(config.modelsDir));
       return 0;
+    }
+    case "engine": {
+      const [action, ...flagArgs] = rest;
+      const { flags, help } = parseFlags("engine", action === "--help" ? ["--help"] : flagArgs);
+      if (help) return print(commandHelp("engine"));
+      const { engineCommand } = await import("./engineCommand.js");
+      return print(await engineCommand(action, loadConfig({ flags, env: process.env })));
     }
     case "make-test-model": {
       const { makeTestModelCommand } = await import("./makeTestModelCommand.js");

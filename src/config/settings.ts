@@ -5,7 +5,7 @@ import { parseByteSize } from "./parseByteSize.js";
 import { parseDuration } from "./parseDuration.js";
 
 /** The commands a setting can apply to. */
-export type CommandName = "serve" | "models";
+export type CommandName = "serve" | "models" | "engine";
 
 /**
  * One setting, declared once: its CLI flag, environment variable, default (as the text a user would
@@ -124,7 +124,7 @@ export const settings = {
     default: "auto",
     description: 'CPU threads for decoding ("auto" = the cores useful for math on this machine).',
     schema: z.union([z.literal("auto"), integer(1, 1024)]),
-    commands: ["serve"],
+    commands: ["serve", "engine"],
   }),
   engine: setting({
     flag: "engine",
@@ -133,7 +133,7 @@ export const settings = {
     description:
       'llama.cpp binary: "native" (built by `modelhost engine build`), "prebuilt" (shipped with node-llama-cpp), or "auto" (native when built).',
     schema: z.enum(["auto", "native", "prebuilt"]),
-    commands: ["serve"],
+    commands: ["serve", "engine"],
   }),
   gpu: setting({
     flag: "gpu",
@@ -141,7 +141,7 @@ export const settings = {
     default: "off",
     description: 'GPU backend: "off", "auto" (CUDA, Vulkan or Metal when available), "cuda", "vulkan" or "metal".',
     schema: z.enum(["off", "auto", "cuda", "vulkan", "metal"]),
-    commands: ["serve"],
+    commands: ["serve", "engine"],
   }),
   corsOrigins: setting({
     flag: "cors-origins",

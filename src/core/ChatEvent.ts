@@ -3,6 +3,8 @@ export type FinishReason = "stop" | "length";
 
 export interface Usage {
   promptTokens: number;
+  /** Prompt tokens served from the cache of an earlier request instead of being evaluated. */
+  cachedTokens: number;
   completionTokens: number;
 }
 

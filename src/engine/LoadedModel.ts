@@ -110,9 +110,14 @@ export class LoadedModel {
         message: `This model's maximum context length is ${this.contextSize} tokens. However, your messages resulted in ${prompt.tokens.length} tokens. Please reduce the length of the messages.`,
       });
     }
-    const sequence = await this.#pool.acquire(signal);
+    const tokens = prompt.tokens;
+    // Prefer the free sequence whose cache already holds the longest start of this prompt: the
+    // conversation so far, when a client sends its next turn.
+    const sequence = await this.#pool.acquire(signal, (candidate) => candidate.compareContextTokens(tokens).firstDifferentIndex);
     try {
-      await sequence.clearHistory();
+      // Keep that shared start and drop the rest; at least the last prompt token is evaluated
+      // again, since its logits give the first new token.
+      await sequence.adaptStateToTokens(tokens.slice(0, -1), false);
     } catch (error) {
       this.#pool.release(sequence);
       throw error;
@@ -120,7 +125,8 @@ export class LoadedModel {
     const events = streamCompletion({
       model: this.#model,
       sequence,
-      promptTokens: prompt.tokens,
+      promptTokens: tokens,
+      cachedTokens: sequence.nextTokenIndex,
       maxTokens: Math.min(request.maxTokens ?? Infinity, this.contextSize - prompt.tokens.length),
       stop: [...request.stop, ...prompt.stopTexts],
       stopTokens: prompt.stopTokens,

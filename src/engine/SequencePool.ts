@@ -41,10 +41,22 @@ export class SequencePool<T> {
     this.#onChange = listener;
   }
 
-  acquire(signal: AbortSignal): Promise<T> {
+  /**
+   * Takes a free item, the one `rank` scores highest when several are free (e.g. the sequence
+   * that already holds the longest part of the prompt), or waits for one in FIFO order.
+   */
+  acquire(signal: AbortSignal, rank?: (item: T) => number): Promise<T> {
     signal.throwIfAborted();
-    const item = this.#free.pop();
-    if (item !== undefined) {
+    if (this.#free.length > 0) {
+      let best = this.#free.length - 1;
+      if (rank) {
+        let bestScore = -Infinity;
+        this.#free.forEach((candidate, index) => {
+          const score = rank(candidate);
+          if (score > bestScore) [best, bestScore] = [index, score];
+        });
+      }
+      const [item] = this.#free.splice(best, 1) as [T];
       this.#onChange();
       return Promise.resolve(item);
     }

@@ -9,6 +9,8 @@ export interface CompletionJob {
   model: LlamaModel;
   sequence: LlamaContextSequence;
   promptTokens: Token[];
+  /** How many leading prompt tokens the sequence already holds from an earlier request. */
+  cachedTokens: number;
   /** Generation stops after this many tokens with finish reason "length". */
   maxTokens: number;
   stop: readonly string[];
@@ -33,7 +35,7 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
   const { model, sequence, promptTokens, signal } = job;
 
   // A long prompt is evaluated in chunks so a client that leaves stops prompt processing too.
-  let offset = 0;
+  let offset = job.cachedTokens;
   while (promptTokens.length - offset > job.promptChunkSize) {
     signal.throwIfAborted();
     await sequence.evaluateWithoutGeneratingNewTokens(promptTokens.slice(offset, offset + job.promptChunkSize));
@@ -87,7 +89,7 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
     const rest = matcher.flush();
     if (rest) yield { type: "text", text: rest };
   }
-  yield { type: "done", finishReason, usage: { promptTokens: promptTokens.length, completionTokens: generated.length } };
+  yield { type: "done", finishReason, usage: { promptTokens: promptTokens.length, cachedTokens: job.cachedTokens, completionTokens: generated.length } };
 }
 
 function samplerOptions(sampling: SamplingOptions, generated: Token[]): SequenceEvaluateOptions {

@@ -155,4 +155,25 @@ describe("POST /v1/chat/completions", () => {
     );
     expect(withKey.status).toBe(200);
   });
+
+  it("reuses the cached start of a conversation, with the same reply as without the cache", async () => {
+    const firstTurn = [{ role: "user" as const, content: "Plan a picnic by a lighthouse for six friends." }];
+    const first = await client.chat.completions.create({ model: "tiny", messages: firstTurn, max_tokens: 12, temperature: 0 });
+    const secondTurn = [
+      ...firstTurn,
+      { role: "assistant" as const, content: first.choices[0]?.message.content ?? "" },
+      { role: "user" as const, content: "Now make it vegetarian." },
+    ];
+    // Cold: another sequence evaluates the whole conversation (the first turn's sequence is busy).
+    const holder = client.chat.completions.create({ model: "tiny", messages: firstTurn, max_tokens: 200, temperature: 0 });
+    const cold = await client.chat.completions.create({ model: "tiny", messages: secondTurn, max_tokens: 16, temperature: 0 });
+    await holder;
+    await client.chat.completions.create({ model: "tiny", messages: firstTurn, max_tokens: 12, temperature: 0 });
+    const warm = await client.chat.completions.create({ model: "tiny", messages: secondTurn, max_tokens: 16, temperature: 0 });
+    const firstPromptTokens = first.usage?.prompt_tokens ?? 0;
+    expect(warm.usage?.prompt_tokens_details?.cached_tokens).toBeGreaterThanOrEqual(firstPromptTokens);
+    expect(warm.usage?.prompt_tokens_details?.cached_tokens).toBeLessThan(warm.usage?.prompt_tokens ?? 0);
+    expect(cold.usage?.prompt_tokens_details?.cached_tokens).toBeLessThan(firstPromptTokens);
+    expect(warm.choices[0]?.message.content).toBe(cold.choices[0]?.message.content);
+  });
 });

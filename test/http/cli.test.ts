@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { settings } from "../../src/config/settings.js";
 import { testModelPath } from "../support/testModels.js";
 
-const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.js");
+const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
 const run = promisify(execFile);
 
 async function modelhost(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -5,7 +5,7 @@ import { toOpenAIError } from "../../src/protocols/openai/toOpenAIError.js";
 import { ServerError } from "../../src/core/ServerError.js";
 
 const identity = { id: "chatcmpl-x", created: 1, model: "m" };
-const usage = { promptTokens: 3, completionTokens: 2 };
+const usage = { promptTokens: 3, cachedTokens: 1, completionTokens: 2 };
 
 describe("OpenAI translators", () => {
   it("streams a role chunk, content deltas and a finish chunk, with usage only when asked", () => {
@@ -37,7 +37,7 @@ describe("OpenAI translators", () => {
       created: 1,
       model: "m",
       choices: [{ index: 0, message: { role: "assistant", content: "hello", refusal: null }, finish_reason: "stop", logprobs: null }],
-      usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+      usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, prompt_tokens_details: { cached_tokens: 1 } },
     });
   });
 

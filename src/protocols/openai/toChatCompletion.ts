@@ -15,6 +15,7 @@ export function toUsage(usage: Usage): ChatCompletionUsage {
     prompt_tokens: usage.promptTokens,
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,
+    prompt_tokens_details: { cached_tokens: usage.cachedTokens },
   };
 }
 

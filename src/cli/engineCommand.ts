@@ -1,0 +1,33 @@
+import type { Config } from "../config/settings.js";
+import { loadLlama } from "../engine/loadLlama.js";
+import { buildNativeEngine } from "../engine/nativeEngine.js";
+import { UsageError } from "./UsageError.js";
+
+export const engineUsage = "modelhost engine <build|status> [options]";
+
+/**
+ * `engine build` compiles llama.cpp for this CPU from the source bundled with node-llama-cpp;
+ * `engine status` says which binary the server would load, with how many threads.
+ */
+export async function engineCommand(action: string | undefined, config: Config): Promise<string> {
+  switch (action) {
+    case "build": {
+      const { seconds, systemInfo } = await buildNativeEngine();
+      return [`Built llama.cpp for this machine in ${seconds.toFixed(0)} s.`, systemInfo.trim(), "The server uses it from now on (--engine auto)."].join("\n");
+    }
+    case "status": {
+      const { llama, backend, threads } = await loadLlama({
+        engine: config.engine,
+        gpu: config.gpu,
+        threads: config.threads === "auto" ? undefined : config.threads,
+      });
+      try {
+        return [`backend: ${backend}`, `gpu: ${llama.gpu || "none"}`, `threads: ${threads}`, `llama.cpp: ${llama.llamaCppRelease.release}`, llama.systemInfo.trim()].join("\n");
+      } finally {
+        await llama.dispose();
+      }
+    }
+    default:
+      throw new UsageError(`Usage: ${engineUsage}`);
+  }
+}
