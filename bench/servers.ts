@@ -57,7 +57,7 @@ export async function startModelhost(options: ServerOptions & { engine: string }
   const child = spawn(
     process.execPath,
     [
-      path.join(repo, "bin/modelhost.js"),
+      path.join(repo, "bin/modelhost.cjs"),
       "serve",
       "--port", String(port),
       "--models-dir", options.modelsDir,
