@@ -73,6 +73,9 @@ export class LoadedModel {
         batchSize: options.batchSize,
         threads: { ideal: options.threads, min: options.threads },
         failedCreationRemedy: false,
+        // As llama-server does: llama.cpp enables flash attention where the backend supports it.
+        // On this CPU it made batched decoding of 4 streams ~10% faster.
+        flashAttention: "auto",
       });
       return new LoadedModel(info, model, context, options);
     } catch (error) {
