@@ -62,17 +62,23 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
           if (job.stopTokens.has(token)) break;
           generated.push(token);
           const { text, stopped } = matcher.push(detokenizer.push(token));
-          if (text) yield { type: "text", text };
           if (stopped) {
             stoppedByText = true;
+            if (text) yield { type: "text", text };
             break;
           }
           if (generated.length >= job.maxTokens) {
             finishReason = "length";
+            if (text) yield { type: "text", text };
             break;
           }
           signal.throwIfAborted();
-          step = await job.barrier.next(tokens);
+          // Ask for the next token before handing this one over, so the consumer's work (an HTTP
+          // write) overlaps the next decode instead of delaying it.
+          const next = job.barrier.next(tokens);
+          next.catch(() => {}); // awaited below; this only keeps a failure during the yield from being "unhandled"
+          if (text) yield { type: "text", text };
+          step = await next;
         }
       } finally {
         job.barrier.leave();
