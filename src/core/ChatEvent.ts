@@ -1,5 +1,5 @@
 /** Why generation ended. */
-export type FinishReason = "stop" | "length";
+export type FinishReason = "stop" | "length" | "tool_calls";
 
 export interface Usage {
   promptTokens: number;
@@ -8,9 +8,15 @@ export interface Usage {
   completionTokens: number;
 }
 
-/** What a running generation reports, in order: any number of `text` events, then exactly one `done`. */
+/**
+ * What a running generation reports, in order: text and tool-call events, then exactly one `done`.
+ * A call starts with `tool_call_start` (its name is known by then); its JSON arguments follow in
+ * `tool_call_arguments` pieces, in order. Calls are numbered from 0 by `index`.
+ */
 export type ChatEvent =
   | { type: "text"; text: string }
+  | { type: "tool_call_start"; index: number; id: string; name: string }
+  | { type: "tool_call_arguments"; index: number; text: string }
   | { type: "done"; finishReason: FinishReason; usage: Usage };
 
 export type ChatStream = AsyncIterable<ChatEvent>;

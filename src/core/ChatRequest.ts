@@ -14,6 +14,25 @@ export interface ToolCall {
   arguments: string;
 }
 
+/** A function the model may call; `parameters` is a JSON Schema for its arguments object. */
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  parameters: Record<string, unknown>;
+}
+
+/**
+ * auto: the model decides; none: no call; required: at least one call; function: exactly that
+ * function. "required" and "function" are enforced by grammar-constrained decoding.
+ */
+export type ToolChoice = { type: "auto" } | { type: "none" } | { type: "required" } | { type: "function"; name: string };
+
+/** The shape of the reply's text: free, any JSON object, or JSON valid against a schema. */
+export type ResponseFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | { type: "json_schema"; name: string; schema: Record<string, unknown> | boolean };
+
 export interface SamplingOptions {
   /** 0 means greedy decoding: deterministic, whatever the seed. */
   temperature: number;
@@ -33,4 +52,9 @@ export interface ChatRequest {
   /** Strings that end generation; none of them appears in the output. */
   stop: string[];
   sampling: SamplingOptions;
+  tools: ToolDefinition[];
+  toolChoice: ToolChoice;
+  /** Whether one reply may hold several calls. */
+  parallelToolCalls: boolean;
+  responseFormat: ResponseFormat;
 }

@@ -11,11 +11,14 @@ const CONTEXT_TOKENS = 4;
  */
 export class IncrementalDetokenizer {
   readonly #model: LlamaModel;
+  readonly #specialTokens: boolean;
   #pending: Token[] = [];
   #context: Token[] = [];
 
-  constructor(model: LlamaModel, precedingTokens: readonly Token[] = []) {
+  /** `specialTokens`: show control tokens as their text (tool-call syntax may use them). */
+  constructor(model: LlamaModel, precedingTokens: readonly Token[] = [], specialTokens = false) {
     this.#model = model;
+    this.#specialTokens = specialTokens;
     this.#context = precedingTokens.slice(-CONTEXT_TOKENS);
   }
 
@@ -23,7 +26,7 @@ export class IncrementalDetokenizer {
   push(token: Token): string {
     this.#pending.push(token);
     // The preceding tokens let the detokenizer decide on leading spaces (SentencePiece) correctly.
-    const text = this.#model.detokenize(this.#pending, false, this.#context);
+    const text = this.#model.detokenize(this.#pending, this.#specialTokens, this.#context);
     if (text.endsWith("\uFFFD") && this.#pending.length < MAX_PENDING) return "";
     this.#context = [...this.#context, ...this.#pending].slice(-CONTEXT_TOKENS);
     this.#pending = [];

@@ -1,5 +1,8 @@
 import {
+  LlamaGrammar,
+  LlamaText,
   resolveChatWrapper,
+  type ChatModelFunctions,
   type ChatWrapper,
   type Llama,
   type LlamaContext,
@@ -8,13 +11,15 @@ import {
   type Token,
 } from "node-llama-cpp";
 import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
-import type { ChatMessage, ChatRequest } from "../core/ChatRequest.js";
+import type { ChatRequest, ToolDefinition } from "../core/ChatRequest.js";
 import type { LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
 import { DecodeBarrier } from "./DecodeBarrier.js";
 import { SequencePool } from "./SequencePool.js";
-import { streamCompletion } from "./streamCompletion.js";
+import { streamCompletion, type ToolCallPlan } from "./streamCompletion.js";
 import { toChatHistory } from "./toChatHistory.js";
+import { callDelimitersOf, callOpenersOf, toolCallSyntaxOf, type ToolCallSyntax } from "./tools/ToolCallSyntax.js";
+import { responseFormatGrammar, toolCallGrammar } from "./tools/toolCallGrammar.js";
 
 export interface ModelRuntimeOptions {
   /** Context length per sequence; capped at the model's trained length. */
@@ -27,6 +32,7 @@ export interface ModelRuntimeOptions {
 }
 
 interface RenderedPrompt {
+  text: LlamaText;
   tokens: Token[];
   /** Control tokens that end the turn in this template (e.g. `<|im_end|>`), besides end-of-generation ones. */
   stopTokens: ReadonlySet<Token>;
@@ -45,6 +51,7 @@ export class LoadedModel {
   readonly #context: LlamaContext;
   readonly #pool: SequencePool<LlamaContextSequence>;
   readonly #chatWrapper: ChatWrapper;
+  readonly #toolSyntax: ToolCallSyntax;
   readonly #options: ModelRuntimeOptions;
   readonly #barrier = new DecodeBarrier();
   #expiresAt: number | null = null;
@@ -61,6 +68,7 @@ export class LoadedModel {
     // The model's own template from its GGUF metadata (rendered with Jinja), a known family's
     // wrapper when the template is recognised, or a general fallback when the file has none.
     this.#chatWrapper = resolveChatWrapper(model, { warningLogs: false });
+    this.#toolSyntax = toolCallSyntaxOf(this.#chatWrapper);
   }
 
   static async load(llama: Llama, info: ModelInfo, options: ModelRuntimeOptions): Promise<LoadedModel> {
@@ -106,7 +114,12 @@ export class LoadedModel {
   }
 
   async chat(request: ChatRequest, signal: AbortSignal): Promise<ChatStream> {
-    const prompt = this.#render(request.messages);
+    // tool_choice "none" renders no tools: the model is not told of functions it may not call.
+    const tools = request.toolChoice.type === "none" ? [] : request.tools;
+    const prompt = this.#render(request, tools);
+    const toolPlan = tools.length > 0 ? this.#toolPlan(request, tools, prompt.text) : undefined;
+    const textFormat = responseFormatGrammar(request.responseFormat);
+    const textGrammar = textFormat === undefined ? undefined : new LlamaGrammar(this.#model.llama, { grammar: textFormat });
     if (prompt.tokens.length >= this.contextSize) {
       throw new ServerError("context_length_exceeded", {
         param: "messages",
@@ -134,6 +147,8 @@ export class LoadedModel {
       stop: [...request.stop, ...prompt.stopTexts],
       stopTokens: prompt.stopTokens,
       sampling: request.sampling,
+      textGrammar,
+      tools: toolPlan,
       promptChunkSize: this.#options.batchSize,
       barrier: this.#barrier,
       signal,
@@ -141,9 +156,12 @@ export class LoadedModel {
     return new SequenceLease(events, () => this.#pool.release(sequence));
   }
 
-  /** Renders the conversation with the model's chat template and tokenizes it. */
-  #render(messages: readonly ChatMessage[]): RenderedPrompt {
-    const state = this.#chatWrapper.generateContextState({ chatHistory: toChatHistory(messages) });
+  /** Renders the conversation (and the tools the model may call) with its chat template, and tokenizes it. */
+  #render(request: ChatRequest, tools: readonly ToolDefinition[]): RenderedPrompt {
+    const state = this.#chatWrapper.generateContextState({
+      chatHistory: toChatHistory(request.messages),
+      availableFunctions: tools.length > 0 ? toChatModelFunctions(tools) : undefined,
+    });
     const stopTokens = new Set<Token>();
     const stopTexts: string[] = [];
     for (const trigger of state.stopGenerationTriggers) {
@@ -157,7 +175,28 @@ export class LoadedModel {
         if (token !== undefined) stopTokens.add(token);
       }
     }
-    return { tokens: state.contextText.tokenize(this.#model.tokenizer), stopTokens, stopTexts };
+    return { text: state.contextText, tokens: state.contextText.tokenize(this.#model.tokenizer), stopTokens, stopTexts };
+  }
+
+  #toolPlan(request: ChatRequest, tools: readonly ToolDefinition[], prompt: LlamaText): ToolCallPlan {
+    const syntax = this.#toolSyntax;
+    const choice = request.toolChoice;
+    const named = choice.type === "function" ? choice.name : undefined;
+    const delimiters = callDelimitersOf(syntax);
+    const grammar = toolCallGrammar({ tools, delimiters, parallel: request.parallelToolCalls, named });
+    const opener = LlamaText([syntax.sectionPrefix, syntax.prefix, ...(named === undefined ? [] : [named, syntax.paramsPrefix])]);
+    const tokenizer = this.#model.tokenizer;
+    return {
+      mode: named !== undefined ? { name: named } : choice.type === "required" ? "required" : "auto",
+      openers: callOpenersOf(syntax),
+      delimiters,
+      grammar: new LlamaGrammar(this.#model.llama, { grammar }),
+      openCall(content) {
+        const before = LlamaText([prompt, content]).tokenize(tokenizer);
+        const tokens = LlamaText([prompt, content, opener]).tokenize(tokenizer);
+        return { tokens, openerTokens: tokens.length - before.length };
+      },
+    };
   }
 
   /** Fails queued requests and frees the weights; requests still decoding end with an error. */
@@ -211,4 +250,12 @@ class SequenceLease implements AsyncIterableIterator<ChatEvent> {
     this.#release = undefined;
     release?.();
   }
+}
+
+function toChatModelFunctions(tools: readonly ToolDefinition[]): ChatModelFunctions {
+  const functions: Record<string, ChatModelFunctions[string]> = {};
+  for (const tool of tools) {
+    functions[tool.name] = { description: tool.description, params: tool.parameters as ChatModelFunctions[string]["params"] };
+  }
+  return functions;
 }

@@ -1,3 +1,5 @@
+import { pendingPrefixLength } from "./pendingPrefixLength.js";
+
 export interface MatchResult {
   /** Text that is safe to send: it can no longer become part of a stop sequence. */
   text: string;
@@ -6,7 +8,7 @@ export interface MatchResult {
 }
 
 /**
- * Finds stop sequences in streamed text. Text that might be the start of a stop sequence is held
+ * Finds stop sequences in streamed text (or any markers, such as the opening of a tool call). Text that might be the start of a stop sequence is held
  * back until the next piece decides it, so a stop sequence never leaks into the output, even when
  * it arrives split across several tokens.
  */
@@ -30,7 +32,7 @@ export class StopSequenceMatcher {
       this.#held = "";
       return { text: text.slice(0, cut), stopped: true };
     }
-    const keep = this.#longestPendingSuffix(text);
+    const keep = Math.max(0, ...this.#stops.map((stop) => pendingPrefixLength(text, stop)));
     this.#held = text.slice(text.length - keep);
     return { text: text.slice(0, text.length - keep), stopped: false };
   }
@@ -40,19 +42,5 @@ export class StopSequenceMatcher {
     const rest = this.#held;
     this.#held = "";
     return rest;
-  }
-
-  /** Length of the longest suffix of `text` that is a proper prefix of some stop sequence. */
-  #longestPendingSuffix(text: string): number {
-    let longest = 0;
-    for (const stop of this.#stops) {
-      for (let length = Math.min(stop.length - 1, text.length); length > longest; length--) {
-        if (text.endsWith(stop.slice(0, length))) {
-          longest = length;
-          break;
-        }
-      }
-    }
-    return longest;
   }
 }

@@ -39,7 +39,31 @@ describe("fromChatCompletionRequest", () => {
       maxTokens: 7,
       stop: ["\n"],
       sampling: { temperature: 1, topP: 1, seed: undefined, presencePenalty: 0, frequencyPenalty: 0 },
+      tools: [],
+      toolChoice: { type: "none" },
+      parallelToolCalls: true,
+      responseFormat: { type: "text" },
     });
+  });
+
+  it("translates tools, choices and response formats", () => {
+    const parameters = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
+    const tools = [{ type: "function", function: { name: "get_weather", description: "d", parameters } }];
+    const auto = fromChatCompletionRequest({ model: "m", messages: [user], tools });
+    expect(auto.chat.tools).toEqual([{ name: "get_weather", description: "d", parameters }]);
+    expect(auto.chat.toolChoice).toEqual({ type: "auto" });
+    const named = fromChatCompletionRequest({
+      model: "m",
+      messages: [user],
+      tools: [{ type: "function", function: { name: "f" } }],
+      tool_choice: { type: "function", function: { name: "f" } },
+      parallel_tool_calls: false,
+      response_format: { type: "json_schema", json_schema: { name: "s", schema: { type: "object" } } },
+    });
+    expect(named.chat.tools[0]?.parameters).toEqual({ type: "object", properties: {} });
+    expect(named.chat.toolChoice).toEqual({ type: "function", name: "f" });
+    expect(named.chat.parallelToolCalls).toBe(false);
+    expect(named.chat.responseFormat).toEqual({ type: "json_schema", name: "s", schema: { type: "object" } });
   });
 
   it("prefers max_completion_tokens over max_tokens", () => {

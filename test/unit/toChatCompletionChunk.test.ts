@@ -3,6 +3,7 @@ import { toChatCompletion } from "../../src/protocols/openai/toChatCompletion.js
 import { toChatCompletionChunk, toRoleChunk } from "../../src/protocols/openai/toChatCompletionChunk.js";
 import { toOpenAIError } from "../../src/protocols/openai/toOpenAIError.js";
 import { ServerError } from "../../src/core/ServerError.js";
+import type { ChatEvent } from "../../src/core/ChatEvent.js";
 
 const identity = { id: "chatcmpl-x", created: 1, model: "m" };
 const usage = { promptTokens: 3, cachedTokens: 1, completionTokens: 2 };
@@ -30,8 +31,13 @@ describe("OpenAI translators", () => {
     expect(plainEnd[0]).not.toHaveProperty("usage");
   });
 
-  it("builds the non-streamed reply", () => {
-    expect(toChatCompletion(identity, { text: "hello", finishReason: "stop", usage })).toEqual({
+  it("builds the non-streamed reply", async () => {
+    async function* events(): AsyncGenerator<ChatEvent> {
+      yield { type: "text", text: "hel" };
+      yield { type: "text", text: "lo" };
+      yield { type: "done", finishReason: "stop", usage };
+    }
+    expect(await toChatCompletion(identity, events())).toEqual({
       id: "chatcmpl-x",
       object: "chat.completion",
       created: 1,

@@ -1,6 +1,5 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
-import type { FinishReason, Usage } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
@@ -44,16 +43,7 @@ export function openaiRoutes(app: FastifyInstance, { engine }: { engine: Engine 
     const identity: StreamIdentity = { id: newCompletionId(), created: Math.floor(Date.now() / 1000), model: chat.model, includeUsage };
     const events = await engine.chat(chat, { signal });
 
-    if (!streamed) {
-      let text = "";
-      let finish: { finishReason: FinishReason; usage: Usage } | undefined;
-      for await (const event of events) {
-        if (event.type === "text") text += event.text;
-        else finish = event;
-      }
-      if (!finish) throw new ServerError("internal_error");
-      return toChatCompletion(identity, { text, ...finish });
-    }
+    if (!streamed) return toChatCompletion(identity, events);
 
     const sse = new SseWriter(reply);
     sse.start();

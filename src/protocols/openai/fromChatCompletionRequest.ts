@@ -1,7 +1,8 @@
-import type { ChatMessage, ChatRequest } from "../../core/ChatRequest.js";
+import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
+import { findUnsupportedSchemaFeature } from "../../core/jsonSchemaSupport.js";
 import { ServerError } from "../../core/ServerError.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
-import { chatCompletionRequestSchema, type WireChatMessage } from "./schemas.js";
+import { chatCompletionRequestSchema, type ChatCompletionRequestBody, type WireChatMessage } from "./schemas.js";
 
 export interface ParsedChatCompletionRequest {
   chat: ChatRequest;
@@ -29,6 +30,7 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
     });
   }
 
+  const tools = toTools(wire.tools ?? []);
   const stop = wire.stop == null ? [] : typeof wire.stop === "string" ? [wire.stop] : wire.stop;
   if (stop.includes("")) throw new ServerError("invalid_request", { param: "stop", message: "Invalid value for 'stop': stop sequences must not be empty." });
 
@@ -47,6 +49,10 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
         presencePenalty: wire.presence_penalty ?? 0,
         frequencyPenalty: wire.frequency_penalty ?? 0,
       },
+      tools,
+      toolChoice: toToolChoice(wire.tool_choice, tools),
+      parallelToolCalls: wire.parallel_tool_calls ?? true,
+      responseFormat: toResponseFormat(wire.response_format),
     },
     stream,
     includeUsage: stream && wire.stream_options?.include_usage === true,
@@ -112,4 +118,68 @@ function toText(content: string | Array<{ type: string }>, messageIndex: number)
     })
     // Several text parts read as separate paragraphs, as vLLM joins them.
     .join("\n");
+}
+
+function toTools(wire: NonNullable<ChatCompletionRequestBody["tools"]>): ToolDefinition[] {
+  const seen = new Set<string>();
+  return wire.map(({ function: fn }, i) => {
+    const param = `tools[${i}].function`;
+    if (seen.has(fn.name)) {
+      throw new ServerError("invalid_request", {
+        param: `${param}.name`,
+        message: `Invalid value for '${param}.name': another tool is already named '${fn.name}'.`,
+      });
+    }
+    seen.add(fn.name);
+    // OpenAI: "Omitting parameters defines a function with an empty parameter list."
+    const parameters = fn.parameters ?? { type: "object", properties: {} };
+    if (parameters.type !== "object") {
+      throw new ServerError("invalid_request", {
+        param: `${param}.parameters.type`,
+        message: `Invalid schema for function '${fn.name}': the parameters must be a JSON Schema with "type": "object".`,
+      });
+    }
+    checkSchema(parameters, `${param}.parameters`, `function '${fn.name}'`);
+    return { name: fn.name, ...(fn.description === undefined ? {} : { description: fn.description }), parameters };
+  });
+}
+
+function toToolChoice(wire: ChatCompletionRequestBody["tool_choice"], tools: ToolDefinition[]): ToolChoice {
+  // OpenAI's default: "none" without tools, "auto" with them.
+  if (wire == null) return { type: tools.length > 0 ? "auto" : "none" };
+  if ((wire === "required" || typeof wire === "object") && tools.length === 0) {
+    throw new ServerError("invalid_request", {
+      param: "tool_choice",
+      message: "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+    });
+  }
+  if (typeof wire === "string") return { type: wire };
+  const { name } = wire.function;
+  if (!tools.some((tool) => tool.name === name)) {
+    throw new ServerError("invalid_request", {
+      param: "tool_choice.function.name",
+      message: `Invalid value for 'tool_choice.function.name': no tool named '${name}' is in 'tools'.`,
+    });
+  }
+  return { type: "function", name };
+}
+
+function toResponseFormat(wire: ChatCompletionRequestBody["response_format"]): ResponseFormat {
+  if (wire == null || wire.type === "text") return { type: "text" };
+  if (wire.type === "json_object") return { type: "json_object" };
+  const { name, schema } = wire.json_schema;
+  if (schema === undefined) return { type: "json_object" };
+  checkSchema(schema, "response_format.json_schema.schema", `response format '${name}'`);
+  return { type: "json_schema", name, schema };
+}
+
+/** Refuses, naming the exact place, a schema feature that grammar-constrained decoding cannot enforce. */
+function checkSchema(schema: unknown, param: string, owner: string): void {
+  const unsupported = findUnsupportedSchemaFeature(schema);
+  if (!unsupported) return;
+  const at = [param, unsupported.path, unsupported.keyword].filter(Boolean).join(".");
+  throw new ServerError("invalid_request", {
+    param: at,
+    message: `Invalid schema for ${owner}: '${unsupported.keyword}' at '${at}' is not supported (${unsupported.reason}).`,
+  });
 }

@@ -29,6 +29,40 @@ const toolMessage = z.object({ role: z.literal("tool"), content, tool_call_id: z
 
 export const chatMessageSchema = z.discriminatedUnion("role", [systemMessage, userMessage, assistantMessage, toolMessage]);
 
+const functionName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes");
+
+/** A JSON Schema: checked for what grammar-constrained decoding can enforce by the translator. */
+const jsonSchemaObject = z.record(z.string(), z.unknown());
+
+export const toolSchema = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: functionName,
+    description: z.string().optional(),
+    parameters: jsonSchemaObject.optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+
+export const toolChoiceSchema = z.union(
+  [z.enum(["none", "auto", "required"]), z.object({ type: z.literal("function"), function: z.object({ name: functionName }) })],
+  { error: 'expected "none", "auto", "required" or {"type": "function", "function": {"name": …}}' },
+);
+
+export const responseFormatSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("text") }),
+  z.object({ type: z.literal("json_object") }),
+  z.object({
+    type: z.literal("json_schema"),
+    json_schema: z.object({
+      name: functionName,
+      description: z.string().optional(),
+      schema: z.union([jsonSchemaObject, z.boolean()]).optional(),
+      strict: z.boolean().nullish(),
+    }),
+  }),
+]);
+
 export const chatCompletionRequestSchema = z.object({
   model: z.string().min(1),
   messages: z.array(chatMessageSchema).min(1),
@@ -46,10 +80,20 @@ export const chatCompletionRequestSchema = z.object({
   user: z.string().optional(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+  tools: z.array(toolSchema).max(128).nullish(),
+  tool_choice: toolChoiceSchema.nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  response_format: responseFormatSchema.nullish(),
 });
 
 export type ChatCompletionRequestBody = z.infer<typeof chatCompletionRequestSchema>;
 export type WireChatMessage = z.infer<typeof chatMessageSchema>;
+
+export interface WireToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
 
 export interface ChatCompletionUsage {
   prompt_tokens: number;
@@ -65,8 +109,8 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: "assistant"; content: string | null; refusal: null };
-    finish_reason: "stop" | "length";
+    message: { role: "assistant"; content: string | null; refusal: null; tool_calls?: WireToolCall[] };
+    finish_reason: "stop" | "length" | "tool_calls";
     logprobs: null;
   }>;
   usage: ChatCompletionUsage;
@@ -79,8 +123,12 @@ export interface ChatCompletionChunk {
   model: string;
   choices: Array<{
     index: number;
-    delta: { role?: "assistant"; content?: string };
-    finish_reason: "stop" | "length" | null;
+    delta: {
+      role?: "assistant";
+      content?: string;
+      tool_calls?: Array<{ index: number; id?: string; type?: "function"; function: { name?: string; arguments: string } }>;
+    };
+    finish_reason: "stop" | "length" | "tool_calls" | null;
     logprobs: null;
   }>;
   /** Present (null, then the totals) only when the caller asked for stream_options.include_usage. */

@@ -29,6 +29,24 @@ export function toChatCompletionChunk(identity: StreamIdentity, event: ChatEvent
   switch (event.type) {
     case "text":
       return [chunk(identity, [{ index: 0, delta: { content: event.text }, finish_reason: null, logprobs: null }])];
+    case "tool_call_start":
+      // The first fragment of a call carries its id, type and name, with empty arguments.
+      return [
+        chunk(identity, [
+          {
+            index: 0,
+            delta: { tool_calls: [{ index: event.index, id: event.id, type: "function", function: { name: event.name, arguments: "" } }] },
+            finish_reason: null,
+            logprobs: null,
+          },
+        ]),
+      ];
+    case "tool_call_arguments":
+      return [
+        chunk(identity, [
+          { index: 0, delta: { tool_calls: [{ index: event.index, function: { arguments: event.text } }] }, finish_reason: null, logprobs: null },
+        ]),
+      ];
     case "done": {
       const finish = chunk(identity, [{ index: 0, delta: {}, finish_reason: event.finishReason, logprobs: null }]);
       if (!identity.includeUsage) return [finish];
