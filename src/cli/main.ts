@@ -18,7 +18,7 @@ const commands: Record<string, { summary: string; usage: string }> = {
   },
   "make-test-model": {
     summary: "Write a small GGUF model with random weights, for tests and benchmarks.",
-    usage: "modelhost make-test-model --preset <tiny|bench> --out <file.gguf> [--seed <n>]",
+    usage: "modelhost make-test-model --preset <tiny|bench|embed-tiny> --out <file.gguf> [--seed <n>]",
   },
 };
 

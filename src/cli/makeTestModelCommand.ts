@@ -3,13 +3,17 @@ import { DEFAULT_SEED, makeTestModel } from "../testmodels/makeTestModel.js";
 import { presets, type TestModelPresetName } from "../testmodels/presets.js";
 import { UsageError } from "./UsageError.js";
 
-export const makeTestModelHelp = `Write a GGUF model with deterministic random weights, the project's own byte-level vocabulary
-and a ChatML chat template. It produces gibberish; it exists for tests and benchmarks.
+export const makeTestModelHelp = `Write a GGUF model with deterministic random weights and the project's own vocabulary: a chat
+model (llama architecture, byte-level BPE, ChatML chat template) that produces gibberish, or a
+sentence-embedding model (bert architecture, WordPiece). They exist for tests and benchmarks.
 
 Usage: modelhost make-test-model --preset <${Object.keys(presets).join("|")}> --out <file.gguf> [--seed <n>]
 
 Options:
-  --preset <name>   ${Object.keys(presets).join(", ")} (tiny: under 2 MB, for tests; bench: ~100M parameters in Q8_0)
+  --preset <name>   ${Object.keys(presets).join(", ")}
+                      tiny: chat model under 2 MB, for tests
+                      bench: chat model, ~100M parameters in Q8_0, for benchmarks
+                      embed-tiny: BERT-style embedding model (64 dimensions, mean pooling) under 2 MB
   --out <file>      Where to write the model (written to a temporary file, then renamed).
   --seed <n>        Seed of the weights (default ${DEFAULT_SEED}); the same seed gives the same bytes.`;
 
@@ -20,7 +24,7 @@ export async function makeTestModelCommand(args: string[]): Promise<string> {
     strict: true,
   });
   if (values.help) return makeTestModelHelp;
-  if (!values.preset || !(values.preset in presets)) {
+  if (!values.preset || !Object.hasOwn(presets, values.preset)) {
     throw new UsageError(`--preset must be one of: ${Object.keys(presets).join(", ")}.`);
   }
   if (!values.out) throw new UsageError("--out <file.gguf> is required.");

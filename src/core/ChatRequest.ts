@@ -41,6 +41,8 @@ export interface SamplingOptions {
   /** Additive logit penalties over the tokens generated so far (OpenAI semantics, -2..2). */
   presencePenalty: number;
   frequencyPenalty: number;
+  /** Token id → value added to its logit before sampling; -100 bans the token (OpenAI semantics). */
+  logitBias: ReadonlyMap<number, number>;
 }
 
 export interface ChatRequest {

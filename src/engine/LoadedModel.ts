@@ -114,6 +114,7 @@ export class LoadedModel {
   }
 
   async chat(request: ChatRequest, signal: AbortSignal): Promise<ChatStream> {
+    this.#checkTokenIds(request.sampling.logitBias.keys());
     // tool_choice "none" renders no tools: the model is not told of functions it may not call.
     const tools = request.toolChoice.type === "none" ? [] : request.tools;
     const prompt = this.#render(request, tools);
@@ -176,6 +177,19 @@ export class LoadedModel {
       }
     }
     return { text: state.contextText, tokens: state.contextText.tokenize(this.#model.tokenizer), stopTokens, stopTexts };
+  }
+
+  /** Token ids are the model's own; an id outside its vocabulary is the caller's mistake. */
+  #checkTokenIds(tokens: Iterable<number>): void {
+    const size = this.#model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+    for (const token of tokens) {
+      if (token >= size) {
+        throw new ServerError("invalid_request", {
+          param: "logit_bias",
+          message: `Invalid value for 'logit_bias': token id ${token} is outside this model's vocabulary (ids 0 to ${size - 1}).`,
+        });
+      }
+    }
   }
 
   #toolPlan(request: ChatRequest, tools: readonly ToolDefinition[], prompt: LlamaText): ToolCallPlan {

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import {
   LlamaGrammarEvaluationState,
+  TokenBias,
   type LlamaContextSequence,
   type LlamaGrammar,
   type LlamaModel,
@@ -100,7 +101,7 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
     // Tool syntax may be written with control tokens, so calls are read with special tokens shown.
     const detokenizer = new IncrementalDetokenizer(model, context, usesTools);
     const grammar = calls ? tools?.grammar : job.textGrammar;
-    const options = samplerOptions(job.sampling, generated);
+    const options = samplerOptions(model, job.sampling, generated);
     if (grammar) options.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
     const tokens = sequence.evaluate(context.slice(sequence.nextTokenIndex), options);
     let rewind = false;
@@ -208,7 +209,7 @@ function newCallId(): string {
   return id;
 }
 
-function samplerOptions(sampling: SamplingOptions, generated: Token[]): SequenceEvaluateOptions {
+function samplerOptions(model: LlamaModel, sampling: SamplingOptions, generated: Token[]): SequenceEvaluateOptions {
   const options: SequenceEvaluateOptions = {
     temperature: sampling.temperature,
     topP: sampling.topP,
@@ -216,6 +217,12 @@ function samplerOptions(sampling: SamplingOptions, generated: Token[]): Sequence
     topK: 40,
     seed: sampling.seed,
   };
+  if (sampling.logitBias.size > 0) {
+    const bias = new TokenBias(model.tokenizer);
+    // OpenAI: "values like -100 or 100 should result in a ban or exclusive selection of the token".
+    for (const [token, value] of sampling.logitBias) bias.set(token as Token, value <= -100 ? "never" : { logit: value });
+    options.tokenBias = bias;
+  }
   if (sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0) {
     // OpenAI's penalties apply to the completion so far (as vLLM does), not to the prompt.
     options.repeatPenalty = {

@@ -1,5 +1,5 @@
-// Shapes of the generated test models. Each preset is a record with a `kind`, so presets of
-// other kinds (an embedding model is planned) can join the union without touching these.
+// Shapes of the generated test models. Each preset is a record with a `kind` naming the llama.cpp
+// architecture it is written in: `llama` for the chat models, `bert` for the embedding model.
 
 /** A decoder-only model in llama.cpp's `llama` architecture. */
 export interface LlamaPreset {
@@ -20,9 +20,34 @@ export interface LlamaPreset {
   readonly matrixType: "F32" | "F16" | "Q8_0";
 }
 
-export type TestModelPreset = LlamaPreset;
+/**
+ * A BERT-style sentence-embedding model in llama.cpp's `bert` architecture, like all-MiniLM or
+ * bge: learned position embeddings, bidirectional attention, post-layer-norm blocks with biases,
+ * a GELU feed-forward network, and the token vectors pooled into one embedding.
+ */
+export interface BertPreset {
+  readonly kind: "bert";
+  /** `general.name` */
+  readonly name: string;
+  /** Also the number of position embeddings. */
+  readonly contextLength: number;
+  /** Hidden size, and so the length of the embedding vectors. */
+  readonly embeddingLength: number;
+  readonly blockCount: number;
+  readonly feedForwardLength: number;
+  readonly headCount: number;
+  readonly layerNormEpsilon: number;
+  /** Rows of the token-type (segment) embedding; llama.cpp always uses row 0. */
+  readonly tokenTypeCount: number;
+  /** How llama.cpp turns the token vectors into one embedding: their mean, or the [CLS] token's. */
+  readonly poolingType: "mean" | "cls";
+  /** Type of the embedding, attention and feed-forward matrices; norms and biases are always F32. */
+  readonly matrixType: "F32" | "F16";
+}
 
-export type TestModelPresetName = "tiny" | "bench";
+export type TestModelPreset = LlamaPreset | BertPreset;
+
+export type TestModelPresetName = "tiny" | "bench" | "embed-tiny";
 
 export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
   /** For tests: loads and decodes in milliseconds; about 160k parameters, well under 1 MB. */
@@ -52,5 +77,19 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
     rmsNormEpsilon: 1e-5,
     ropeFreqBase: 10000,
     matrixType: "Q8_0",
+  },
+  /** For embedding tests: BERT-style like all-MiniLM-L6-v2 but far smaller; about 130k parameters, under 300 kB. */
+  "embed-tiny": {
+    kind: "bert",
+    name: "modelhost embed-tiny test model",
+    contextLength: 512,
+    embeddingLength: 64,
+    blockCount: 2,
+    feedForwardLength: 128,
+    headCount: 4,
+    layerNormEpsilon: 1e-12,
+    tokenTypeCount: 2,
+    poolingType: "mean",
+    matrixType: "F16",
   },
 };

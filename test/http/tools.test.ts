@@ -3,6 +3,7 @@ import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
+import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
 
 // The test model has random weights: whatever it "wants", grammar-constrained decoding must make
 // every call well formed and valid against its function's schema. Strings are bounded so that
@@ -202,5 +203,52 @@ describe("tool calls", () => {
     const body = (await response.json()) as { error: { param: string; type: string; message: string } };
     expect(body.error.type).toBe("invalid_request_error");
     expect(body.error.param).toBe(param);
+  });
+});
+
+describe("auto tool choice when the model opens a call by itself", () => {
+  let server: TestServer;
+  let toolCallToken: number;
+
+  beforeAll(async () => {
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { contextSize: 2048 } });
+    // The random test model never writes `<tool_call>` on its own; logit_bias makes it start there,
+    // as a trained model would, so the auto path (detect the opener, rewind, constrain) is exercised.
+    toolCallToken = testVocabulary().tokens.indexOf("<tool_call>");
+    expect(toolCallToken).toBeGreaterThan(0);
+  });
+  afterAll(() => server?.close());
+
+  it("detects the opener in free text, then completes a valid call under the grammar", async () => {
+    const request = {
+      model: "tiny", messages, tools, tool_choice: "auto" as const, parallel_tool_calls: false, temperature: 0, max_tokens: 400,
+      logit_bias: { [toolCallToken]: 100 },
+    };
+    const reply = await server.client.chat.completions.create(request);
+    expect(reply.choices[0]?.finish_reason).toBe("tool_calls");
+    expectValidCalls(reply.choices[0]?.message.tool_calls);
+    const streamed = await accumulate(await server.client.chat.completions.create({ ...request, stream: true }));
+    expect(streamed.calls.map(({ name, arguments: args }) => ({ name, arguments: args }))).toEqual(
+      (reply.choices[0]?.message.tool_calls ?? []).map((call) => (call.type === "function" ? { name: call.function.name, arguments: call.function.arguments } : {})),
+    );
+  });
+
+  it("refuses a logit_bias token id outside the model's vocabulary", async () => {
+    const response = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, logit_bias: { "999999": 5 } });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { param: string } }).error.param).toBe("logit_bias");
+  });
+
+  it("bans tokens with -100", async () => {
+    const request = { model: "tiny", messages, temperature: 0, max_tokens: 60 };
+    const plain = (await server.client.chat.completions.create(request)).choices[0]?.message.content ?? "";
+    const letter = [...plain].find((char) => /[a-z]/.test(char));
+    expect(letter, `a letter in ${JSON.stringify(plain)}`).toBeDefined();
+    // Every token whose text contains the letter: with all of them banned it cannot appear.
+    const banned = Object.fromEntries(
+      testVocabulary().tokens.flatMap((token, id) => (token.includes(letter!) ? [[id, -100]] : [])),
+    );
+    const reply = await server.client.chat.completions.create({ ...request, logit_bias: banned });
+    expect(reply.choices[0]?.message.content).not.toContain(letter);
   });
 });

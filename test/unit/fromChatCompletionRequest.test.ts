@@ -38,7 +38,7 @@ describe("fromChatCompletionRequest", () => {
       ],
       maxTokens: 7,
       stop: ["\n"],
-      sampling: { temperature: 1, topP: 1, seed: undefined, presencePenalty: 0, frequencyPenalty: 0 },
+      sampling: { temperature: 1, topP: 1, seed: undefined, presencePenalty: 0, frequencyPenalty: 0, logitBias: new Map() },
       tools: [],
       toolChoice: { type: "none" },
       parallelToolCalls: true,

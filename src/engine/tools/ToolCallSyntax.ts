@@ -45,8 +45,14 @@ export function callDelimitersOf(syntax: ToolCallSyntax): CallDelimiters {
   };
 }
 
-/** Texts that open a call in free text: with and without the section prefix, and known alternates. */
+/**
+ * Texts that open a call in free text: the prefix with and without the section prefix, and known
+ * alternates, each cut at its first line break. A model that writes `<tool_call>` is opening a call
+ * whatever whitespace it would put next (vLLM's Hermes parser reads it the same way); the rewind
+ * then writes the template's exact prefix and the grammar takes over.
+ */
 export function callOpenersOf(syntax: ToolCallSyntax): string[] {
   const prefix = syntax.prefix.toString();
-  return [syntax.sectionPrefix.toString() + prefix, prefix, ...syntax.prefixAlternates];
+  const firstLine = (text: string) => text.split("\n")[0] || text;
+  return [syntax.sectionPrefix.toString() + prefix, prefix, ...syntax.prefixAlternates].map(firstLine);
 }

@@ -48,6 +48,7 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
         seed: wire.seed ?? undefined,
         presencePenalty: wire.presence_penalty ?? 0,
         frequencyPenalty: wire.frequency_penalty ?? 0,
+        logitBias: new Map(Object.entries(wire.logit_bias ?? {}).map(([token, bias]) => [Number(token), bias])),
       },
       tools,
       toolChoice: toToolChoice(wire.tool_choice, tools),

@@ -77,6 +77,10 @@ export const chatCompletionRequestSchema = z.object({
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
   n: z.int().min(1).nullish(),
+  logit_bias: z
+    .record(z.string().regex(/^\d+$/, "keys must be token ids"), z.number().min(-100).max(100))
+    .refine((bias) => Object.keys(bias).length <= 1024, "at most 1024 tokens may be biased")
+    .nullish(),
   user: z.string().optional(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
