@@ -6,7 +6,7 @@ export async function listModels(directory: string): Promise<string> {
   const registry = new ModelRegistry(directory, { logger: { warn: (message) => warnings.push(message) } });
   const models = await registry.list();
   if (models.length === 0) return [...warnings, `No models in ${directory}. Copy a .gguf file there.`].join("\n");
-  const rows = [["ID", "ALIASES", "ARCH", "PARAMS", "CONTEXT", "SIZE", "TEMPLATE"]];
+  const rows = [["ID", "ALIASES", "ARCH", "PARAMS", "CONTEXT", "SIZE", "TEMPLATE", "SERVES"]];
   for (const model of models) {
     rows.push([
       model.id,
@@ -16,6 +16,7 @@ export async function listModels(directory: string): Promise<string> {
       model.contextLength ? String(model.contextLength) : "-",
       humanBytes(model.sizeBytes),
       model.hasChatTemplate ? "yes" : "no",
+      model.capabilities.join(","),
     ]);
   }
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));

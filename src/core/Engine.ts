@@ -1,5 +1,6 @@
 import type { ChatRequest } from "./ChatRequest.js";
 import type { ChatStream } from "./ChatEvent.js";
+import type { EmbedRequest, EmbedResult } from "./EmbedRequest.js";
 import type { EngineStatus, ModelInfo } from "./ModelInfo.js";
 
 export interface ChatOptions {
@@ -20,6 +21,8 @@ export interface Engine {
    * reject this promise instead of surfacing mid-stream.
    */
   chat(request: ChatRequest, options: ChatOptions): Promise<ChatStream>;
+  /** Embeds every input of the request; requests to one model take turns on its embedding context. */
+  embed(request: EmbedRequest, options: ChatOptions): Promise<EmbedResult>;
   status(): EngineStatus;
   close(): Promise<void>;
 }

@@ -1,3 +1,6 @@
+/** What a model can be used for: decoder models chat and embed (mean pooling); encoders only embed. */
+export type ModelCapability = "chat" | "embeddings";
+
 /** What the registry knows of an installed model without loading its weights. */
 export interface ModelInfo {
   /** The name callers use. */
@@ -14,6 +17,9 @@ export interface ModelInfo {
   embeddingLength?: number;
   parameterCount?: number;
   hasChatTemplate: boolean;
+  capabilities: ModelCapability[];
+  /** The pooling the file declares for embeddings (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
+  poolingType?: number;
 }
 
 export interface LoadedModelStatus {

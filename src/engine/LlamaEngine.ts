@@ -1,6 +1,7 @@
 import type { Llama } from "node-llama-cpp";
 import type { ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
+import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { ChatOptions, Engine } from "../core/Engine.js";
 import type { EngineStatus, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
@@ -58,13 +59,32 @@ export class LlamaEngine implements Engine {
   }
 
   async chat(request: ChatRequest, options: ChatOptions): Promise<ChatStream> {
-    const info = await this.#registry.find(request.model);
-    if (!info) throw new ServerError("model_not_found", { model: request.model, param: "model" });
+    const info = await this.#find(request.model);
+    if (!info.capabilities.includes("chat")) {
+      throw new ServerError("invalid_request", {
+        param: "model",
+        message: `The model \`${request.model}\` is an embedding model: it cannot generate chat completions. Use it with /v1/embeddings.`,
+      });
+    }
     for (;;) {
       const model = await this.#acquireModel(info, options.signal);
       // Unloading may have begun while this request awaited the model; then load it afresh.
       if (!model.disposed) return model.chat(request, options.signal);
     }
+  }
+
+  async embed(request: EmbedRequest, options: ChatOptions): Promise<EmbedResult> {
+    const info = await this.#find(request.model);
+    for (;;) {
+      const model = await this.#acquireModel(info, options.signal);
+      if (!model.disposed) return model.embed(request, options.signal);
+    }
+  }
+
+  async #find(name: string): Promise<ModelInfo> {
+    const info = await this.#registry.find(name);
+    if (!info) throw new ServerError("model_not_found", { model: name, param: "model" });
+    return info;
   }
 
   status(): EngineStatus {

@@ -7,11 +7,13 @@ import {
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
+  type LlamaEmbeddingContext,
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
 import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest, ToolDefinition } from "../core/ChatRequest.js";
+import type { EmbedInput, EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
 import { DecodeBarrier } from "./DecodeBarrier.js";
@@ -48,22 +50,26 @@ export class LoadedModel {
   readonly info: ModelInfo;
   readonly contextSize: number;
   readonly #model: LlamaModel;
-  readonly #context: LlamaContext;
   readonly #pool: SequencePool<LlamaContextSequence>;
+  /** Created on the first embeddings request; one request at a time, the others wait in line. */
+  #embedding: Promise<SequencePool<LlamaEmbeddingContext>> | undefined;
+  #embeddingPool: SequencePool<LlamaEmbeddingContext> | undefined;
   readonly #chatWrapper: ChatWrapper;
   readonly #toolSyntax: ToolCallSyntax;
   readonly #options: ModelRuntimeOptions;
   readonly #barrier = new DecodeBarrier();
   #expiresAt: number | null = null;
   #disposed = false;
+  #onActivity: () => void = () => {};
+  #embeddingLoads = 0;
 
-  private constructor(info: ModelInfo, model: LlamaModel, context: LlamaContext, options: ModelRuntimeOptions) {
+  /** `context` is absent for models that only embed; disposing the model disposes it. */
+  private constructor(info: ModelInfo, model: LlamaModel, context: LlamaContext | undefined, options: ModelRuntimeOptions) {
     this.info = info;
     this.#model = model;
-    this.#context = context;
     this.#options = options;
-    this.contextSize = context.contextSize;
-    const sequences = Array.from({ length: options.parallel }, () => context.getSequence());
+    this.contextSize = context?.contextSize ?? Math.min(options.contextSize, model.trainContextSize);
+    const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
     this.#pool = new SequencePool(sequences, options.maxQueue);
     // The model's own template from its GGUF metadata (rendered with Jinja), a known family's
     // wrapper when the template is recognised, or a general fallback when the file has none.
@@ -72,8 +78,13 @@ export class LoadedModel {
   }
 
   static async load(llama: Llama, info: ModelInfo, options: ModelRuntimeOptions): Promise<LoadedModel> {
-    const model = await llama.loadModel({ modelPath: info.path });
+    const canChat = info.capabilities.includes("chat");
+    // A decoder model declares no pooling; mean pooling over its hidden states makes it embed, as
+    // llama-server's `--pooling mean` does. Pooling applies to embedding contexts only, not to chat.
+    const metadataOverrides = canChat && info.poolingType === undefined ? { [info.architecture]: { pooling_type: MEAN_POOLING } } : undefined;
+    const model = await llama.loadModel({ modelPath: info.path, ...(metadataOverrides ? { metadataOverrides: metadataOverrides as never } : {}) });
     try {
+      if (!canChat) return new LoadedModel(info, model, undefined, options);
       const contextSize = Math.min(options.contextSize, model.trainContextSize);
       const context = await model.createContext({
         sequences: options.parallel,
@@ -97,12 +108,14 @@ export class LoadedModel {
   }
 
   get idle(): boolean {
-    return this.#pool.idle;
+    return this.#pool.idle && (this.#embeddingPool?.idle ?? true) && this.#embeddingLoads === 0;
   }
 
   /** Notified whenever a request starts, ends or queues, so the owner can schedule unloading. */
   set onActivity(listener: () => void) {
+    this.#onActivity = listener;
     this.#pool.onChange = listener;
+    if (this.#embeddingPool) this.#embeddingPool.onChange = listener;
   }
 
   set expiresAt(value: number | null) {
@@ -110,11 +123,88 @@ export class LoadedModel {
   }
 
   status(): LoadedModelStatus {
-    return { id: this.info.id, active: this.#pool.active, queued: this.#pool.queued, expiresAt: this.#expiresAt };
+    const embedding = this.#embeddingPool;
+    return {
+      id: this.info.id,
+      active: this.#pool.active + (embedding?.active ?? 0),
+      queued: this.#pool.queued + (embedding?.queued ?? 0),
+      expiresAt: this.#expiresAt,
+    };
+  }
+
+  /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
+  async embed(request: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
+    const size = this.#model.embeddingVectorSize;
+    if (request.dimensions !== undefined && request.dimensions > size) {
+      throw new ServerError("invalid_request", {
+        param: "dimensions",
+        message: `Invalid value for 'dimensions': ${request.dimensions} is more than this model's ${size} dimensions.`,
+      });
+    }
+    const inputs = request.inputs.map((input, index) => this.#embeddingTokens(input, index));
+    const pool = await this.#embeddingContexts();
+    const context = await pool.acquire(signal);
+    try {
+      const vectors: Float32Array[] = [];
+      let promptTokens = 0;
+      for (const [index, tokens] of inputs.entries()) {
+        signal.throwIfAborted();
+        const length = context.calculateInputLength(tokens);
+        const fitting = length < this.contextSize ? tokens : this.#cutToContext(tokens, length, index, request.truncate);
+        promptTokens += context.calculateInputLength(fitting);
+        const { vector } = await context.getEmbeddingFor(fitting);
+        vectors.push(unitVector(vector, request.dimensions ?? size));
+      }
+      return { vectors, promptTokens };
+    } finally {
+      pool.release(context);
+    }
+  }
+
+  #embeddingTokens(input: EmbedInput, index: number): Token[] {
+    if (typeof input === "string") return this.#model.tokenize(input);
+    this.#checkTokenIds(input, `input[${index}]`);
+    return input as Token[];
+  }
+
+  /** An input longer than the context is refused unless the caller asked to truncate it. */
+  #cutToContext(tokens: Token[], length: number, index: number, truncate: boolean): Token[] {
+    if (!truncate) {
+      throw new ServerError("invalid_request", {
+        param: `input[${index}]`,
+        message: `Invalid value for 'input[${index}]': it is ${length} tokens long, but this model's context holds ${this.contextSize - 1}. Shorten it, or send "truncate": true to cut it.`,
+      });
+    }
+    // The special tokens the model adds around an input count too.
+    return tokens.slice(0, Math.max(0, tokens.length - (length - (this.contextSize - 1))));
+  }
+
+  #embeddingContexts(): Promise<SequencePool<LlamaEmbeddingContext>> {
+    this.#embedding ??= (async () => {
+      this.#embeddingLoads++;
+      try {
+        // A non-causal model (BERT) must see a whole input in one batch.
+        const context = await this.#model.createEmbeddingContext({
+          contextSize: this.contextSize,
+          batchSize: this.contextSize,
+          threads: this.#options.threads,
+        });
+        const pool = new SequencePool([context], this.#options.maxQueue);
+        pool.onChange = this.#onActivity;
+        this.#embeddingPool = pool;
+        return pool;
+      } finally {
+        this.#embeddingLoads--;
+      }
+    })();
+    this.#embedding.catch(() => {
+      this.#embedding = undefined;
+    });
+    return this.#embedding;
   }
 
   async chat(request: ChatRequest, signal: AbortSignal): Promise<ChatStream> {
-    this.#checkTokenIds(request.sampling.logitBias.keys());
+    this.#checkTokenIds(request.sampling.logitBias.keys(), "logit_bias");
     // tool_choice "none" renders no tools: the model is not told of functions it may not call.
     const tools = request.toolChoice.type === "none" ? [] : request.tools;
     const prompt = this.#render(request, tools);
@@ -180,13 +270,13 @@ export class LoadedModel {
   }
 
   /** Token ids are the model's own; an id outside its vocabulary is the caller's mistake. */
-  #checkTokenIds(tokens: Iterable<number>): void {
+  #checkTokenIds(tokens: Iterable<number>, param: string): void {
     const size = this.#model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
     for (const token of tokens) {
       if (token >= size) {
         throw new ServerError("invalid_request", {
-          param: "logit_bias",
-          message: `Invalid value for 'logit_bias': token id ${token} is outside this model's vocabulary (ids 0 to ${size - 1}).`,
+          param,
+          message: `Invalid value for '${param}': token id ${token} is outside this model's vocabulary (ids 0 to ${size - 1}).`,
         });
       }
     }
@@ -216,8 +306,10 @@ export class LoadedModel {
   /** Fails queued requests and frees the weights; requests still decoding end with an error. */
   async dispose(): Promise<void> {
     this.#disposed = true;
-    this.#pool.rejectWaiting(new ServerError("overloaded", { retryAfter: 1, message: "The model is being unloaded. Retry shortly." }));
-    await this.#context.dispose();
+    const unloading = new ServerError("overloaded", { retryAfter: 1, message: "The model is being unloaded. Retry shortly." });
+    this.#pool.rejectWaiting(unloading);
+    this.#embeddingPool?.rejectWaiting(unloading);
+    // Disposing the model disposes its contexts (chat and embedding) with it.
     await this.#model.dispose();
   }
 }
@@ -264,6 +356,19 @@ class SequenceLease implements AsyncIterableIterator<ChatEvent> {
     this.#release = undefined;
     release?.();
   }
+}
+
+/** llama.cpp's LLAMA_POOLING_TYPE_MEAN. */
+const MEAN_POOLING = 1;
+
+/** The first `dimensions` components, scaled to unit length, so cosine similarity is a dot product. */
+function unitVector(vector: readonly number[], dimensions: number): Float32Array {
+  const result = Float32Array.from(vector.slice(0, dimensions));
+  let norm = 0;
+  for (const value of result) norm += value * value;
+  norm = Math.sqrt(norm);
+  if (norm > 0) for (let i = 0; i < result.length; i++) result[i]! /= norm;
+  return result;
 }
 
 function toChatModelFunctions(tools: readonly ToolDefinition[]): ChatModelFunctions {

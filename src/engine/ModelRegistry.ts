@@ -187,7 +187,12 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     ignoreKeys: ["tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"],
   });
   const architecture = String(info.metadata.general?.architecture ?? "unknown");
-  const archMetadata = info.architectureMetadata as { context_length?: number; embedding_length?: number };
+  const archMetadata = info.architectureMetadata as {
+    context_length?: number;
+    embedding_length?: number;
+    pooling_type?: number;
+    attention?: { causal?: boolean };
+  };
   let parameterCount = 0;
   for (const tensor of info.fullTensorInfo ?? info.tensorInfo ?? []) {
     parameterCount += tensor.dimensions.reduce<number>((product, dim) => product * Number(dim), 1);
@@ -200,7 +205,16 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     embeddingLength: numberOrUndefined(archMetadata.embedding_length),
     parameterCount: parameterCount || undefined,
     hasChatTemplate: typeof info.metadata.tokenizer?.chat_template === "string",
+    capabilities: isEncoder(architecture, archMetadata.attention?.causal) ? ["embeddings"] : ["chat", "embeddings"],
+    poolingType: numberOrUndefined(archMetadata.pooling_type),
   };
+}
+
+/** Encoder architectures (BERT and kin) attend both ways: they embed, but cannot generate text. */
+const encoderArchitectures = new Set(["bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "eurobert", "t5encoder"]);
+
+function isEncoder(architecture: string, causal: boolean | undefined): boolean {
+  return causal === false || encoderArchitectures.has(architecture);
 }
 
 function numberOrUndefined(value: unknown): number | undefined {

@@ -15,6 +15,7 @@ const model: ModelInfo = {
   created: 0,
   architecture: "llama",
   hasChatTemplate: true,
+  capabilities: ["chat", "embeddings"],
 };
 
 /** An engine whose generation fails after one piece of text, as a crashed decode would. */
@@ -30,6 +31,9 @@ class FailingEngine implements Engine {
       yield { type: "text", text: "partial" };
       throw new Error("decode failed at /secret/path/model.gguf");
     })();
+  }
+  async embed(): Promise<never> {
+    throw new Error("embedding failed at /secret/path/model.gguf");
   }
   status() {
     return { ready: true, backend: "fake", loaded: [] };

@@ -3,8 +3,10 @@ import type { FastifyInstance } from "fastify";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
+import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingRequest.js";
 import { toChatCompletion } from "../../protocols/openai/toChatCompletion.js";
 import { toChatCompletionChunk, toRoleChunk, type StreamIdentity } from "../../protocols/openai/toChatCompletionChunk.js";
+import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.js";
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { abortSignalOf } from "../abortSignalOf.js";
@@ -35,6 +37,12 @@ export function openaiRoutes(app: FastifyInstance, { engine }: { engine: Engine 
     const model = await engine.findModel(id);
     if (!model) throw new ServerError("model_not_found", { model: id, param: "model" });
     return toModelObject(model, id);
+  });
+
+  app.post("/v1/embeddings", { config }, async (request, reply) => {
+    const { embed, encoding } = fromEmbeddingRequest(request.body);
+    const result = await engine.embed(embed, { signal: abortSignalOf(reply) });
+    return toEmbeddingResponse(embed.model, result, encoding);
   });
 
   app.post("/v1/chat/completions", { config }, async (request, reply) => {

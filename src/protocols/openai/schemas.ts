@@ -144,8 +144,30 @@ export interface ModelObject {
   object: "model";
   created: number;
   owned_by: string;
+  capabilities: ReadonlyArray<"chat" | "embeddings">;
 }
 
 export interface ErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+/** input: a string, an array of strings, an array of token ids, or an array of such arrays. */
+const tokenIds = z.array(z.int().min(0));
+export const embeddingRequestSchema = z.object({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)], {
+    error: "expected a string, an array of strings, an array of token ids, or an array of token-id arrays",
+  }),
+  encoding_format: z.enum(["float", "base64"]).nullish(),
+  dimensions: z.int().min(1).nullish(),
+  user: z.string().optional(),
+  /** Our extension: cut inputs longer than the model's context instead of refusing them. */
+  truncate: z.boolean().nullish(),
+});
+
+export interface EmbeddingResponse {
+  object: "list";
+  data: Array<{ object: "embedding"; index: number; embedding: number[] | string }>;
+  model: string;
+  usage: { prompt_tokens: number; total_tokens: number };
 }
