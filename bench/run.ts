@@ -1,4 +1,4 @@
-// npm run bench [-- --models tiny,bench --runs 3 --tokens 128 --threads 2 --engine auto --llama-server PATH]
+// npm run bench [-- --models tiny,bench --embeddings embed-tiny,tiny --runs 3 --tokens 128 --threads 2 --engine auto --llama-server PATH]
 //
 // Decode speed and time to first token, single stream and N concurrent streams, through
 // node-llama-cpp in process, through modelhost's HTTP API, and (with --llama-server) through
@@ -11,6 +11,7 @@ import { parseArgs } from "node:util";
 import { loadLlama, type EngineChoice } from "../src/engine/loadLlama.js";
 import { testModelPath, type CachedTestModelPreset } from "../test/support/testModels.js";
 import { timeHttpStream } from "./httpStream.js";
+import { benchEmbeddings } from "./embeddings.js";
 import { InProcessRunner } from "./inProcess.js";
 import { startLlamaServer, startModelhost, type RunningProcess } from "./servers.js";
 import { aggregateRate, decodeRate, median, type StreamSample } from "./stats.js";
@@ -18,6 +19,7 @@ import { aggregateRate, decodeRate, median, type StreamSample } from "./stats.js
 const { values: args } = parseArgs({
   options: {
     models: { type: "string", default: "tiny,bench" },
+    embeddings: { type: "string", default: "embed-tiny,tiny" },
     runs: { type: "string", default: "3" },
     tokens: { type: "string", default: "128" },
     threads: { type: "string" },
@@ -137,4 +139,11 @@ function report(preset: string, setup: { backend: string; threads: number }, res
   }
 }
 
-for (const preset of args.models.split(",")) await benchModel(preset.trim() as CachedTestModelPreset);
+for (const preset of args.models.split(",").filter(Boolean)) await benchModel(preset.trim() as CachedTestModelPreset);
+{
+  const { llama, threads } = await loadLlama({ engine: args.engine as EngineChoice, gpu: "off", threads: args.threads ? Number(args.threads) : undefined });
+  for (const preset of args.embeddings.split(",").filter(Boolean)) {
+    await benchEmbeddings(llama, preset.trim() as CachedTestModelPreset, { runs, threads, engine: args.engine });
+  }
+  await llama.dispose();
+}

@@ -151,7 +151,7 @@ export class LoadedModel {
         signal.throwIfAborted();
         const length = context.calculateInputLength(tokens);
         const fitting = length < this.contextSize ? tokens : this.#cutToContext(tokens, length, index, request.truncate);
-        promptTokens += context.calculateInputLength(fitting);
+        promptTokens += fitting === tokens ? length : this.contextSize - 1;
         const { vector } = await context.getEmbeddingFor(fitting);
         vectors.push(unitVector(vector, request.dimensions ?? size));
       }

@@ -40,7 +40,7 @@ export async function loadLlama(options: LoadLlamaOptions): Promise<LoadedLlama>
       logLevel: LlamaLogLevel.warn,
       logger: (level, message) => {
         const text = message.trim();
-        if (!text) return;
+        if (!text || routineMessages.some((routine) => text.includes(routine))) return;
         if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) options.onLog?.("error", text);
         else if (level === LlamaLogLevel.warn) options.onLog?.("warn", text);
       },
@@ -57,6 +57,16 @@ export async function loadLlama(options: LoadLlamaOptions): Promise<LoadedLlama>
   const backend = llama.buildType === "localBuild" ? "native" : "prebuilt";
   return { llama, backend, threads: options.threads ?? defaultThreads(backend, llama.cpuMathCores) };
 }
+
+/**
+ * llama.cpp warnings that describe normal operation through node-llama-cpp and would otherwise be
+ * logged once per request or per input.
+ */
+const routineMessages = [
+  // node-llama-cpp marks only the last token as an output; llama.cpp then outputs all of them for
+  // pooling, as it should. Logged for every embedded input.
+  "embeddings required but some input tokens were not marked as outputs",
+];
 
 /**
  * Threads when the user sets none. The native (OpenMP) build uses every core. The prebuilt binary
