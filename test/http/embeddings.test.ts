@@ -136,6 +136,19 @@ describe("POST /v1/embeddings", () => {
     if (param === "input[0]" && status === 400 && typeof body.input === "string") expect(error.message).toMatch(/context holds 511/);
   });
 
+  it("serves embeddings while a chat streams on another model, and on the same model", async () => {
+    const chat = client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Write at length." }], max_tokens: 300, stream: true });
+    let chunks = 0;
+    const streaming = (async () => {
+      for await (const _chunk of await chat) chunks++;
+    })();
+    const [other, same] = await Promise.all([embed(["while", "chatting"]), embed(["same", "model"], {}, "tiny")]);
+    await streaming;
+    expect(other.data).toHaveLength(2);
+    expect(same.data).toHaveLength(2);
+    expect(chunks).toBeGreaterThan(100);
+  });
+
   it("refuses to chat with an embedding-only model", async () => {
     const response = await postJson(`${server.url}/v1/chat/completions`, { model: "embed", messages: [{ role: "user", content: "hi" }] });
     expect(response.status).toBe(400);
