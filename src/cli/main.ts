@@ -16,6 +16,9 @@ const commands: Record<string, { summary: string; usage: string }> = {
     summary: "Build llama.cpp natively for this CPU (`engine build`), or show which binary loads (`engine status`).",
     usage: "modelhost engine <build|status> [options]",
   },
+  account: { summary: "Hosted profile: create, list, disable accounts.", usage: "modelhost account <create|list|disable|enable|tier> …" },
+  token: { summary: "Hosted profile: create, list, revoke personal access tokens.", usage: "modelhost token <create|list|revoke> …" },
+  usage: { summary: "Hosted profile: print the usage ledger.", usage: "modelhost usage [--account A] [--since YYYY-MM-DD]" },
   "make-test-model": {
     summary: "Write a small GGUF model with random weights, for tests and benchmarks.",
     usage: "modelhost make-test-model --preset <tiny|bench|embed-tiny> --out <file.gguf> [--seed <n>]",
@@ -59,6 +62,25 @@ function parseFlags(command: CommandName, args: string[]): { flags: Record<strin
   return { flags: flags as Record<string, string>, help: help === true };
 }
 
+/** Separates the settings' flags (e.g. --data-dir) from a command's own arguments. */
+function splitSettingsFlags(command: CommandName, args: string[]): { flags: Record<string, string>; others: string[] } {
+  const known = new Set(settingsFor(command).map((key) => settings[key].flag));
+  const flags: Record<string, string> = {};
+  const others: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const [name, inline] = arg.startsWith("--") ? arg.slice(2).split(/=(.*)/s, 2) : [];
+    if (name !== undefined && known.has(name)) {
+      const value = inline ?? args[++i];
+      if (value === undefined) throw new UsageError(`--${name} needs a value.`);
+      flags[name] = value;
+    } else {
+      others.push(arg);
+    }
+  }
+  return { flags, others };
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === "--help" || command === "-h" || command === "help") {
@@ -96,6 +118,14 @@ async function main(argv: string[]): Promise<number> {
       const { engineCommand } = await import("./engineCommand.js");
       return print(await engineCommand(action, loadConfig({ flags, env: process.env })));
     }
+    case "account":
+    case "token":
+    case "usage": {
+      const { accessCommand, accessUsage } = await import("./accessCommands.js");
+      if (rest.includes("--help")) return print(`${accessUsage}\n\nOptions:\n${formatSettingsHelp("access")}`);
+      const { flags, others } = splitSettingsFlags("access", rest);
+      return print(await accessCommand(command, others, loadConfig({ flags, env: process.env })));
+    }
     case "make-test-model": {
       const { makeTestModelCommand } = await import("./makeTestModelCommand.js");
       return print(await makeTestModelCommand(rest));
@@ -116,7 +146,7 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof ConfigError || error instanceof UsageError || isServerError(error) || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+    if (error instanceof ConfigError || error instanceof UsageError || isServerError(error) || (error as Error).name === "AccessError" || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       console.error(`modelhost: ${(error as Error).message}`);
       process.exitCode = 2;
     } else {

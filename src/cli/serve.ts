@@ -1,10 +1,13 @@
 import type { FastifyInstance } from "fastify";
+import type { DestinationStream } from "pino";
 import type { Config } from "../config/settings.js";
 import { LlamaEngine } from "../engine/LlamaEngine.js";
 import { loadLlama } from "../engine/loadLlama.js";
 import { ModelRegistry } from "../engine/ModelRegistry.js";
+import { AccessGate } from "../access/AccessGate.js";
 import { buildApp } from "../http/buildApp.js";
 import { createLogger } from "./createLogger.js";
+import { openLimiter, openStore } from "./openAccess.js";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -14,8 +17,8 @@ export interface RunningServer {
 }
 
 /** Composition root of the server: the real engine behind the HTTP app, listening. */
-export async function serve(config: Config): Promise<RunningServer> {
-  const logger = createLogger(config.logLevel);
+export async function serve(config: Config, options: { logDestination?: DestinationStream } = {}): Promise<RunningServer> {
+  const logger = createLogger(config.logLevel, options.logDestination);
   const { llama, backend, threads } = await loadLlama({
     engine: config.engine,
     gpu: config.gpu,
@@ -34,24 +37,44 @@ export async function serve(config: Config): Promise<RunningServer> {
     backend,
     logger,
   });
-  const app = await buildApp({ engine, bodyLimit: config.bodyLimit, corsOrigins: config.corsOrigins, logger });
+  const access = config.profile === "hosted" ? await openGate(config, logger) : undefined;
+  const app = await buildApp({ engine, access: access?.gate, bodyLimit: config.bodyLimit, corsOrigins: config.corsOrigins, logger });
+  const port = config.port === "auto" ? (config.profile === "hosted" ? 8080 : 11434) : config.port;
   try {
-    await app.listen({ host: config.host, port: config.port });
+    await app.listen({ host: config.host, port });
   } catch (error) {
     await engine.close();
+    await access?.close();
     throw error;
   }
   const address = app.server.address();
-  const port = typeof address === "object" && address ? address.port : config.port;
+  const boundPort = typeof address === "object" && address ? address.port : port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
-  const url = `http://${host}:${port}`;
+  const url = `http://${host}:${boundPort}`;
   const models = await registry.list();
-  logger.info({ url, backend, threads, modelsDir: config.modelsDir, models: models.map((model) => model.id) }, "modelhost listening");
+  logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models: models.map((model) => model.id) }, "modelhost listening");
 
   let closing: Promise<void> | undefined;
   return {
     app,
     url,
-    close: () => (closing ??= app.close().then(() => engine.close())),
+    close: () => (closing ??= app.close().then(() => Promise.all([engine.close(), access?.close()])).then(() => undefined)),
+  };
+}
+
+/** The hosted profile's store, limiter and gate. */
+async function openGate(config: Config, logger: ReturnType<typeof createLogger>): Promise<{ gate: AccessGate; close(): Promise<void> }> {
+  const { store, tiers } = await openStore(config);
+  const limiter = await openLimiter(config).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
+  const gate = new AccessGate(store, limiter, tiers, { logger });
+  return {
+    gate,
+    async close() {
+      await gate.close();
+      await Promise.all([limiter.close(), store.close()]);
+    },
   };
 }

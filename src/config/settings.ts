@@ -5,7 +5,7 @@ import { parseByteSize } from "./parseByteSize.js";
 import { parseDuration } from "./parseDuration.js";
 
 /** The commands a setting can apply to. */
-export type CommandName = "serve" | "models" | "engine";
+export type CommandName = "serve" | "models" | "engine" | "access";
 
 /**
  * One setting, declared once: its CLI flag, environment variable, default (as the text a user would
@@ -46,6 +46,15 @@ const directory = z.string().trim().min(1).transform((text) =>
 const list = z.string().transform((text) => text.split(",").map((item) => item.trim()).filter(Boolean));
 
 export const settings = {
+  profile: setting({
+    flag: "profile",
+    env: "MODELHOST_PROFILE",
+    default: "local",
+    description:
+      '"local": no credentials, for one machine. "hosted": personal access tokens (Bearer), accounts, tiers with rate limits, usage accounting.',
+    schema: z.enum(["local", "hosted"]),
+    commands: ["serve"],
+  }),
   host: setting({
     flag: "host",
     env: "MODELHOST_HOST",
@@ -57,9 +66,9 @@ export const settings = {
   port: setting({
     flag: "port",
     env: "MODELHOST_PORT",
-    default: "11434",
-    description: "TCP port to listen on (0 picks a free port).",
-    schema: integer(0, 65535),
+    default: "auto",
+    description: 'TCP port to listen on ("auto": 11434 for the local profile, 8080 for hosted; 0 picks a free port).',
+    schema: z.union([z.literal("auto"), integer(0, 65535)]),
     commands: ["serve"],
   }),
   modelsDir: setting({
@@ -69,6 +78,38 @@ export const settings = {
     description: "Directory of .gguf model files (and an optional models.json manifest of ids and aliases).",
     schema: directory,
     commands: ["serve", "models"],
+  }),
+  dataDir: setting({
+    flag: "data-dir",
+    env: "MODELHOST_DATA_DIR",
+    default: "~/.modelhost",
+    description: "Hosted profile state: the SQLite database (accounts, tokens, usage, rate-limit counters) unless --database-url/--redis-url say otherwise.",
+    schema: directory,
+    commands: ["serve", "access"],
+  }),
+  databaseUrl: setting({
+    flag: "database-url",
+    env: "MODELHOST_DATABASE_URL",
+    default: "",
+    description: "PostgreSQL URL (postgres://…) for accounts, tokens and usage, shared by several replicas. Empty: SQLite in --data-dir.",
+    schema: z.string().trim(),
+    commands: ["serve", "access"],
+  }),
+  redisUrl: setting({
+    flag: "redis-url",
+    env: "MODELHOST_REDIS_URL",
+    default: "",
+    description: "Redis URL (redis://…) for rate-limit counters shared by several replicas. If Redis is unreachable, requests get 503 (fail closed). Empty: SQLite in --data-dir.",
+    schema: z.string().trim(),
+    commands: ["serve"],
+  }),
+  tiersFile: setting({
+    flag: "tiers-file",
+    env: "MODELHOST_TIERS_FILE",
+    default: "",
+    description: 'JSON file of tiers and their limits (see docs/hosted.md). Empty: one tier, "free": 15 requests per minute, 150,000 tokens per day.',
+    schema: z.string().trim(),
+    commands: ["serve", "access"],
   }),
   maxLoadedModels: setting({
     flag: "max-loaded-models",

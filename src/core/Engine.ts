@@ -6,6 +6,24 @@ import type { EngineStatus, ModelInfo } from "./ModelInfo.js";
 export interface ChatOptions {
   /** Aborting it stops generation at once and frees the request's sequence (or its place in the queue). */
   signal: AbortSignal;
+  /**
+   * Called once the prompt's size is known, before any token is evaluated; may refuse by throwing
+   * (rate limits, per-request caps). The ticket's `settle` is called exactly once with what was
+   * really used, when the request ends however it ends.
+   */
+  admit?: (request: AdmissionRequest) => Promise<AdmissionTicket>;
+}
+
+export interface AdmissionRequest {
+  promptTokens: number;
+  /** The most the request may generate (its max_tokens, or what the context leaves). */
+  maxOutputTokens: number;
+}
+
+export interface AdmissionTicket {
+  /** The output cap granted, at most the one asked for. */
+  maxOutputTokens: number;
+  settle(usage: { promptTokens: number; completionTokens: number }): void;
 }
 
 /**

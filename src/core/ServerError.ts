@@ -9,6 +9,10 @@ export const errorCodes = [
   "model_not_found",
   "not_found",
   "request_too_large",
+  "invalid_api_key",
+  "rate_limit_exceeded",
+  "tokens_limit_reached",
+  "limiter_unavailable",
   "overloaded",
   "model_load_failed",
   "engine_unavailable",
@@ -25,6 +29,8 @@ export interface ErrorDetails {
   message?: string;
   /** Seconds after which retrying may succeed (sent as Retry-After). */
   retryAfter?: number;
+  /** For rate_limit_exceeded: whether a request or a token limit was hit. */
+  limitKind?: "requests" | "tokens";
   cause?: unknown;
 }
 
@@ -35,6 +41,10 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
   model_not_found: (d) => `The model \`${d.model ?? ""}\` does not exist or you do not have access to it.`,
   not_found: () => "Not found.",
   request_too_large: () => "The request body is too large.",
+  invalid_api_key: () => "Incorrect API key provided. Send a valid personal access token as `Authorization: Bearer <token>`.",
+  rate_limit_exceeded: () => "Rate limit reached. Retry after the time in the Retry-After header.",
+  tokens_limit_reached: () => "The request is larger than your tier allows per request.",
+  limiter_unavailable: () => "Rate limiting is unavailable, so requests are refused for now. Retry shortly.",
   overloaded: () => "The server is overloaded: too many requests are waiting. Retry shortly.",
   model_load_failed: (d) => `The model \`${d.model ?? ""}\` could not be loaded.`,
   engine_unavailable: () =>

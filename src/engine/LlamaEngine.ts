@@ -69,7 +69,7 @@ export class LlamaEngine implements Engine {
     for (;;) {
       const model = await this.#acquireModel(info, options.signal);
       // Unloading may have begun while this request awaited the model; then load it afresh.
-      if (!model.disposed) return model.chat(request, options.signal);
+      if (!model.disposed) return model.chat(request, options);
     }
   }
 
@@ -77,7 +77,7 @@ export class LlamaEngine implements Engine {
     const info = await this.#find(request.model);
     for (;;) {
       const model = await this.#acquireModel(info, options.signal);
-      if (!model.disposed) return model.embed(request, options.signal);
+      if (!model.disposed) return model.embed(request, options);
     }
   }
 

@@ -14,6 +14,7 @@ import {
 import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest, ToolDefinition } from "../core/ChatRequest.js";
 import type { EmbedInput, EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
+import type { AdmissionTicket, ChatOptions } from "../core/Engine.js";
 import type { LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
 import { DecodeBarrier } from "./DecodeBarrier.js";
@@ -133,7 +134,7 @@ export class LoadedModel {
   }
 
   /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
-  async embed(request: EmbedRequest, signal: AbortSignal): Promise<EmbedResult> {
+  async embed(request: EmbedRequest, { signal, admit }: ChatOptions): Promise<EmbedResult> {
     const size = this.#model.embeddingVectorSize;
     if (request.dimensions !== undefined && request.dimensions > size) {
       throw new ServerError("invalid_request", {
@@ -144,20 +145,26 @@ export class LoadedModel {
     const inputs = request.inputs.map((input, index) => this.#embeddingTokens(input, index));
     const pool = await this.#embeddingContexts();
     const context = await pool.acquire(signal);
+    let ticket: AdmissionTicket | undefined;
+    let promptTokens = 0;
     try {
-      const vectors: Float32Array[] = [];
-      let promptTokens = 0;
-      for (const [index, tokens] of inputs.entries()) {
-        signal.throwIfAborted();
+      const prepared = inputs.map((tokens, index) => {
         const length = context.calculateInputLength(tokens);
-        const fitting = length < this.contextSize ? tokens : this.#cutToContext(tokens, length, index, request.truncate);
-        promptTokens += fitting === tokens ? length : this.contextSize - 1;
-        const { vector } = await context.getEmbeddingFor(fitting);
+        if (length < this.contextSize) return { tokens, length };
+        return { tokens: this.#cutToContext(tokens, length, index, request.truncate), length: this.contextSize - 1 };
+      });
+      ticket = await admit?.({ promptTokens: prepared.reduce((sum, input) => sum + input.length, 0), maxOutputTokens: 0 });
+      const vectors: Float32Array[] = [];
+      for (const { tokens, length } of prepared) {
+        signal.throwIfAborted();
+        const { vector } = await context.getEmbeddingFor(tokens);
+        promptTokens += length;
         vectors.push(unitVector(vector, request.dimensions ?? size));
       }
       return { vectors, promptTokens };
     } finally {
       pool.release(context);
+      ticket?.settle({ promptTokens, completionTokens: 0 });
     }
   }
 
@@ -203,7 +210,7 @@ export class LoadedModel {
     return this.#embedding;
   }
 
-  async chat(request: ChatRequest, signal: AbortSignal): Promise<ChatStream> {
+  async chat(request: ChatRequest, { signal, admit }: ChatOptions): Promise<ChatStream> {
     this.#checkTokenIds(request.sampling.logitBias.keys(), "logit_bias");
     // tool_choice "none" renders no tools: the model is not told of functions it may not call.
     const tools = request.toolChoice.type === "none" ? [] : request.tools;
@@ -218,23 +225,33 @@ export class LoadedModel {
       });
     }
     const tokens = prompt.tokens;
-    // Prefer the free sequence whose cache already holds the longest start of this prompt: the
-    // conversation so far, when a client sends its next turn.
-    const sequence = await this.#pool.acquire(signal, (candidate) => candidate.compareContextTokens(tokens).firstDifferentIndex);
+    const maxOutputTokens = Math.min(request.maxTokens ?? Infinity, this.contextSize - tokens.length);
+    const ticket = await admit?.({ promptTokens: tokens.length, maxOutputTokens });
+    let sequence: LlamaContextSequence;
+    try {
+      // Prefer the free sequence whose cache already holds the longest start of this prompt: the
+      // conversation so far, when a client sends its next turn.
+      sequence = await this.#pool.acquire(signal, (candidate) => candidate.compareContextTokens(tokens).firstDifferentIndex);
+    } catch (error) {
+      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+      throw error;
+    }
     try {
       // Keep that shared start and drop the rest; at least the last prompt token is evaluated
       // again, since its logits give the first new token.
       await sequence.adaptStateToTokens(tokens.slice(0, -1), false);
     } catch (error) {
       this.#pool.release(sequence);
+      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
       throw error;
     }
+    const progress = { completionTokens: 0 };
     const events = streamCompletion({
       model: this.#model,
       sequence,
       promptTokens: tokens,
       cachedTokens: sequence.nextTokenIndex,
-      maxTokens: Math.min(request.maxTokens ?? Infinity, this.contextSize - prompt.tokens.length),
+      maxTokens: Math.min(maxOutputTokens, ticket?.maxOutputTokens ?? Infinity),
       stop: [...request.stop, ...prompt.stopTexts],
       stopTokens: prompt.stopTokens,
       sampling: request.sampling,
@@ -242,9 +259,14 @@ export class LoadedModel {
       tools: toolPlan,
       promptChunkSize: this.#options.batchSize,
       barrier: this.#barrier,
+      progress,
       signal,
     });
-    return new SequenceLease(events, () => this.#pool.release(sequence));
+    return new SequenceLease(events, () => {
+      this.#pool.release(sequence);
+      // What was really used, also when the client left mid-stream.
+      ticket?.settle({ promptTokens: tokens.length, completionTokens: progress.completionTokens });
+    });
   }
 
   /** Renders the conversation (and the tools the model may call) with its chat template, and tokenizes it. */

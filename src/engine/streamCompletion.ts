@@ -53,6 +53,8 @@ export interface CompletionJob {
   promptChunkSize: number;
   /** Shared by the sequences of one context, so their token requests share batches. */
   barrier: DecodeBarrier;
+  /** Kept current as tokens are generated, so an aborted stream's usage is known. */
+  progress: { completionTokens: number };
   signal: AbortSignal;
 }
 
@@ -118,6 +120,7 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
             break;
           }
           generated.push(token);
+          job.progress.completionTokens = generated.length + callTokens;
           const events: ChatEvent[] = [];
           const piece = detokenizer.push(token);
           if (calls) {

@@ -1,5 +1,6 @@
 import cors from "@fastify/cors";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
+import type { AccessGate, Caller } from "../access/AccessGate.js";
 import type { Engine } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
 import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
@@ -7,10 +8,14 @@ import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { errorStatus } from "./errorStatus.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
 import { openaiRoutes } from "./routes/openaiRoutes.js";
+import { usageRoutes } from "./routes/usageRoutes.js";
+import { setRateLimitHeaders } from "./rateLimitHeaders.js";
 import { toServerError } from "./toServerError.js";
 
 export interface AppOptions {
   engine: Engine;
+  /** The hosted profile: every /v1 request needs a personal access token and counts against its tier. */
+  access?: AccessGate;
   bodyLimit: number;
   corsOrigins: readonly string[];
   logger?: FastifyBaseLogger;
@@ -20,6 +25,10 @@ declare module "fastify" {
   interface FastifyContextConfig {
     /** Which wire format the route speaks, so errors are answered in that protocol's shape. */
     protocol?: "openai";
+  }
+  interface FastifyRequest {
+    /** The authenticated caller, in the hosted profile. */
+    caller?: Caller;
   }
 }
 
@@ -61,6 +70,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     return reply.status(404).send(errorBody(request, error));
   });
 
+  if (options.access) {
+    hostedAccess(app, options.access);
+    usageRoutes(app, options.access);
+  }
   healthRoutes(app, options);
   openaiRoutes(app, options);
   return app;
@@ -69,4 +82,27 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 function errorBody(_request: FastifyRequest, error: ServerError): unknown {
   // Only the OpenAI protocol is served so far; the native API (/api/*) will answer in its own shape.
   return toOpenAIError(error);
+}
+
+/**
+ * The hosted profile's hooks: a valid personal access token on every /v1 request (401 otherwise,
+ * before any work), and the caller's x-ratelimit-* headers on every response: routes that admit a
+ * request set them at admission (so a stream has them before its first byte); the others get the
+ * state as it stands.
+ */
+function hostedAccess(app: FastifyInstance, gate: AccessGate): void {
+  app.addHook("onRequest", async (request) => {
+    if (!request.url.startsWith("/v1/") || request.method === "OPTIONS") return;
+    request.caller = await gate.authenticate(request.headers.authorization);
+  });
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (request.caller && !reply.hasHeader("x-ratelimit-limit-requests") && !reply.hasHeader("x-ratelimit-limit-tokens")) {
+      try {
+        setRateLimitHeaders(reply, await gate.state(request.caller));
+      } catch {
+        // The limiter is unreachable: the response goes out without the headers rather than not at all.
+      }
+    }
+    return payload;
+  });
 }

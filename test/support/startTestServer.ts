@@ -21,6 +21,8 @@ export interface TestServerOptions {
   /** Written to the models directory as models.json. */
   manifest?: unknown;
   config?: Partial<Config>;
+  /** Receives the server's JSON log lines (tests that inspect the logs). */
+  logDestination?: { write(line: string): void };
 }
 
 /** Starts the real server (the CLI's composition root) on a free loopback port. */
@@ -31,7 +33,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
   const config = loadConfig({
     overrides: { host: "127.0.0.1", port: 0, modelsDir, logLevel: "silent", threads: 1, parallel: 4, contextSize: 1024, ...options.config },
   });
-  const server = await serve(config);
+  const server = await serve(config, { logDestination: options.logDestination });
   return {
     url: server.url,
     client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "any-value-works-locally", maxRetries: 0 }),

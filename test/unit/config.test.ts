@@ -11,7 +11,8 @@ describe("loadConfig", () => {
   it("uses the defaults when nothing is set", () => {
     const config = loadConfig();
     expect(config.host).toBe("127.0.0.1");
-    expect(config.port).toBe(11434);
+    expect(config.port).toBe("auto");
+    expect(config.profile).toBe("local");
     expect(config.modelsDir).toBe(path.join(os.homedir(), ".modelhost/models"));
     expect(config.keepAlive).toBe(5 * 60_000);
     expect(config.threads).toBe("auto");

@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
-import type { FastifyInstance } from "fastify";
-import type { Engine } from "../../core/Engine.js";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { AccessGate } from "../../access/AccessGate.js";
+import type { Endpoint } from "../../access/tiers.js";
+import type { ChatOptions, Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
 import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingRequest.js";
@@ -10,6 +12,7 @@ import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { abortSignalOf } from "../abortSignalOf.js";
+import { setRateLimitHeaders } from "../rateLimitHeaders.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
 
@@ -23,8 +26,16 @@ function newCompletionId(): string {
   return id;
 }
 
-export function openaiRoutes(app: FastifyInstance, { engine }: { engine: Engine }): void {
+export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
   const config = { protocol: "openai" as const };
+
+  /** The engine options of one request: its abort signal, and in the hosted profile its admission. */
+  const engineOptions = (request: FastifyRequest, reply: FastifyReply, model: string, endpoint: Endpoint): ChatOptions => {
+    const signal = abortSignalOf(reply);
+    const caller = request.caller;
+    if (!access || !caller) return { signal };
+    return { signal, admit: (size) => access.admit(caller, model, endpoint, size, (state) => setRateLimitHeaders(reply, state)) };
+  };
 
   app.get("/v1/models", { config }, async () => {
     const models = await engine.listModels();
@@ -41,15 +52,16 @@ export function openaiRoutes(app: FastifyInstance, { engine }: { engine: Engine 
 
   app.post("/v1/embeddings", { config }, async (request, reply) => {
     const { embed, encoding } = fromEmbeddingRequest(request.body);
-    const result = await engine.embed(embed, { signal: abortSignalOf(reply) });
+    const result = await engine.embed(embed, engineOptions(request, reply, embed.model, "embeddings"));
     return toEmbeddingResponse(embed.model, result, encoding);
   });
 
   app.post("/v1/chat/completions", { config }, async (request, reply) => {
     const { chat, stream: streamed, includeUsage } = fromChatCompletionRequest(request.body);
-    const signal = abortSignalOf(reply);
+    const options = engineOptions(request, reply, chat.model, "chat");
+    const { signal } = options;
     const identity: StreamIdentity = { id: newCompletionId(), created: Math.floor(Date.now() / 1000), model: chat.model, includeUsage };
-    const events = await engine.chat(chat, { signal });
+    const events = await engine.chat(chat, options);
 
     if (!streamed) return toChatCompletion(identity, events);
 

@@ -9,6 +9,11 @@ const typeOf: Record<ErrorCode, string> = {
   model_not_found: "invalid_request_error",
   not_found: "invalid_request_error",
   request_too_large: "invalid_request_error",
+  invalid_api_key: "invalid_request_error",
+  // OpenAI sends "requests" or "tokens" as the type of a 429, by the limit that was hit.
+  rate_limit_exceeded: "requests",
+  tokens_limit_reached: "invalid_request_error",
+  limiter_unavailable: "server_error",
   overloaded: "server_error",
   model_load_failed: "server_error",
   engine_unavailable: "server_error",
@@ -20,7 +25,7 @@ export function toOpenAIError(error: ServerError): ErrorBody {
   return {
     error: {
       message: error.message,
-      type: typeOf[error.code],
+      type: error.code === "rate_limit_exceeded" && error.details.limitKind === "tokens" ? "tokens" : typeOf[error.code],
       param: error.param ?? null,
       code: error.code === "internal_error" || error.code === "invalid_request" ? null : error.code,
     },

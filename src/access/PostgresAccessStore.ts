@@ -1,0 +1,364 @@
+import pg from "pg";
+import type { Pool, PoolClient } from "pg";
+import { AccessError } from "./AccessStore.js";
+import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
+import { randomBase62 } from "./tokenFormat.js";
+
+/**
+ * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
+ * a new one. The statements are idempotent too (IF NOT EXISTS), so a schema made by hand or half
+ * made before a version row existed is completed rather than refused.
+ *
+ * Timestamps are milliseconds since the epoch in bigint. Names, models and days sort with the "C"
+ * collation: byte order, as in SQLite, whatever locale the database was created with, so both
+ * stores list in the same order. `day` stays text (`YYYY-MM-DD`): a `date` column would come back
+ * as a JavaScript Date in the client's time zone.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS accounts (
+     id text PRIMARY KEY,
+     name text COLLATE "C" NOT NULL UNIQUE,
+     tier text NOT NULL,
+     disabled boolean NOT NULL DEFAULT false,
+     created_at bigint NOT NULL
+   );
+
+   -- seq is the insertion order: "newest first" must not depend on the clocks of several replicas.
+   CREATE TABLE IF NOT EXISTS access_tokens (
+     seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+     id text NOT NULL UNIQUE,
+     account_id text NOT NULL REFERENCES accounts (id),
+     name text NOT NULL,
+     prefix text NOT NULL,
+     hash text NOT NULL UNIQUE,
+     created_at bigint NOT NULL,
+     expires_at bigint,
+     last_used_at bigint,
+     revoked_at bigint
+   );
+   CREATE INDEX IF NOT EXISTS access_tokens_account ON access_tokens (account_id, seq);
+   CREATE INDEX IF NOT EXISTS access_tokens_prefix ON access_tokens (prefix);
+
+   CREATE TABLE IF NOT EXISTS usage_ledger (
+     account_id text NOT NULL REFERENCES accounts (id),
+     token_id text NOT NULL REFERENCES access_tokens (id),
+     model text COLLATE "C" NOT NULL,
+     day text COLLATE "C" NOT NULL CHECK (day ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'),
+     requests bigint NOT NULL,
+     prompt_tokens bigint NOT NULL,
+     completion_tokens bigint NOT NULL,
+     PRIMARY KEY (account_id, token_id, model, day)
+   );
+   CREATE INDEX IF NOT EXISTS usage_ledger_day ON usage_ledger (day);`,
+];
+
+/** This store's row in `schema_versions`. */
+const SCHEMA_COMPONENT = "access";
+/**
+ * Held while migrating, so replicas starting at once take turns: concurrent CREATE TABLE IF NOT
+ * EXISTS of the same table can still fail on the catalog's unique index. Any constant will do, as
+ * long as nothing else in the database uses it ("mhac").
+ */
+const MIGRATION_LOCK = 0x6d686163;
+
+const UNIQUE_VIOLATION = "23505";
+const FOREIGN_KEY_VIOLATION = "23503";
+
+const TOKEN_COLUMNS = "id, account_id, name, prefix, created_at, expires_at, last_used_at, revoked_at";
+/** An id wins over a name: a name can be anything, so it may look like another account's id. */
+const ACCOUNT_ID_BY_KEY = "SELECT id FROM accounts WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1";
+
+/**
+ * The statements, each prepared once per pooled connection (a named query is parsed and planned
+ * on its first use on a connection, then reused there).
+ */
+const SQL = {
+  insertAccount: "INSERT INTO accounts (id, name, tier, disabled, created_at) VALUES ($1, $2, $3, $4, $5)",
+  selectAccounts: "SELECT * FROM accounts ORDER BY name",
+  selectAccount: `SELECT * FROM accounts WHERE id = (${ACCOUNT_ID_BY_KEY})`,
+  updateDisabled: `UPDATE accounts SET disabled = $2 WHERE id = (${ACCOUNT_ID_BY_KEY}) RETURNING *`,
+  updateTier: `UPDATE accounts SET tier = $2 WHERE id = (${ACCOUNT_ID_BY_KEY}) RETURNING *`,
+  insertToken: `INSERT INTO access_tokens (id, account_id, name, prefix, hash, created_at, expires_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+  selectTokens: `SELECT ${TOKEN_COLUMNS} FROM access_tokens ORDER BY seq DESC`,
+  selectAccountTokens: `SELECT ${TOKEN_COLUMNS} FROM access_tokens WHERE account_id = $1 ORDER BY seq DESC`,
+  // Two rows are enough to tell "exactly one" from "ambiguous".
+  selectTokensByIdOrPrefix: `SELECT ${TOKEN_COLUMNS} FROM access_tokens WHERE id = $1 OR prefix = $1 LIMIT 2`,
+  // Revoking twice keeps the first time: the audit trail shows when it really stopped working.
+  updateRevoked: `UPDATE access_tokens SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1 RETURNING ${TOKEN_COLUMNS}`,
+  // One statement, so the token and its account come from the same snapshot.
+  selectTokenByHash: `SELECT t.id, t.account_id, t.name, t.prefix, t.created_at, t.expires_at, t.last_used_at, t.revoked_at, t.hash,
+                             a.name AS account_name, a.tier AS account_tier, a.disabled AS account_disabled, a.created_at AS account_created_at
+                      FROM access_tokens t JOIN accounts a ON a.id = t.account_id WHERE t.hash = $1`,
+  // The whole batch in one statement (one commit). GREATEST ignores NULL; batches may arrive out
+  // of order, and last use must never move backwards.
+  updateLastUsed: `UPDATE access_tokens t SET last_used_at = GREATEST(t.last_used_at, v.at)
+                   FROM unnest($1::text[], $2::bigint[]) AS v (id, at) WHERE t.id = v.id`,
+  // Atomic under any concurrency: a conflicting insert waits for the row lock, then adds.
+  upsertUsage: `INSERT INTO usage_ledger (account_id, token_id, model, day, requests, prompt_tokens, completion_tokens)
+                VALUES ($1, $2, $3, $4, $5, $6, $7)
+                ON CONFLICT (account_id, token_id, model, day) DO UPDATE SET
+                  requests = usage_ledger.requests + EXCLUDED.requests,
+                  prompt_tokens = usage_ledger.prompt_tokens + EXCLUDED.prompt_tokens,
+                  completion_tokens = usage_ledger.completion_tokens + EXCLUDED.completion_tokens`,
+  selectUsage: `SELECT u.*, a.name AS account_name FROM usage_ledger u JOIN accounts a ON a.id = u.account_id
+                WHERE ($1::text IS NULL OR u.account_id = $1) AND ($2::text IS NULL OR u.day >= $2)
+                ORDER BY u.day, a.name, u.model, u.token_id COLLATE "C"`,
+} as const;
+
+type Statement = keyof typeof SQL;
+
+/** bigint columns arrive as strings (they may exceed 2^53); ours are ms timestamps and counters, far below. */
+type BigintText = string;
+
+interface AccountRow {
+  id: string;
+  name: string;
+  tier: string;
+  disabled: boolean;
+  created_at: BigintText;
+}
+
+interface TokenRow {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  created_at: BigintText;
+  expires_at: BigintText | null;
+  last_used_at: BigintText | null;
+  revoked_at: BigintText | null;
+}
+
+interface TokenWithAccountRow extends TokenRow {
+  hash: string;
+  account_name: string;
+  account_tier: string;
+  account_disabled: boolean;
+  account_created_at: BigintText;
+}
+
+interface UsageLedgerRow {
+  account_id: string;
+  account_name: string;
+  token_id: string;
+  model: string;
+  day: string;
+  requests: BigintText;
+  prompt_tokens: BigintText;
+  completion_tokens: BigintText;
+}
+
+/**
+ * The access store on PostgreSQL, for several replicas sharing one database. Every statement runs
+ * on its own in autocommit, so a resolved promise means committed (and, with the server's default
+ * synchronous_commit, flushed to its WAL).
+ */
+export class PostgresAccessStore implements AccessStore {
+  private readonly pool: Pool;
+
+  private constructor(pool: Pool) {
+    this.pool = pool;
+  }
+
+  /** Connects to `url` (postgres://…), bringing the schema up to date. */
+  static async connect(url: string): Promise<PostgresAccessStore> {
+    const pool = new pg.Pool({ connectionString: url });
+    // An idle pooled connection that breaks (server restart, network) is emitted here, and an
+    // unhandled 'error' event would end the process. The pool has already discarded it; the next
+    // query opens a new connection or fails with its own error.
+    pool.on("error", () => {});
+    try {
+      await migrate(pool);
+      return new PostgresAccessStore(pool);
+    } catch (error) {
+      await pool.end();
+      throw error;
+    }
+  }
+
+  async createAccount(name: string, tier: string): Promise<Account> {
+    const account: Account = { id: `acct_${randomBase62(16)}`, name, tier, disabled: false, createdAt: Date.now() };
+    try {
+      await this.query("insertAccount", [account.id, name, tier, account.disabled, account.createdAt]);
+      return account;
+    } catch (error) {
+      if (isViolation(error, UNIQUE_VIOLATION, "accounts_name_key")) {
+        throw new AccessError("account_exists", `An account named "${name}" already exists.`);
+      }
+      throw error;
+    }
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    return (await this.query<AccountRow>("selectAccounts", [])).map(toAccount);
+  }
+
+  async findAccount(nameOrId: string): Promise<Account | undefined> {
+    const [row] = await this.query<AccountRow>("selectAccount", [nameOrId]);
+    return row && toAccount(row);
+  }
+
+  async setAccountDisabled(nameOrId: string, disabled: boolean): Promise<Account> {
+    const [row] = await this.query<AccountRow>("updateDisabled", [nameOrId, disabled]);
+    return toAccount(row ?? accountNotFound(nameOrId));
+  }
+
+  async setAccountTier(nameOrId: string, tier: string): Promise<Account> {
+    const [row] = await this.query<AccountRow>("updateTier", [nameOrId, tier]);
+    return toAccount(row ?? accountNotFound(nameOrId));
+  }
+
+  async createToken(token: NewToken): Promise<AccessToken> {
+    const created: AccessToken = {
+      id: `tok_${randomBase62(16)}`,
+      accountId: token.accountId,
+      name: token.name,
+      prefix: token.prefix,
+      createdAt: Date.now(),
+      expiresAt: token.expiresAt,
+      lastUsedAt: null,
+      revokedAt: null,
+    };
+    try {
+      await this.query("insertToken", [created.id, created.accountId, created.name, created.prefix, token.hash, created.createdAt, created.expiresAt]);
+      return created;
+    } catch (error) {
+      if (isViolation(error, FOREIGN_KEY_VIOLATION, "access_tokens_account_id_fkey")) accountNotFound(token.accountId);
+      throw error;
+    }
+  }
+
+  async listTokens(accountId?: string): Promise<AccessToken[]> {
+    const rows = accountId === undefined ? await this.query<TokenRow>("selectTokens", []) : await this.query<TokenRow>("selectAccountTokens", [accountId]);
+    return rows.map(toToken);
+  }
+
+  async revokeToken(idOrPrefix: string): Promise<AccessToken> {
+    const match = singleToken(await this.query<TokenRow>("selectTokensByIdOrPrefix", [idOrPrefix]), idOrPrefix);
+    const [row] = await this.query<TokenRow>("updateRevoked", [match.id, Date.now()]);
+    return toToken(row ?? tokenNotFound(idOrPrefix));
+  }
+
+  async findTokenByHash(hash: string): Promise<{ token: AccessToken; account: Account; hash: string } | undefined> {
+    const [row] = await this.query<TokenWithAccountRow>("selectTokenByHash", [hash]);
+    if (!row) return undefined;
+    const account: AccountRow = { id: row.account_id, name: row.account_name, tier: row.account_tier, disabled: row.account_disabled, created_at: row.account_created_at };
+    return { token: toToken(row), account: toAccount(account), hash: row.hash };
+  }
+
+  async touchTokens(lastUsed: ReadonlyMap<string, number>): Promise<void> {
+    if (lastUsed.size === 0) return;
+    await this.query("updateLastUsed", [[...lastUsed.keys()], [...lastUsed.values()]]);
+  }
+
+  async recordUsage(row: Omit<UsageRow, "accountName">): Promise<void> {
+    await this.query("upsertUsage", [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens]);
+  }
+
+  async usage(query: UsageQuery): Promise<UsageRow[]> {
+    return (await this.query<UsageLedgerRow>("selectUsage", [query.accountId ?? null, query.since ?? null])).map(toUsageRow);
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+
+  private async query<Row extends object>(statement: Statement, values: unknown[]): Promise<Row[]> {
+    const result = await this.pool.query<Row>({ name: `access_${statement}`, text: SQL[statement], values });
+    return result.rows;
+  }
+}
+
+/**
+ * Applies the pending migrations in one transaction under an advisory lock: a replica that starts
+ * while another migrates waits, then reads the new version and has nothing left to do. The lock is
+ * transaction-scoped, so it is released by COMMIT or ROLLBACK, or if the connection dies.
+ */
+async function migrate(pool: Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    await client.query("CREATE TABLE IF NOT EXISTS schema_versions (component text PRIMARY KEY, version integer NOT NULL)");
+    const version = await schemaVersion(client);
+    for (const [offset, migration] of MIGRATIONS.slice(version).entries()) {
+      await client.query(migration);
+      await client.query(
+        "INSERT INTO schema_versions (component, version) VALUES ($1, $2) ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+        [SCHEMA_COMPONENT, version + offset + 1],
+      );
+    }
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+async function schemaVersion(client: PoolClient): Promise<number> {
+  const result = await client.query<{ version: number }>("SELECT version FROM schema_versions WHERE component = $1", [SCHEMA_COMPONENT]);
+  const version = result.rows[0]?.version ?? 0;
+  if (version > MIGRATIONS.length) {
+    throw new Error(`The database has access schema version ${version}; this modelhost knows up to ${MIGRATIONS.length}: upgrade modelhost.`);
+  }
+  return version;
+}
+
+function isViolation(error: unknown, code: string, constraint: string): boolean {
+  return error instanceof pg.DatabaseError && error.code === code && error.constraint === constraint;
+}
+
+function accountNotFound(nameOrId: string): never {
+  throw new AccessError("account_not_found", `No account "${nameOrId}".`);
+}
+
+function tokenNotFound(idOrPrefix: string): never {
+  throw new AccessError("token_not_found", `No token "${idOrPrefix}".`);
+}
+
+/** The one token an id or display prefix names, or the AccessError saying why there is not one. */
+function singleToken(matches: TokenRow[], idOrPrefix: string): TokenRow {
+  const [first, second] = matches;
+  if (first === undefined) tokenNotFound(idOrPrefix);
+  if (second !== undefined) {
+    throw new AccessError("token_ambiguous", `More than one token starts with "${idOrPrefix}": revoke it by id.`);
+  }
+  return first;
+}
+
+function toNumber(value: BigintText | null): number | null {
+  return value === null ? null : Number(value);
+}
+
+function toAccount(row: AccountRow): Account {
+  return { id: row.id, name: row.name, tier: row.tier, disabled: row.disabled, createdAt: Number(row.created_at) };
+}
+
+function toToken(row: TokenRow): AccessToken {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    prefix: row.prefix,
+    createdAt: Number(row.created_at),
+    expiresAt: toNumber(row.expires_at),
+    lastUsedAt: toNumber(row.last_used_at),
+    revokedAt: toNumber(row.revoked_at),
+  };
+}
+
+function toUsageRow(row: UsageLedgerRow): UsageRow {
+  return {
+    accountId: row.account_id,
+    accountName: row.account_name,
+    tokenId: row.token_id,
+    model: row.model,
+    day: row.day,
+    requests: Number(row.requests),
+    promptTokens: Number(row.prompt_tokens),
+    completionTokens: Number(row.completion_tokens),
+  };
+}

@@ -1,0 +1,379 @@
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
+import { AccessError } from "./AccessStore.js";
+import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
+import { randomBase62 } from "./tokenFormat.js";
+
+/**
+ * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
+ * a new one. STRICT tables make SQLite refuse a value of the wrong type (a float counter, a
+ * string timestamp) instead of storing it.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE accounts (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL UNIQUE,
+     tier TEXT NOT NULL,
+     disabled INTEGER NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1)),
+     created_at INTEGER NOT NULL
+   ) STRICT;
+
+   -- seq is the insertion order: "newest first" must not depend on the clock's resolution or steps.
+   CREATE TABLE access_tokens (
+     seq INTEGER PRIMARY KEY,
+     id TEXT NOT NULL UNIQUE,
+     account_id TEXT NOT NULL REFERENCES accounts (id),
+     name TEXT NOT NULL,
+     prefix TEXT NOT NULL,
+     hash TEXT NOT NULL UNIQUE,
+     created_at INTEGER NOT NULL,
+     expires_at INTEGER,
+     last_used_at INTEGER,
+     revoked_at INTEGER
+   ) STRICT;
+   CREATE INDEX access_tokens_account ON access_tokens (account_id, seq);
+   CREATE INDEX access_tokens_prefix ON access_tokens (prefix);
+
+   CREATE TABLE usage_ledger (
+     account_id TEXT NOT NULL REFERENCES accounts (id),
+     token_id TEXT NOT NULL REFERENCES access_tokens (id),
+     model TEXT NOT NULL,
+     day TEXT NOT NULL CHECK (day GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]'),
+     requests INTEGER NOT NULL,
+     prompt_tokens INTEGER NOT NULL,
+     completion_tokens INTEGER NOT NULL,
+     PRIMARY KEY (account_id, token_id, model, day)
+   ) STRICT, WITHOUT ROWID;
+   CREATE INDEX usage_ledger_day ON usage_ledger (day);`,
+];
+
+/** This store's row in `schema_versions`. */
+const SCHEMA_COMPONENT = "access";
+
+/**
+ * How long a write waits for another connection's write lock (the CLI while the server runs, or
+ * the reverse) before failing with SQLITE_BUSY. better-sqlite3 waits synchronously, stalling the
+ * event loop meanwhile; the waits are short because every write here is one small transaction.
+ */
+const BUSY_TIMEOUT_MS = 5_000;
+
+interface AccountRow {
+  id: string;
+  name: string;
+  tier: string;
+  disabled: number;
+  created_at: number;
+}
+
+interface TokenRow {
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  created_at: number;
+  expires_at: number | null;
+  last_used_at: number | null;
+  revoked_at: number | null;
+}
+
+interface UsageLedgerRow {
+  account_id: string;
+  account_name: string;
+  token_id: string;
+  model: string;
+  day: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+type FoundToken = { token: AccessToken; account: Account; hash: string };
+
+const TOKEN_COLUMNS = "id, account_id, name, prefix, created_at, expires_at, last_used_at, revoked_at";
+/** An id wins over a name: a name can be anything, so it may look like another account's id. */
+const ACCOUNT_BY_KEY = "SELECT * FROM accounts WHERE id = @key OR name = @key ORDER BY id = @key DESC LIMIT 1";
+
+/**
+ * The access store in one SQLite file: the embedded default. The server and the CLI may have it
+ * open at once; WAL lets readers run beside the one writer, and `busy_timeout` makes a writer wait
+ * for the other's lock instead of failing.
+ *
+ * Durability: `synchronous=FULL`. In WAL mode every commit appends to the WAL file; a process
+ * killed with SIGKILL loses nothing either way, because the appended pages are in the OS page cache,
+ * which survives the process. What FULL adds is an fsync of the WAL at each commit, so a commit
+ * also survives the machine losing power or the kernel crashing; NORMAL only fsyncs at checkpoints
+ * and may roll back the last commits then. The interface promises a write is durable when its
+ * promise resolves, and a token handed to a user must not silently vanish, so FULL. The cost, one
+ * fsync per commit (about 0.3 ms instead of 0.1 ms on an SSD), is nothing beside a generation.
+ * `synchronous` is per connection: the rate limiter's NORMAL in the same file does not weaken it.
+ */
+export class SqliteAccessStore implements AccessStore {
+  private readonly db: Connection;
+  private readonly insertAccount: Statement<[AccountRow]>;
+  private readonly selectAccounts: Statement<[], AccountRow>;
+  private readonly selectAccount: Statement<[{ key: string }], AccountRow>;
+  private readonly updateDisabled: Statement<[{ key: string; disabled: number }], AccountRow>;
+  private readonly updateTier: Statement<[{ key: string; tier: string }], AccountRow>;
+  private readonly insertToken: Statement<[TokenRow & { hash: string }]>;
+  private readonly selectTokens: Statement<[], TokenRow>;
+  private readonly selectAccountTokens: Statement<[string], TokenRow>;
+  private readonly selectTokensByIdOrPrefix: Statement<[{ key: string }], TokenRow>;
+  private readonly updateRevoked: Statement<[{ id: string; at: number }], TokenRow>;
+  private readonly selectTokenByHash: Statement<[string], TokenRow & { hash: string }>;
+  private readonly selectAccountById: Statement<[string], AccountRow>;
+  private readonly updateLastUsed: Statement<[{ id: string; at: number }]>;
+  private readonly upsertUsage: Statement<[Omit<UsageLedgerRow, "account_name">]>;
+  private readonly selectUsage: Statement<[{ accountId: string | null; since: string | null }], UsageLedgerRow>;
+  private readonly readTokenAndAccount: Transaction<(hash: string) => FoundToken | undefined>;
+  private readonly touchAll: Transaction<(lastUsed: ReadonlyMap<string, number>) => void>;
+
+  private constructor(db: Connection) {
+    this.db = db;
+    this.insertAccount = db.prepare(
+      "INSERT INTO accounts (id, name, tier, disabled, created_at) VALUES (@id, @name, @tier, @disabled, @created_at)",
+    );
+    this.selectAccounts = db.prepare("SELECT * FROM accounts ORDER BY name");
+    this.selectAccount = db.prepare(ACCOUNT_BY_KEY);
+    this.updateDisabled = db.prepare(`UPDATE accounts SET disabled = @disabled WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`);
+    this.updateTier = db.prepare(`UPDATE accounts SET tier = @tier WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`);
+    this.insertToken = db.prepare(
+      `INSERT INTO access_tokens (${TOKEN_COLUMNS}, hash)
+       VALUES (@id, @account_id, @name, @prefix, @created_at, @expires_at, @last_used_at, @revoked_at, @hash)`,
+    );
+    this.selectTokens = db.prepare(`SELECT ${TOKEN_COLUMNS} FROM access_tokens ORDER BY seq DESC`);
+    this.selectAccountTokens = db.prepare(`SELECT ${TOKEN_COLUMNS} FROM access_tokens WHERE account_id = ? ORDER BY seq DESC`);
+    // Two rows are enough to tell "exactly one" from "ambiguous".
+    this.selectTokensByIdOrPrefix = db.prepare(`SELECT ${TOKEN_COLUMNS} FROM access_tokens WHERE id = @key OR prefix = @key LIMIT 2`);
+    // Revoking twice keeps the first time: the audit trail shows when it really stopped working.
+    this.updateRevoked = db.prepare(
+      `UPDATE access_tokens SET revoked_at = coalesce(revoked_at, @at) WHERE id = @id RETURNING ${TOKEN_COLUMNS}`,
+    );
+    this.selectTokenByHash = db.prepare(`SELECT ${TOKEN_COLUMNS}, hash FROM access_tokens WHERE hash = ?`);
+    this.selectAccountById = db.prepare("SELECT * FROM accounts WHERE id = ?");
+    // Batches may arrive out of order: never move last use backwards.
+    this.updateLastUsed = db.prepare("UPDATE access_tokens SET last_used_at = max(coalesce(last_used_at, 0), @at) WHERE id = @id");
+    this.upsertUsage = db.prepare(
+      `INSERT INTO usage_ledger (account_id, token_id, model, day, requests, prompt_tokens, completion_tokens)
+       VALUES (@account_id, @token_id, @model, @day, @requests, @prompt_tokens, @completion_tokens)
+       ON CONFLICT (account_id, token_id, model, day) DO UPDATE SET
+         requests = requests + excluded.requests,
+         prompt_tokens = prompt_tokens + excluded.prompt_tokens,
+         completion_tokens = completion_tokens + excluded.completion_tokens`,
+    );
+    this.selectUsage = db.prepare(
+      `SELECT u.*, a.name AS account_name FROM usage_ledger u JOIN accounts a ON a.id = u.account_id
+       WHERE (@accountId IS NULL OR u.account_id = @accountId) AND (@since IS NULL OR u.day >= @since)
+       ORDER BY u.day, a.name, u.model, u.token_id`,
+    );
+    // One read transaction: the token and its account from the same snapshot.
+    this.readTokenAndAccount = db.transaction((hash: string) => {
+      const token = this.selectTokenByHash.get(hash);
+      const account = token && this.selectAccountById.get(token.account_id);
+      return token && account ? { token: toToken(token), account: toAccount(account), hash: token.hash } : undefined;
+    });
+    // One transaction, so one fsync, for the whole batch.
+    this.touchAll = db.transaction((lastUsed: ReadonlyMap<string, number>) => {
+      for (const [id, at] of lastUsed) this.updateLastUsed.run({ id, at });
+    });
+  }
+
+  /** Opens (creating if needed) the store in `file`, bringing its schema up to date. */
+  static open(file: string): SqliteAccessStore {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const db = new Database(file);
+    try {
+      configure(db);
+      migrate(db);
+      return new SqliteAccessStore(db);
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+  }
+
+  async createAccount(name: string, tier: string): Promise<Account> {
+    const row: AccountRow = { id: `acct_${randomBase62(16)}`, name, tier, disabled: 0, created_at: Date.now() };
+    try {
+      this.insertAccount.run(row);
+    } catch (error) {
+      if (isConstraintError(error, "SQLITE_CONSTRAINT_UNIQUE")) {
+        throw new AccessError("account_exists", `An account named "${name}" already exists.`);
+      }
+      throw error;
+    }
+    return toAccount(row);
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    return this.selectAccounts.all().map(toAccount);
+  }
+
+  async findAccount(nameOrId: string): Promise<Account | undefined> {
+    const row = this.selectAccount.get({ key: nameOrId });
+    return row && toAccount(row);
+  }
+
+  async setAccountDisabled(nameOrId: string, disabled: boolean): Promise<Account> {
+    return toAccount(this.updateDisabled.get({ key: nameOrId, disabled: disabled ? 1 : 0 }) ?? accountNotFound(nameOrId));
+  }
+
+  async setAccountTier(nameOrId: string, tier: string): Promise<Account> {
+    return toAccount(this.updateTier.get({ key: nameOrId, tier }) ?? accountNotFound(nameOrId));
+  }
+
+  async createToken(token: NewToken): Promise<AccessToken> {
+    const row: TokenRow = {
+      id: `tok_${randomBase62(16)}`,
+      account_id: token.accountId,
+      name: token.name,
+      prefix: token.prefix,
+      created_at: Date.now(),
+      expires_at: token.expiresAt,
+      last_used_at: null,
+      revoked_at: null,
+    };
+    try {
+      this.insertToken.run({ ...row, hash: token.hash });
+    } catch (error) {
+      if (isConstraintError(error, "SQLITE_CONSTRAINT_FOREIGNKEY")) accountNotFound(token.accountId);
+      throw error;
+    }
+    return toToken(row);
+  }
+
+  async listTokens(accountId?: string): Promise<AccessToken[]> {
+    const rows = accountId === undefined ? this.selectTokens.all() : this.selectAccountTokens.all(accountId);
+    return rows.map(toToken);
+  }
+
+  async revokeToken(idOrPrefix: string): Promise<AccessToken> {
+    const match = singleToken(this.selectTokensByIdOrPrefix.all({ key: idOrPrefix }), idOrPrefix);
+    return toToken(this.updateRevoked.get({ id: match.id, at: Date.now() }) ?? tokenNotFound(idOrPrefix));
+  }
+
+  async findTokenByHash(hash: string): Promise<FoundToken | undefined> {
+    return this.readTokenAndAccount(hash);
+  }
+
+  async touchTokens(lastUsed: ReadonlyMap<string, number>): Promise<void> {
+    // IMMEDIATE takes the write lock up front, so busy_timeout applies: a deferred transaction that
+    // read first and then finds another connection has written since fails at once, without waiting.
+    this.touchAll.immediate(lastUsed);
+  }
+
+  async recordUsage(row: Omit<UsageRow, "accountName">): Promise<void> {
+    this.upsertUsage.run({
+      account_id: row.accountId,
+      token_id: row.tokenId,
+      model: row.model,
+      day: row.day,
+      requests: row.requests,
+      prompt_tokens: row.promptTokens,
+      completion_tokens: row.completionTokens,
+    });
+  }
+
+  async usage(query: UsageQuery): Promise<UsageRow[]> {
+    return this.selectUsage.all({ accountId: query.accountId ?? null, since: query.since ?? null }).map(toUsageRow);
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+  }
+}
+
+function configure(db: Connection): void {
+  // First, so that switching the journal mode waits for another connection rather than failing.
+  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  // Off by default in SQLite, per connection.
+  db.pragma("foreign_keys = ON");
+}
+
+/**
+ * Applies the pending migrations, each with its version bump in one IMMEDIATE transaction. The
+ * version is read inside it, so when the CLI and the server open a new file at once, the second
+ * waits for the first and then finds nothing left to do.
+ *
+ * The version is a row of `schema_versions`, not `PRAGMA user_version`: the file is shared (the
+ * SQLite rate limiter lives in it too), and one header field cannot version two schemas.
+ */
+function migrate(db: Connection): void {
+  const step = db.transaction((): boolean => {
+    db.exec("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT");
+    const version = schemaVersion(db);
+    if (version > MIGRATIONS.length) {
+      throw new Error(`${db.name} has schema version ${version}; this modelhost knows up to ${MIGRATIONS.length}: upgrade modelhost.`);
+    }
+    const migration = MIGRATIONS[version];
+    if (migration === undefined) return false;
+    db.exec(migration);
+    db.prepare("INSERT INTO schema_versions (component, version) VALUES (?, ?) ON CONFLICT (component) DO UPDATE SET version = excluded.version").run(
+      SCHEMA_COMPONENT,
+      version + 1,
+    );
+    return true;
+  });
+  let applied = true;
+  while (applied) applied = step.immediate();
+}
+
+function schemaVersion(db: Connection): number {
+  const row = db.prepare<[string], { version: number }>("SELECT version FROM schema_versions WHERE component = ?").get(SCHEMA_COMPONENT);
+  return row?.version ?? 0;
+}
+
+function isConstraintError(error: unknown, code: string): boolean {
+  return error instanceof Database.SqliteError && error.code === code;
+}
+
+function accountNotFound(nameOrId: string): never {
+  throw new AccessError("account_not_found", `No account "${nameOrId}".`);
+}
+
+function tokenNotFound(idOrPrefix: string): never {
+  throw new AccessError("token_not_found", `No token "${idOrPrefix}".`);
+}
+
+/** The one token an id or display prefix names, or the AccessError saying why there is not one. */
+function singleToken(matches: TokenRow[], idOrPrefix: string): TokenRow {
+  const [first, second] = matches;
+  if (first === undefined) tokenNotFound(idOrPrefix);
+  if (second !== undefined) {
+    throw new AccessError("token_ambiguous", `More than one token starts with "${idOrPrefix}": revoke it by id.`);
+  }
+  return first;
+}
+
+function toAccount(row: AccountRow): Account {
+  return { id: row.id, name: row.name, tier: row.tier, disabled: row.disabled === 1, createdAt: row.created_at };
+}
+
+function toToken(row: TokenRow): AccessToken {
+  return {
+    id: row.id,
+    accountId: row.account_id,
+    name: row.name,
+    prefix: row.prefix,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    lastUsedAt: row.last_used_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+function toUsageRow(row: UsageLedgerRow): UsageRow {
+  return {
+    accountId: row.account_id,
+    accountName: row.account_name,
+    tokenId: row.token_id,
+    model: row.model,
+    day: row.day,
+    requests: row.requests,
+    promptTokens: row.prompt_tokens,
+    completionTokens: row.completion_tokens,
+  };
+}

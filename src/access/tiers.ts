@@ -1,0 +1,86 @@
+import { readFile } from "node:fs/promises";
+import { z } from "zod";
+import type { LimitPolicy } from "./RateLimiter.js";
+
+const positive = z.int().min(1);
+
+const limitsSchema = z.strictObject({
+  requestsPerMinute: positive.optional(),
+  requestsPerDay: positive.optional(),
+  tokensPerDay: positive.optional(),
+  concurrentRequests: positive.optional(),
+  /** Largest prompt a request may send; more is a 413. */
+  maxInputTokens: positive.optional(),
+  /** Cap on a request's output; max_tokens above it is lowered to it. */
+  maxOutputTokens: positive.optional(),
+});
+
+const tierSchema = limitsSchema.extend({
+  /**
+   * Limits of their own for some models: keys are model-name globs (`text-embedding-*`) or the
+   * groups `@chat` and `@embeddings` (by endpoint). Unset fields come from the tier; the group has
+   * counters of its own.
+   */
+  models: z.record(z.string().min(1), limitsSchema).default({}),
+});
+
+export const tiersFileSchema = z.strictObject({
+  /** The tier of accounts created without one. */
+  default: z.string().min(1).default("free"),
+  tiers: z.record(z.string().min(1), tierSchema),
+});
+
+export type TierLimits = z.infer<typeof limitsSchema>;
+export type TiersConfig = z.infer<typeof tiersFileSchema>;
+
+/** Built in: the free tier of the hosted profile. A tiers file replaces it. */
+export const defaultTiers: TiersConfig = {
+  default: "free",
+  tiers: { free: { requestsPerMinute: 15, tokensPerDay: 150_000, models: {} } },
+};
+
+export async function loadTiers(file: string | undefined): Promise<TiersConfig> {
+  if (!file) return defaultTiers;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(file, "utf8"));
+  } catch (error) {
+    throw new Error(`Cannot read the tiers file ${file}: ${(error as Error).message}`, { cause: error });
+  }
+  const parsed = tiersFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`Invalid tiers file ${file}: ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
+  }
+  if (!parsed.data.tiers[parsed.data.default]) throw new Error(`Invalid tiers file ${file}: default tier "${parsed.data.default}" is not defined.`);
+  return parsed.data;
+}
+
+export type Endpoint = "chat" | "embeddings";
+
+/** The limits one request is held to, and the counters (key) it counts against. */
+export interface ResolvedLimits {
+  key: string;
+  policy: LimitPolicy;
+  maxInputTokens?: number;
+  maxOutputTokens?: number;
+}
+
+/**
+ * The limits for an account's request to a model: the tier's, or the first matching override's
+ * (tier values filling what it leaves unset), counted separately per override.
+ */
+export function resolveLimits(tiers: TiersConfig, accountId: string, tierName: string, model: string, endpoint: Endpoint): ResolvedLimits {
+  const tier = tiers.tiers[tierName] ?? tiers.tiers[tiers.default];
+  if (!tier) return { key: accountId, policy: {} };
+  const { models, ...base } = tier;
+  const match = Object.entries(models).find(([pattern]) => (pattern.startsWith("@") ? pattern === `@${endpoint}` : globMatches(pattern, model)));
+  const limits: TierLimits = match ? { ...base, ...match[1] } : base;
+  const { maxInputTokens, maxOutputTokens, ...policy } = limits;
+  return { key: match ? `${accountId}:${match[0]}` : accountId, policy, maxInputTokens, maxOutputTokens };
+}
+
+function globMatches(pattern: string, name: string): boolean {
+  const regex = new RegExp(`^${pattern.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`);
+  return regex.test(name);
+}

@@ -1,0 +1,95 @@
+import { parseArgs } from "node:util";
+import type { AccessToken, Account, UsageRow } from "../access/AccessStore.js";
+import { AccessService, DEFAULT_TOKEN_EXPIRY } from "../access/AccessService.js";
+import type { Config } from "../config/settings.js";
+import { openStore } from "./openAccess.js";
+import { UsageError } from "./UsageError.js";
+
+export const accessUsage = `Manage the hosted profile's accounts, personal access tokens and usage (same data directory or
+database as the server, also while it runs):
+
+  modelhost account create NAME [--tier T]
+  modelhost account list
+  modelhost account disable NAME        (its tokens stop working at once)
+  modelhost account enable NAME
+  modelhost account tier NAME TIER
+  modelhost token create --account A [--name N] [--expires 7d|30d|60d|90d|YYYY-MM-DD|never]
+                                        (default ${DEFAULT_TOKEN_EXPIRY}; prints the token once, alone on the last line)
+  modelhost token list [--account A]    (prefix, name, dates; never the secret)
+  modelhost token revoke ID|PREFIX
+  modelhost usage [--account A] [--since YYYY-MM-DD]`;
+
+/** Runs `account …`, `token …` or `usage …`; returns what to print. */
+export async function accessCommand(command: "account" | "token" | "usage", args: string[], config: Config): Promise<string> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { tier: { type: "string" }, account: { type: "string" }, name: { type: "string" }, expires: { type: "string" }, since: { type: "string" } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const { store, tiers } = await openStore(config);
+  const service = new AccessService(store, tiers);
+  try {
+    const [action, ...rest] = command === "usage" ? ["show"] : positionals;
+    switch (`${command} ${action}`) {
+      case "account create":
+        return formatAccounts([await service.createAccount(required(rest[0], "NAME"), values.tier)]);
+      case "account list":
+        return formatAccounts(await service.listAccounts());
+      case "account disable":
+        return formatAccounts([await service.disableAccount(required(rest[0], "NAME"))]);
+      case "account enable":
+        return formatAccounts([await service.enableAccount(required(rest[0], "NAME"))]);
+      case "account tier":
+        return formatAccounts([await service.setTier(required(rest[0], "NAME"), required(rest[1], "TIER"))]);
+      case "token create": {
+        const { secret, token } = await service.createToken(required(values.account, "--account"), { name: values.name, expires: values.expires });
+        // The secret is alone on the last line, so scripts can capture it with `tail -n 1`.
+        return [formatTokens([token]), "", "Copy the token now: it is not stored and cannot be shown again.", secret].join("\n");
+      }
+      case "token list":
+        return formatTokens(await service.listTokens(values.account));
+      case "token revoke":
+        return formatTokens([await service.revokeToken(required(rest[0], "ID or PREFIX"))]);
+      case "usage show":
+        return formatUsage(await service.usage({ account: values.account, since: values.since }));
+      default:
+        throw new UsageError(accessUsage);
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+function required(value: string | undefined, what: string): string {
+  if (!value) throw new UsageError(`Missing ${what}.\n\n${accessUsage}`);
+  return value;
+}
+
+function date(ms: number | null): string {
+  return ms === null ? "-" : new Date(ms).toISOString().replace("T", " ").slice(0, 16);
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd()).join("\n");
+}
+
+function formatAccounts(accounts: Account[]): string {
+  return table([["NAME", "ID", "TIER", "STATUS", "CREATED"], ...accounts.map((a) => [a.name, a.id, a.tier, a.disabled ? "disabled" : "active", date(a.createdAt)])]);
+}
+
+function formatTokens(tokens: AccessToken[]): string {
+  const status = (t: AccessToken) => (t.revokedAt !== null ? "revoked" : t.expiresAt !== null && t.expiresAt <= Date.now() ? "expired" : "active");
+  return table([
+    ["ID", "PREFIX", "NAME", "STATUS", "CREATED", "EXPIRES", "LAST USED"],
+    ...tokens.map((t) => [t.id, `${t.prefix}…`, t.name, status(t), date(t.createdAt), t.expiresAt === null ? "never" : date(t.expiresAt), date(t.lastUsedAt)]),
+  ]);
+}
+
+function formatUsage(rows: UsageRow[]): string {
+  return table([
+    ["DAY", "ACCOUNT", "MODEL", "TOKEN", "REQUESTS", "PROMPT", "COMPLETION"],
+    ...rows.map((r) => [r.day, r.accountName, r.model, r.tokenId, String(r.requests), String(r.promptTokens), String(r.completionTokens)]),
+  ]);
+}

@@ -1,0 +1,198 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AccessService } from "../../src/access/AccessService.js";
+import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
+import { generateToken } from "../../src/access/tokenFormat.js";
+import { loadTiers } from "../../src/access/tiers.js";
+import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { testModelPath } from "../support/testModels.js";
+
+const tiers = {
+  default: "free",
+  tiers: {
+    free: { requestsPerMinute: 15, tokensPerDay: 150_000 },
+    budget: { requestsPerMinute: 1000, tokensPerDay: 1000 },
+    capped: { requestsPerMinute: 1000, maxInputTokens: 20, maxOutputTokens: 5 },
+  },
+};
+
+const messages = [{ role: "user" as const, content: "Hello there." }];
+
+describe("hosted profile over HTTP", () => {
+  let dataDir: string;
+  let server: TestServer;
+  let service: AccessService;
+  let store: SqliteAccessStore;
+  const logs: string[] = [];
+  const tokens: Record<string, string> = {};
+
+  const client = (token: string) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 });
+  const chat = (token: string, body: object = {}) =>
+    postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2, ...body }, { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-hosted-"));
+    const tiersFile = path.join(dataDir, "tiers.json");
+    await writeFile(tiersFile, JSON.stringify(tiers));
+    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    service = new AccessService(store, await loadTiers(tiersFile));
+    for (const [name, tier] of [["alice", "free"], ["bob", "budget"], ["carol", "capped"], ["dave", "free"], ["erin", "free"]] as const) {
+      await service.createAccount(name, tier);
+      tokens[name] = (await service.createToken(name, { name: "test" })).secret;
+    }
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { profile: "hosted", dataDir, tiersFile, logLevel: "info", parallel: 4, maxQueue: 256 },
+      logDestination: { write: (line) => void logs.push(line) },
+    });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await store?.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("serves a valid token through the official client, with rate-limit headers", async () => {
+    const { data, response } = await client(tokens.erin!).chat.completions.create({ model: "tiny", messages, max_tokens: 2 }).withResponse();
+    expect(data.choices[0]?.message.content).toBeTypeOf("string");
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("15");
+    expect(Number(response.headers.get("x-ratelimit-remaining-requests"))).toBe(14);
+    expect(response.headers.get("x-ratelimit-reset-requests")).toMatch(/^\d+(m\d+)?s$/);
+    expect(response.headers.get("x-ratelimit-limit-tokens")).toBe("150000");
+    expect(Number(response.headers.get("x-ratelimit-remaining-tokens"))).toBeLessThan(150_000);
+    // Even responses that consume nothing carry them.
+    const models = await fetch(`${server.url}/v1/models`, { headers: { authorization: `Bearer ${tokens.erin}` } });
+    expect(models.status).toBe(200);
+    expect(models.headers.get("x-ratelimit-limit-requests")).toBe("15");
+  });
+
+  it("sets the headers before a stream's first byte", async () => {
+    const response = await chat(tokens.erin!, { stream: true });
+    expect(response.headers.get("content-type")).toMatch(/text\/event-stream/);
+    expect(response.headers.get("x-ratelimit-remaining-requests")).not.toBeNull();
+    await response.text();
+  });
+
+  it("refuses every kind of bad credential with the same 401, never echoing it", async () => {
+    const revoked = await service.createToken("erin", { name: "revoked" });
+    await service.revokeToken(revoked.token.id);
+    const expired = generateToken();
+    const account = await store.findAccount("erin");
+    await store.createToken({ accountId: account!.id, name: "old", prefix: expired.prefix, hash: expired.hash, expiresAt: Date.now() - 1000 });
+    await service.createAccount("mallory");
+    const disabled = (await service.createToken("mallory")).secret;
+    await service.disableAccount("mallory");
+    const typo = tokens.erin!.slice(0, -1) + (tokens.erin!.endsWith("A") ? "B" : "A");
+    const cases: Array<[string, Record<string, string>]> = [
+      ["missing", {}],
+      ["not bearer", { authorization: `Basic ${tokens.erin}` }],
+      ["malformed", { authorization: "Bearer sk-not-ours" }],
+      ["checksum typo", { authorization: `Bearer ${typo}` }],
+      ["unknown", { authorization: `Bearer ${generateToken().token}` }],
+      ["revoked", { authorization: `Bearer ${revoked.secret}` }],
+      ["expired", { authorization: `Bearer ${expired.token}` }],
+      ["disabled account", { authorization: `Bearer ${disabled}` }],
+    ];
+    for (const [what, headers] of cases) {
+      const response = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify({ model: "tiny", messages }),
+      });
+      expect(response.status, what).toBe(401);
+      const text = await response.text();
+      expect(JSON.parse(text)).toMatchObject({ error: { type: "invalid_request_error", code: "invalid_api_key", param: null } });
+      for (const secret of [tokens.erin!, typo, revoked.secret, disabled, expired.token]) expect(text).not.toContain(secret.slice(3));
+    }
+    const viaClient = await client("mh_wrong").models.list().catch((error: unknown) => error);
+    expect(viaClient).toBeInstanceOf(OpenAI.AuthenticationError);
+  });
+
+  it("admits exactly 15 of 100 simultaneous requests within a minute", async () => {
+    const responses = await Promise.all(Array.from({ length: 100 }, () => chat(tokens.alice!, { max_tokens: 1 })));
+    const statuses = responses.map((response) => response.status);
+    expect(statuses.filter((status) => status === 200)).toHaveLength(15);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(85);
+    const refused = responses.find((response) => response.status === 429)!;
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(refused.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    const body = (await refused.json()) as { error: { code: string; type: string; message: string } };
+    expect(body.error.code).toBe("rate_limit_exceeded");
+    expect(body.error.type).toBe("requests");
+    expect(body.error.message).toMatch(/requests per minute.*wait one minute/i);
+    await Promise.all(responses.map((response) => response.text().catch(() => "")));
+  });
+
+  it("raises RateLimitError in the official client, with the headers", async () => {
+    const error = await client(tokens.alice!).chat.completions.create({ model: "tiny", messages, max_tokens: 1 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.RateLimitError);
+    const headers = (error as InstanceType<typeof OpenAI.RateLimitError>).headers;
+    expect(headers?.get("retry-after")).toMatch(/^\d+$/);
+    expect(headers?.get("x-ratelimit-limit-requests")).toBe("15");
+  });
+
+  it("never exceeds the day's token budget under 20 concurrent streams, and settles to real usage", async () => {
+    // 1000 tokens a day: each stream reserves its prompt + 100; only some fit at once.
+    const streams = await Promise.all(Array.from({ length: 20 }, () => chat(tokens.bob!, { max_tokens: 100, stream: true, stream_options: { include_usage: true } })));
+    const admitted = streams.filter((response) => response.status === 200);
+    const refused = streams.filter((response) => response.status === 429);
+    expect(admitted.length).toBeGreaterThan(0);
+    expect(refused.length).toBeGreaterThan(0);
+    let used = 0;
+    for (const response of admitted) {
+      const text = await response.text();
+      const usage = text.split("\n\n").map((event) => event.replace(/^data: /, "")).filter((event) => event.includes('"usage":{')).map((event) => JSON.parse(event) as { usage: { total_tokens: number } });
+      used += usage.at(-1)!.usage.total_tokens;
+    }
+    for (const response of refused) {
+      const body = (await response.json()) as { error: { type: string; message: string } };
+      expect(body.error.type).toBe("tokens");
+      expect(body.error.message).toMatch(/tokens per day/);
+    }
+    expect(used).toBeLessThanOrEqual(1000);
+    // The ledger holds exactly what was used, once every request has settled.
+    await expect.poll(async () => (await service.usage({ account: "bob" })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0)).toBe(used);
+    const usage = await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${tokens.bob}` } })).json();
+    expect(usage).toMatchObject({ object: "usage", account: { name: "bob", tier: "budget" }, limits: { tokens_per_day: { limit: 1000, remaining: 1000 - used } } });
+  });
+
+  it("charges an aborted stream what it generated", async () => {
+    const before = (await service.usage({ account: "dave" })).reduce((sum, row) => sum + row.completionTokens, 0);
+    const controller = new AbortController();
+    const response = await chat(tokens.dave!, { max_tokens: 5000, stream: true, temperature: 0 });
+    const reader = response.body!.getReader();
+    let received = 0;
+    while (received < 20) {
+      const { value } = await reader.read();
+      received += (new TextDecoder().decode(value).match(/"content":"/g) ?? []).length;
+    }
+    controller.abort();
+    await reader.cancel();
+    await expect.poll(async () => (await service.usage({ account: "dave" })).reduce((sum, row) => sum + row.completionTokens, 0) - before, { timeout: 5000 }).toBeGreaterThanOrEqual(19);
+    const charged = (await service.usage({ account: "dave" })).reduce((sum, row) => sum + row.completionTokens, 0) - before;
+    expect(charged).toBeLessThan(5000);
+  });
+
+  it("answers 413 for a prompt over the tier's per-request cap, and caps max_tokens", async () => {
+    const long = await chat(tokens.carol!, { messages: [{ role: "user", content: "word ".repeat(100) }] });
+    expect(long.status).toBe(413);
+    expect(((await long.json()) as { error: { code: string } }).error.code).toBe("tokens_limit_reached");
+    const capped = await client(tokens.carol!).chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 50 });
+    expect(capped.usage?.completion_tokens).toBe(5);
+    expect(capped.choices[0]?.finish_reason).toBe("length");
+  });
+
+  it("keeps tokens and Authorization headers out of the logs", () => {
+    expect(logs.length).toBeGreaterThan(10);
+    const all = logs.join("\n");
+    for (const token of Object.values(tokens)) {
+      expect(all).not.toContain(token);
+      expect(all).not.toContain(token.slice(10)); // the secret part, without the display prefix
+    }
+    expect(all).not.toMatch(/authorization/i);
+  });
+});

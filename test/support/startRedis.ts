@@ -1,0 +1,108 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+
+export interface RunningRedis {
+  /** e.g. redis://127.0.0.1:41234 */
+  url: string;
+  /** Shuts the server down and removes its directory. Safe to call twice, or after `kill`. */
+  stop(): Promise<void>;
+  /** SIGKILL, as a crash: the server vanishes without closing its connections politely. */
+  kill(): Promise<void>;
+  /** SIGSTOP: the server stalls, connections open, answering nothing, until `resume`. */
+  pause(): void;
+  resume(): void;
+}
+
+const READY_TIMEOUT_MS = 10_000;
+const POLL_MS = 20;
+
+/**
+ * A throwaway redis-server (the Debian package's binary) on a free loopback port: no persistence,
+ * its working directory a temporary one. Resolves once it answers PING.
+ */
+export async function startRedis(): Promise<RunningRedis> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-redis-"));
+  const port = await freePort();
+  const args = ["--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--port", String(port), "--daemonize", "no", "--dir", dir];
+  const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  try {
+    await waitForPong(port, child, () => output);
+  } catch (error) {
+    await end(child, exited, "SIGKILL");
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    async stop() {
+      await end(child, exited, "SIGTERM");
+      await rm(dir, { recursive: true, force: true });
+    },
+    kill: () => end(child, exited, "SIGKILL"),
+    pause() {
+      child.kill("SIGSTOP");
+    },
+    resume() {
+      child.kill("SIGCONT");
+    },
+  };
+}
+
+/**
+ * A port the kernel just handed out and released. Another process could take it before
+ * redis-server binds it; on a test machine that race is rare enough, and startRedis then fails loudly.
+ */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+async function waitForPong(port: number, child: ChildProcess, output: () => string): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!(await answersPing(port))) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server exited before answering PING:\n${output()}`);
+    if (Date.now() > deadline) throw new Error(`redis-server did not answer PING within ${READY_TIMEOUT_MS} ms:\n${output()}`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+/** One inline PING over a raw socket: no client library, so nothing to configure or close. */
+function answersPing(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1");
+    let reply = "";
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(500, () => done(false));
+    socket.once("error", () => done(false));
+    socket.once("connect", () => socket.write("PING\r\n"));
+    socket.on("data", (chunk: Buffer) => {
+      reply += chunk.toString();
+      if (reply.includes("\r\n")) done(reply.startsWith("+PONG"));
+    });
+  });
+}
+
+async function end(child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill(signal);
+    // A paused server would hold a SIGTERM until it runs again.
+    child.kill("SIGCONT");
+  }
+  await exited;
+}
