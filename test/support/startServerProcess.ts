@@ -1,0 +1,53 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import path from "node:path";
+
+const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
+
+export interface ServerProcess {
+  url: string;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  /** SIGTERM, and waits for the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL: a crash, nothing flushed. */
+  kill(): Promise<void>;
+}
+
+/** Runs `modelhost serve …` as its own process (as replicas and crash tests need) and waits until it listens. */
+export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+  const child: ChildProcess = spawn(process.execPath, [bin, "serve", "--port", "0", "--host", "127.0.0.1", "--threads", "1", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
+  let output = "";
+  child.stdout?.on("data", (data: Buffer) => (output += data.toString()));
+  child.stderr?.on("data", (data: Buffer) => (output += data.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000);
+    const check = () => {
+      const match = /"url":"(http:\/\/[^"]+)"[^\n]*"msg":"modelhost listening"/.exec(output);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    };
+    child.stdout?.on("data", check);
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`server exited before listening:\n${output}`));
+    });
+  });
+  return {
+    url,
+    output: () => output,
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      return exited;
+    },
+    async kill() {
+      if (child.exitCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
