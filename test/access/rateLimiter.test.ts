@@ -331,7 +331,10 @@ interface Race {
 async function raceThroughKeys(limiter: RateLimiter, { keys, attempts, policy, startAt }: Race): Promise<number> {
   await sleep(startAt - Date.now());
   let allowed = 0;
-  for (let i = 0; i < attempts; i++) if ((await limiter.admit(`shared-${i % keys}`, policy, 1)).allowed) allowed++;
+  for (let i = 0; i < attempts; i++) {
+    if ((await limiter.admit(`shared-${i % keys}`, policy, 1)).allowed) allowed++;
+    await new Promise(setImmediate);
+  }
   return allowed;
 }
 
@@ -352,7 +355,10 @@ async function childAdmitter(file: string): Promise<{ race(run: Race): Promise<n
     const { keys, attempts, policy, startAt } = JSON.parse(String(line));
     await new Promise((resolve) => setTimeout(resolve, startAt - Date.now()));
     let allowed = 0;
-    for (let i = 0; i < attempts; i++) if ((await limiter.admit(\`shared-\${i % keys}\`, policy, 1)).allowed) allowed++;
+    for (let i = 0; i < attempts; i++) {
+      if ((await limiter.admit(\`shared-\${i % keys}\`, policy, 1)).allowed) allowed++;
+      await new Promise(setImmediate);
+    }
     await limiter.close();
     console.log(allowed);
     process.exit(0);`;
