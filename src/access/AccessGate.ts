@@ -4,6 +4,7 @@ import type { AccessStore, AccessToken, Account, UsageRow } from "./AccessStore.
 import type { LimitName, LimitState, RateLimiter } from "./RateLimiter.js";
 import { resolveLimits, type Endpoint, type TiersConfig } from "./tiers.js";
 import { hashToken, isWellFormedToken, tokensEqual } from "./tokenFormat.js";
+import { UsageBuffer } from "./UsageBuffer.js";
 
 /** Who is calling: the account and the token it presented. */
 export interface Caller {
@@ -29,6 +30,7 @@ export class AccessGate {
   readonly #logger: GateLogger;
   readonly #now: () => number;
   readonly #touched = new Map<string, number>();
+  readonly #usage: UsageBuffer;
   readonly #touchTimer: NodeJS.Timeout;
 
   constructor(store: AccessStore, limiter: RateLimiter, tiers: TiersConfig, options: { logger: GateLogger; now?: () => number }) {
@@ -37,6 +39,7 @@ export class AccessGate {
     this.#tiers = tiers;
     this.#logger = options.logger;
     this.#now = options.now ?? Date.now;
+    this.#usage = new UsageBuffer(store, (error) => this.#logger.error({ err: error }, "usage ledger write failed"));
     this.#touchTimer = setInterval(() => void this.#flushTouches(), TOUCH_INTERVAL_MS);
     this.#touchTimer.unref();
   }
@@ -94,9 +97,7 @@ export class AccessGate {
         settled = true;
         const used = usage.promptTokens + usage.completionTokens;
         this.#limiter.settle(reservation, used).catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter settle failed"));
-        this.#store
-          .recordUsage({ accountId: caller.account.id, tokenId: caller.token.id, model, day, requests: 1, ...usage })
-          .catch((error: unknown) => this.#logger.error({ err: error }, "usage ledger write failed"));
+        this.#usage.add({ accountId: caller.account.id, tokenId: caller.token.id, model, day, requests: 1, ...usage });
       },
     };
   }
@@ -114,7 +115,7 @@ export class AccessGate {
 
   async close(): Promise<void> {
     clearInterval(this.#touchTimer);
-    await this.#flushTouches();
+    await Promise.all([this.#flushTouches(), this.#usage.flush()]);
   }
 
   async #flushTouches(): Promise<void> {

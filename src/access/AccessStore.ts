@@ -77,8 +77,8 @@ export interface AccessStore {
   /** Records when tokens were last used; may be batched by the caller. */
   touchTokens(lastUsed: ReadonlyMap<string, number>): Promise<void>;
 
-  /** Adds to the ledger row of (account, token, model, day), creating it if needed. */
-  recordUsage(row: Omit<UsageRow, "accountName">): Promise<void>;
+  /** Adds each row to the ledger row of its (account, token, model, day), creating it if needed; all in one transaction. */
+  recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void>;
   usage(query: UsageQuery): Promise<UsageRow[]>;
 
   close(): Promise<void>;

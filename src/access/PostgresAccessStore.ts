@@ -252,8 +252,22 @@ export class PostgresAccessStore implements AccessStore {
     await this.query("updateLastUsed", [[...lastUsed.keys()], [...lastUsed.values()]]);
   }
 
-  async recordUsage(row: Omit<UsageRow, "accountName">): Promise<void> {
-    await this.query("upsertUsage", [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens]);
+  async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
+    if (rows.length === 0) return;
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      for (const row of rows) {
+        const values = [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens];
+        await client.query({ name: "access_upsertUsage", text: SQL.upsertUsage, values });
+      }
+      await client.query("COMMIT");
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
   }
 
   async usage(query: UsageQuery): Promise<UsageRow[]> {

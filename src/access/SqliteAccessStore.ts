@@ -263,16 +263,21 @@ export class SqliteAccessStore implements AccessStore {
     this.touchAll.immediate(lastUsed);
   }
 
-  async recordUsage(row: Omit<UsageRow, "accountName">): Promise<void> {
-    this.upsertUsage.run({
-      account_id: row.accountId,
-      token_id: row.tokenId,
-      model: row.model,
-      day: row.day,
-      requests: row.requests,
-      prompt_tokens: row.promptTokens,
-      completion_tokens: row.completionTokens,
-    });
+  async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
+    // One transaction, so one fsync, for the whole batch.
+    this.db.transaction(() => {
+      for (const row of rows) {
+        this.upsertUsage.run({
+          account_id: row.accountId,
+          token_id: row.tokenId,
+          model: row.model,
+          day: row.day,
+          requests: row.requests,
+          prompt_tokens: row.promptTokens,
+          completion_tokens: row.completionTokens,
+        });
+      }
+    }).immediate();
   }
 
   async usage(query: UsageQuery): Promise<UsageRow[]> {

@@ -98,6 +98,8 @@ async function main(argv: string[]): Promise<number> {
       const config = loadConfig({ flags, env: process.env });
       const { serve } = await import("./serve.js");
       const server = await serve(config);
+      // Said whatever the log level, for people and for scripts that wait for the server.
+      process.stderr.write(`modelhost: listening on ${server.url} (${config.profile} profile)\n`);
       const stop = () => void server.close().then(() => process.exit(0));
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);

@@ -243,10 +243,10 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
     it("adds to the row of (account, token, model, day) and keeps other combinations apart", async () => {
       const alice = await store.createAccount("alice", "free");
       const token = await store.createToken(newToken(alice.id));
-      await store.recordUsage(usageRow(alice.id, token.id));
-      await store.recordUsage(usageRow(alice.id, token.id, { requests: 2, promptTokens: 100, completionTokens: 50 }));
-      await store.recordUsage(usageRow(alice.id, token.id, { model: "other" }));
-      await store.recordUsage(usageRow(alice.id, token.id, { day: "2025-03-02" }));
+      await store.recordUsage([usageRow(alice.id, token.id)]);
+      await store.recordUsage([usageRow(alice.id, token.id, { requests: 2, promptTokens: 100, completionTokens: 50 })]);
+      await store.recordUsage([usageRow(alice.id, token.id, { model: "other" })]);
+      await store.recordUsage([usageRow(alice.id, token.id, { day: "2025-03-02" })]);
       expect(await store.usage({})).toEqual([
         { accountId: alice.id, accountName: "alice", tokenId: token.id, model: "other", day: "2025-03-01", requests: 1, promptTokens: 10, completionTokens: 5 },
         { accountId: alice.id, accountName: "alice", tokenId: token.id, model: "tiny", day: "2025-03-01", requests: 3, promptTokens: 110, completionTokens: 55 },
@@ -259,11 +259,11 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
       const amy = await store.createAccount("amy", "free");
       const zedToken = await store.createToken(newToken(zed.id));
       const amyToken = await store.createToken(newToken(amy.id));
-      await store.recordUsage(usageRow(zed.id, zedToken.id, { day: "2025-03-02", model: "b" }));
-      await store.recordUsage(usageRow(zed.id, zedToken.id, { day: "2025-03-02", model: "a" }));
-      await store.recordUsage(usageRow(amy.id, amyToken.id, { day: "2025-03-02", model: "b" }));
-      await store.recordUsage(usageRow(zed.id, zedToken.id, { day: "2025-03-01", model: "c" }));
-      await store.recordUsage(usageRow(amy.id, amyToken.id, { day: "2025-02-28", model: "a" }));
+      await store.recordUsage([usageRow(zed.id, zedToken.id, { day: "2025-03-02", model: "b" })]);
+      await store.recordUsage([usageRow(zed.id, zedToken.id, { day: "2025-03-02", model: "a" })]);
+      await store.recordUsage([usageRow(amy.id, amyToken.id, { day: "2025-03-02", model: "b" })]);
+      await store.recordUsage([usageRow(zed.id, zedToken.id, { day: "2025-03-01", model: "c" })]);
+      await store.recordUsage([usageRow(amy.id, amyToken.id, { day: "2025-02-28", model: "a" })]);
       const key = (row: UsageRow) => `${row.day} ${row.accountName} ${row.model}`;
       expect((await store.usage({})).map(key)).toEqual(["2025-02-28 amy a", "2025-03-01 zed c", "2025-03-02 amy b", "2025-03-02 zed a", "2025-03-02 zed b"]);
       expect((await store.usage({ accountId: zed.id })).map(key)).toEqual(["2025-03-01 zed c", "2025-03-02 zed a", "2025-03-02 zed b"]);
@@ -275,7 +275,7 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
     it("sums 50 concurrent additions to one row exactly", async () => {
       const alice = await store.createAccount("alice", "free");
       const token = await store.createToken(newToken(alice.id));
-      const calls = Array.from({ length: 50 }, (_, i) => store.recordUsage(usageRow(alice.id, token.id, { promptTokens: i, completionTokens: 2 * i })));
+      const calls = Array.from({ length: 50 }, (_, i) => store.recordUsage([usageRow(alice.id, token.id, { promptTokens: i, completionTokens: 2 * i })]));
       await Promise.all(calls);
       expect(await store.usage({ accountId: alice.id })).toMatchObject([{ requests: 50, promptTokens: 1_225, completionTokens: 2_450 }]);
     });
@@ -285,7 +285,7 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
     const alice = await store.createAccount("alice", "free");
     const request = newToken(alice.id);
     const token = await store.createToken(request);
-    await store.recordUsage(usageRow(alice.id, token.id));
+    await store.recordUsage([usageRow(alice.id, token.id)]);
     await store.close();
     store = await backend.open(location);
     expect(await store.findTokenByHash(request.hash)).toEqual({ token, account: alice, hash: request.hash });

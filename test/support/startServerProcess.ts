@@ -26,13 +26,13 @@ export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv 
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000);
     const check = () => {
-      const match = /"url":"(http:\/\/[^"]+)"[^\n]*"msg":"modelhost listening"/.exec(output);
+      const match = /^modelhost: listening on (http:\/\/\S+)/m.exec(output);
       if (match?.[1]) {
         clearTimeout(timer);
         resolve(match[1]);
       }
     };
-    child.stdout?.on("data", check);
+    child.stderr?.on("data", check);
     void exited.then(() => {
       clearTimeout(timer);
       reject(new Error(`server exited before listening:\n${output}`));
