@@ -3,6 +3,7 @@ import type { Pool, PoolClient } from "pg";
 import { AccessError } from "./AccessStore.js";
 import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
 import { randomBase62 } from "./tokenFormat.js";
+import { accountNotFound, singleToken, tokenNotFound } from "./storeErrors.js";
 
 /**
  * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
@@ -325,23 +326,7 @@ function isViolation(error: unknown, code: string, constraint: string): boolean 
   return error instanceof pg.DatabaseError && error.code === code && error.constraint === constraint;
 }
 
-function accountNotFound(nameOrId: string): never {
-  throw new AccessError("account_not_found", `No account "${nameOrId}".`);
-}
 
-function tokenNotFound(idOrPrefix: string): never {
-  throw new AccessError("token_not_found", `No token "${idOrPrefix}".`);
-}
-
-/** The one token an id or display prefix names, or the AccessError saying why there is not one. */
-function singleToken(matches: TokenRow[], idOrPrefix: string): TokenRow {
-  const [first, second] = matches;
-  if (first === undefined) tokenNotFound(idOrPrefix);
-  if (second !== undefined) {
-    throw new AccessError("token_ambiguous", `More than one token starts with "${idOrPrefix}": revoke it by id.`);
-  }
-  return first;
-}
 
 function toNumber(value: BigintText | null): number | null {
   return value === null ? null : Number(value);

@@ -5,6 +5,8 @@ import type { Database as Connection, Statement, Transaction } from "better-sqli
 import { AccessError } from "./AccessStore.js";
 import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
 import { randomBase62 } from "./tokenFormat.js";
+import { migrateSqlite } from "./migrateSqlite.js";
+import { accountNotFound, singleToken, tokenNotFound } from "./storeErrors.js";
 
 /**
  * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
@@ -185,7 +187,7 @@ export class SqliteAccessStore implements AccessStore {
     const db = new Database(file);
     try {
       configure(db);
-      migrate(db);
+      migrateSqlite(db, SCHEMA_COMPONENT, MIGRATIONS);
       return new SqliteAccessStore(db);
     } catch (error) {
       db.close();
@@ -298,60 +300,12 @@ function configure(db: Connection): void {
   db.pragma("foreign_keys = ON");
 }
 
-/**
- * Applies the pending migrations, each with its version bump in one IMMEDIATE transaction. The
- * version is read inside it, so when the CLI and the server open a new file at once, the second
- * waits for the first and then finds nothing left to do.
- *
- * The version is a row of `schema_versions`, not `PRAGMA user_version`: the file is shared (the
- * SQLite rate limiter lives in it too), and one header field cannot version two schemas.
- */
-function migrate(db: Connection): void {
-  const step = db.transaction((): boolean => {
-    db.exec("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT");
-    const version = schemaVersion(db);
-    if (version > MIGRATIONS.length) {
-      throw new Error(`${db.name} has schema version ${version}; this modelhost knows up to ${MIGRATIONS.length}: upgrade modelhost.`);
-    }
-    const migration = MIGRATIONS[version];
-    if (migration === undefined) return false;
-    db.exec(migration);
-    db.prepare("INSERT INTO schema_versions (component, version) VALUES (?, ?) ON CONFLICT (component) DO UPDATE SET version = excluded.version").run(
-      SCHEMA_COMPONENT,
-      version + 1,
-    );
-    return true;
-  });
-  let applied = true;
-  while (applied) applied = step.immediate();
-}
-
-function schemaVersion(db: Connection): number {
-  const row = db.prepare<[string], { version: number }>("SELECT version FROM schema_versions WHERE component = ?").get(SCHEMA_COMPONENT);
-  return row?.version ?? 0;
-}
 
 function isConstraintError(error: unknown, code: string): boolean {
   return error instanceof Database.SqliteError && error.code === code;
 }
 
-function accountNotFound(nameOrId: string): never {
-  throw new AccessError("account_not_found", `No account "${nameOrId}".`);
-}
 
-function tokenNotFound(idOrPrefix: string): never {
-  throw new AccessError("token_not_found", `No token "${idOrPrefix}".`);
-}
-
-/** The one token an id or display prefix names, or the AccessError saying why there is not one. */
-function singleToken(matches: TokenRow[], idOrPrefix: string): TokenRow {
-  const [first, second] = matches;
-  if (first === undefined) tokenNotFound(idOrPrefix);
-  if (second !== undefined) {
-    throw new AccessError("token_ambiguous", `More than one token starts with "${idOrPrefix}": revoke it by id.`);
-  }
-  return first;
-}
 
 function toAccount(row: AccountRow): Account {
   return { id: row.id, name: row.name, tier: row.tier, disabled: row.disabled === 1, createdAt: row.created_at };

@@ -4,6 +4,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
 import type { Admission, LimitName, LimitPolicy, LimitState, RateLimiter, Reservation } from "./RateLimiter.js";
+import { migrateSqlite } from "./migrateSqlite.js";
 
 export interface SqliteRateLimiterOptions {
   /** The clock (ms since the epoch); tests move it instead of sleeping. */
@@ -131,7 +132,7 @@ export class SqliteRateLimiter implements RateLimiter {
     try {
       db.pragma("journal_mode = WAL");
       db.pragma("synchronous = NORMAL");
-      migrate(db);
+      migrateSqlite(db, SCHEMA_COMPONENT, MIGRATIONS);
       return new SqliteRateLimiter(db, options);
     } catch (error) {
       db.close();
@@ -311,27 +312,3 @@ function assertTokenCount(tokens: number): void {
   if (!Number.isSafeInteger(tokens) || tokens < 0) throw new RangeError(`token count must be a non-negative integer, not ${tokens}`);
 }
 
-/**
- * Applies the pending migrations, each with its version bump in one IMMEDIATE transaction (read
- * inside it, so processes opening a new file at once apply each migration once).
- */
-function migrate(db: Connection): void {
-  const step = db.transaction((): boolean => {
-    db.exec("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT");
-    const row = db.prepare<[string], { version: number }>("SELECT version FROM schema_versions WHERE component = ?").get(SCHEMA_COMPONENT);
-    const version = row?.version ?? 0;
-    if (version > MIGRATIONS.length) {
-      throw new Error(`${db.name} has rate limiter schema version ${version}; this modelhost knows up to ${MIGRATIONS.length}: upgrade modelhost.`);
-    }
-    const migration = MIGRATIONS[version];
-    if (migration === undefined) return false;
-    db.exec(migration);
-    db.prepare("INSERT INTO schema_versions (component, version) VALUES (?, ?) ON CONFLICT (component) DO UPDATE SET version = excluded.version").run(
-      SCHEMA_COMPONENT,
-      version + 1,
-    );
-    return true;
-  });
-  let applied = true;
-  while (applied) applied = step.immediate();
-}
