@@ -12,8 +12,9 @@ const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
 
 /**
  * `modelhost engine build` compiles llama.cpp from the source bundled in node-llama-cpp, offline,
- * then the server runs on it. The build takes minutes; it runs at the lowest CPU priority so the
- * other test files running beside it are not starved. On a machine where a native build already
+ * then the server runs on it. The build takes minutes and holds node-llama-cpp's lock on its build
+ * folder, which makes any other process loading llama.cpp meanwhile wait: `npm test` runs this file
+ * on its own, after the others (`npm run test:engine`). On a machine where a native build already
  * exists (a developer's checkout), it is not rebuilt: the rest of the file still proves it loads.
  */
 describe("the native engine", () => {
