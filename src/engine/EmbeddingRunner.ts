@@ -1,0 +1,141 @@
+import type { LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
+import type { EmbedInput, EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
+import type { AdmissionTicket, ChatOptions } from "../core/Engine.js";
+import { ServerError } from "../core/ServerError.js";
+import { checkTokenIds } from "./checkTokenIds.js";
+import { SequencePool } from "./SequencePool.js";
+
+export interface EmbeddingOptions {
+  /** Tokens per input, special tokens included; capped at the model's trained length by the caller. */
+  contextSize: number;
+  threads: number;
+  maxQueue: number;
+}
+
+/**
+ * A model's embeddings: an embedding context created on the first request, which requests use one
+ * at a time (node-llama-cpp reads pooled embeddings of one sequence per context), the others
+ * waiting in line within the model's queue limit.
+ */
+export class EmbeddingRunner {
+  readonly #model: LlamaModel;
+  readonly #options: EmbeddingOptions;
+  readonly contextSize: number;
+  #embedding: Promise<SequencePool<LlamaEmbeddingContext>> | undefined;
+  #embeddingPool: SequencePool<LlamaEmbeddingContext> | undefined;
+  #embeddingLoads = 0;
+  #onActivity: () => void = () => {};
+
+  constructor(model: LlamaModel, options: EmbeddingOptions) {
+    this.#model = model;
+    this.#options = options;
+    this.contextSize = options.contextSize;
+  }
+
+  get idle(): boolean {
+    return (this.#embeddingPool?.idle ?? true) && this.#embeddingLoads === 0;
+  }
+
+  get active(): number {
+    return this.#embeddingPool?.active ?? 0;
+  }
+
+  get queued(): number {
+    return this.#embeddingPool?.queued ?? 0;
+  }
+
+  set onActivity(listener: () => void) {
+    this.#onActivity = listener;
+  }
+
+  rejectWaiting(error: unknown): void {
+    this.#embeddingPool?.rejectWaiting(error);
+  }
+
+  /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
+  async embed(request: EmbedRequest, { signal, admit }: ChatOptions): Promise<EmbedResult> {
+    const size = this.#model.embeddingVectorSize;
+    if (request.dimensions !== undefined && request.dimensions > size) {
+      throw new ServerError("invalid_request", {
+        param: "dimensions",
+        message: `Invalid value for 'dimensions': ${request.dimensions} is more than this model's ${size} dimensions.`,
+      });
+    }
+    const inputs = request.inputs.map((input, index) => this.#embeddingTokens(input, index));
+    const pool = await this.#embeddingContexts();
+    const context = await pool.acquire(signal);
+    let ticket: AdmissionTicket | undefined;
+    let promptTokens = 0;
+    try {
+      const prepared = inputs.map((tokens, index) => {
+        const length = context.calculateInputLength(tokens);
+        if (length < this.contextSize) return { tokens, length };
+        return { tokens: this.#cutToContext(tokens, length, index, request.truncate), length: this.contextSize - 1 };
+      });
+      ticket = await admit?.({ promptTokens: prepared.reduce((sum, input) => sum + input.length, 0), maxOutputTokens: 0 });
+      const vectors: Float32Array[] = [];
+      for (const { tokens, length } of prepared) {
+        signal.throwIfAborted();
+        const { vector } = await context.getEmbeddingFor(tokens);
+        promptTokens += length;
+        vectors.push(unitVector(vector, request.dimensions ?? size));
+      }
+      return { vectors, promptTokens };
+    } finally {
+      pool.release(context);
+      ticket?.settle({ promptTokens, completionTokens: 0 });
+    }
+  }
+
+  #embeddingTokens(input: EmbedInput, index: number): Token[] {
+    if (typeof input === "string") return this.#model.tokenize(input);
+    checkTokenIds(this.#model, input, `input[${index}]`);
+    return input as Token[];
+  }
+
+  /** An input longer than the context is refused unless the caller asked to truncate it. */
+  #cutToContext(tokens: Token[], length: number, index: number, truncate: boolean): Token[] {
+    if (!truncate) {
+      throw new ServerError("invalid_request", {
+        param: `input[${index}]`,
+        message: `Invalid value for 'input[${index}]': it is ${length} tokens long, but this model's context holds ${this.contextSize - 1}. Shorten it, or send "truncate": true to cut it.`,
+      });
+    }
+    // The special tokens the model adds around an input count too.
+    return tokens.slice(0, Math.max(0, tokens.length - (length - (this.contextSize - 1))));
+  }
+
+  #embeddingContexts(): Promise<SequencePool<LlamaEmbeddingContext>> {
+    this.#embedding ??= (async () => {
+      this.#embeddingLoads++;
+      try {
+        // A non-causal model (BERT) must see a whole input in one batch.
+        const context = await this.#model.createEmbeddingContext({
+          contextSize: this.contextSize,
+          batchSize: this.contextSize,
+          threads: this.#options.threads,
+        });
+        const pool = new SequencePool([context], this.#options.maxQueue);
+        pool.onChange = () => this.#onActivity();
+        this.#embeddingPool = pool;
+        return pool;
+      } finally {
+        this.#embeddingLoads--;
+      }
+    })();
+    this.#embedding.catch(() => {
+      this.#embedding = undefined;
+    });
+    return this.#embedding;
+  }
+}
+
+/** The first `dimensions` components, scaled to unit length, so cosine similarity is a dot product. */
+function unitVector(vector: readonly number[], dimensions: number): Float32Array {
+  const result = Float32Array.from(vector.slice(0, dimensions));
+  let norm = 0;
+  for (const value of result) norm += value * value;
+  norm = Math.sqrt(norm);
+  if (norm > 0) for (let i = 0; i < result.length; i++) result[i]! /= norm;
+  return result;
+}
