@@ -93,6 +93,7 @@ function usageRow(accountId: string, tokenId: string, overrides: Partial<Omit<Us
 
 describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
   if (!backend.available) {
+    // Only on a developer machine without PostgreSQL: in CI, requirePostgresInCi() fails the file instead.
     it.skip("needs the PostgreSQL server binaries (apt-get install postgresql)", () => {});
     return;
   }

@@ -1,15 +1,13 @@
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { readFile, stat } from "node:fs/promises";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import type { Llama, LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { float16BitsToNumber } from "../../src/gguf/quantizeQ8_0.js";
-import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { presets } from "../../src/testmodels/presets.js";
 import type { BertPreset } from "../../src/testmodels/presets.js";
 import { wordPieceVocabulary } from "../../src/testmodels/wordPieceVocabulary.js";
 import { testModelPath } from "../support/testModels.js";
+import { describeDeterministicGeneration } from "../support/describeDeterministicGeneration.js";
 
 const preset: BertPreset = (() => {
   const embedTiny = presets["embed-tiny"];
@@ -175,40 +173,7 @@ describe("embed-tiny test model", () => {
     expect((await stat(path)).size).toBeLessThanOrEqual(2 * 1024 * 1024);
   });
 
-  describe("generation", () => {
-    let directory: string;
-
-    beforeAll(async () => {
-      directory = await mkdtemp(join(tmpdir(), "embed-test-model-"));
-    });
-
-    afterAll(async () => {
-      await rm(directory, { recursive: true, force: true });
-    });
-
-    it("writes byte-identical files for the same seed, and the cached file matches", async () => {
-      const [a, b, other, fresh] = await Promise.all([
-        makeTestModel({ preset: "embed-tiny", out: join(directory, "a.gguf"), seed: 7 }),
-        makeTestModel({ preset: "embed-tiny", out: join(directory, "b.gguf"), seed: 7 }),
-        makeTestModel({ preset: "embed-tiny", out: join(directory, "other.gguf"), seed: 8 }),
-        makeTestModel({ preset: "embed-tiny", out: join(directory, "default.gguf") }),
-      ]);
-      const [bytesA, bytesB, bytesOther, bytesFresh, cached] = await Promise.all([
-        readFile(a.path),
-        readFile(b.path),
-        readFile(other.path),
-        readFile(fresh.path),
-        readFile(path),
-      ]);
-
-      expect(a.bytes).toBe(bytesA.length);
-      expect(bytesB.equals(bytesA)).toBe(true);
-      expect(bytesOther.equals(bytesA)).toBe(false);
-      expect(bytesOther.length).toBe(bytesA.length);
-      // A stale cache means GENERATOR_VERSION was not bumped after a change to the generator.
-      expect(bytesFresh.equals(cached)).toBe(true);
-    });
-  });
+  describeDeterministicGeneration("embed-tiny");
 });
 
 /** The model's tensors as float32 values, read from the file where llama.cpp found them. */

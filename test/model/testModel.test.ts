@@ -1,11 +1,10 @@
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { stat } from "node:fs/promises";
 import { getLlama, JinjaTemplateChatWrapper, LlamaLogLevel, LlamaText, resolveChatWrapper } from "node-llama-cpp";
 import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_MODEL_CHAT_TEMPLATE, makeTestModel } from "../../src/testmodels/makeTestModel.js";
+import { TEST_MODEL_CHAT_TEMPLATE } from "../../src/testmodels/makeTestModel.js";
 import { testModelPath } from "../support/testModels.js";
+import { describeDeterministicGeneration } from "../support/describeDeterministicGeneration.js";
 
 /** Strings that trip up tokenizers: spacing around punctuation, whitespace runs, every Unicode plane. */
 const TRICKY_STRINGS = [
@@ -145,38 +144,5 @@ describe("tiny test model", () => {
     expect((await stat(path)).size).toBeLessThanOrEqual(2 * 1024 * 1024);
   });
 
-  describe("generation", () => {
-    let directory: string;
-
-    beforeAll(async () => {
-      directory = await mkdtemp(join(tmpdir(), "test-model-"));
-    });
-
-    afterAll(async () => {
-      await rm(directory, { recursive: true, force: true });
-    });
-
-    it("writes byte-identical files for the same seed, and the cached file matches", async () => {
-      const [a, b, other, fresh] = await Promise.all([
-        makeTestModel({ preset: "tiny", out: join(directory, "a.gguf"), seed: 7 }),
-        makeTestModel({ preset: "tiny", out: join(directory, "b.gguf"), seed: 7 }),
-        makeTestModel({ preset: "tiny", out: join(directory, "other.gguf"), seed: 8 }),
-        makeTestModel({ preset: "tiny", out: join(directory, "default.gguf") }),
-      ]);
-      const [bytesA, bytesB, bytesOther, bytesFresh, cached] = await Promise.all([
-        readFile(a.path),
-        readFile(b.path),
-        readFile(other.path),
-        readFile(fresh.path),
-        readFile(path),
-      ]);
-
-      expect(a.bytes).toBe(bytesA.length);
-      expect(bytesB.equals(bytesA)).toBe(true);
-      expect(bytesOther.equals(bytesA)).toBe(false);
-      expect(bytesOther.length).toBe(bytesA.length);
-      // A stale cache means GENERATOR_VERSION was not bumped after a change to the generator.
-      expect(bytesFresh.equals(cached)).toBe(true);
-    });
-  });
+  describeDeterministicGeneration("tiny");
 });
