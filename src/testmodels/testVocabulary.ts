@@ -10,6 +10,8 @@
 // clean_spaces detokenizer pass, which deletes the space in " ," / " ." / " 's" and so breaks
 // the round trip; "qwen2" turns that pass off and matches the ChatML template the models carry.
 
+import { trainPairMerges } from "./trainPairMerges.js";
+
 /** llama.cpp's llama_token_type values, as stored in `tokenizer.ggml.token_type`. */
 export const TokenType = { normal: 1, control: 3, userDefined: 4 } as const;
 
@@ -120,55 +122,12 @@ function byteEncode(text: string): string[] {
   return [...Buffer.from(text, "utf8")].map((byte) => BYTE_SYMBOLS[byte] ?? "");
 }
 
-/**
- * Classic BPE training: split the text into words with the pre-tokenizer, then repeatedly merge
- * the most frequent adjacent pair of symbols (ties broken by the pair's text, so the result is
- * deterministic). Stops early if no pair occurs twice.
- */
+/** Classic BPE training on the text's words, split by the pre-tokenizer, as byte symbols. */
 function learnMerges(text: string, count: number): string[] {
   const wordCounts = new Map<string, number>();
   for (const word of text.match(PRE_TOKENIZER) ?? []) wordCounts.set(word, (wordCounts.get(word) ?? 0) + 1);
   const words = [...wordCounts].map(([word, frequency]) => ({ symbols: byteEncode(word), frequency }));
 
-  const merges: string[] = [];
-  while (merges.length < count) {
-    const best = mostFrequentPair(words);
-    if (best === undefined) break;
-    merges.push(best);
-    const [left, right] = best.split(" ") as [string, string];
-    for (const word of words) word.symbols = mergePair(word.symbols, left, right);
-  }
-  return merges;
+  return trainPairMerges(words, count).map(([left, right]) => `${left} ${right}`);
 }
 
-function mostFrequentPair(words: readonly { symbols: string[]; frequency: number }[]): string | undefined {
-  const pairCounts = new Map<string, number>();
-  for (const { symbols, frequency } of words) {
-    for (let i = 0; i + 1 < symbols.length; i++) {
-      const pair = `${symbols[i]} ${symbols[i + 1]}`;
-      pairCounts.set(pair, (pairCounts.get(pair) ?? 0) + frequency);
-    }
-  }
-  let best: string | undefined;
-  let bestCount = 1;
-  for (const [pair, pairCount] of pairCounts) {
-    if (pairCount > bestCount || (pairCount === bestCount && best !== undefined && pair < best)) {
-      best = pair;
-      bestCount = pairCount;
-    }
-  }
-  return best;
-}
-
-function mergePair(symbols: readonly string[], left: string, right: string): string[] {
-  const merged: string[] = [];
-  for (let i = 0; i < symbols.length; i++) {
-    if (symbols[i] === left && symbols[i + 1] === right) {
-      merged.push(left + right);
-      i++;
-    } else {
-      merged.push(symbols[i] ?? "");
-    }
-  }
-  return merged;
-}

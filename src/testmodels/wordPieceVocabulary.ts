@@ -20,6 +20,7 @@
 // (BPE merges over "##"-marked symbols), so common words are one token and others split into
 // realistic subwords.
 import { TokenType } from "./testVocabulary.js";
+import { trainPairMerges } from "./trainPairMerges.js";
 
 export interface WordPieceVocabulary {
   /** `tokenizer.ggml.model` */
@@ -135,15 +136,7 @@ function learnPieces(text: string, count: number): string[] {
     frequency,
   }));
 
-  const pieces: string[] = [];
-  while (pieces.length < count) {
-    const best = mostFrequentPair(words);
-    if (best === undefined) break;
-    const [left, right] = best.split(" ") as [string, string];
-    pieces.push(joinPieces(left, right));
-    for (const word of words) word.symbols = mergePair(word.symbols, left, right);
-  }
-  return pieces;
+  return trainPairMerges(words, count, joinPieces).map(([left, right]) => joinPieces(left, right));
 }
 
 /** "th" + "##e" is "the"; "##in" + "##g" is "##ing". The right symbol always continues a word. */
@@ -151,34 +144,3 @@ function joinPieces(left: string, right: string): string {
   return left + right.slice(CONTINUATION.length);
 }
 
-function mostFrequentPair(words: readonly { symbols: string[]; frequency: number }[]): string | undefined {
-  const pairCounts = new Map<string, number>();
-  for (const { symbols, frequency } of words) {
-    for (let i = 0; i + 1 < symbols.length; i++) {
-      const pair = `${symbols[i]} ${symbols[i + 1]}`;
-      pairCounts.set(pair, (pairCounts.get(pair) ?? 0) + frequency);
-    }
-  }
-  let best: string | undefined;
-  let bestCount = 1;
-  for (const [pair, pairCount] of pairCounts) {
-    if (pairCount > bestCount || (pairCount === bestCount && best !== undefined && pair < best)) {
-      best = pair;
-      bestCount = pairCount;
-    }
-  }
-  return best;
-}
-
-function mergePair(symbols: readonly string[], left: string, right: string): string[] {
-  const merged: string[] = [];
-  for (let i = 0; i < symbols.length; i++) {
-    if (symbols[i] === left && symbols[i + 1] === right) {
-      merged.push(joinPieces(left, right));
-      i++;
-    } else {
-      merged.push(symbols[i] ?? "");
-    }
-  }
-  return merged;
-}
