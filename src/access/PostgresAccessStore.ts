@@ -255,20 +255,12 @@ export class PostgresAccessStore implements AccessStore {
 
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
     if (rows.length === 0) return;
-    const client = await this.pool.connect();
-    try {
-      await client.query("BEGIN");
+    await inTransaction(this.pool, async (client) => {
       for (const row of rows) {
         const values = [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens];
         await client.query({ name: "access_upsertUsage", text: SQL.upsertUsage, values });
       }
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   async usage(query: UsageQuery): Promise<UsageRow[]> {
@@ -291,9 +283,7 @@ export class PostgresAccessStore implements AccessStore {
  * transaction-scoped, so it is released by COMMIT or ROLLBACK, or if the connection dies.
  */
 async function migrate(pool: Pool): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
+  await inTransaction(pool, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
     await client.query("CREATE TABLE IF NOT EXISTS schema_versions (component text PRIMARY KEY, version integer NOT NULL)");
     const version = await schemaVersion(client);
@@ -304,6 +294,15 @@ async function migrate(pool: Pool): Promise<void> {
         [SCHEMA_COMPONENT, version + offset + 1],
       );
     }
+  });
+}
+
+/** Runs `work` in one transaction on one pooled connection: committed if it resolves, rolled back if it throws. */
+async function inTransaction(pool: Pool, work: (client: PoolClient) => Promise<void>): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await work(client);
     await client.query("COMMIT");
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});
