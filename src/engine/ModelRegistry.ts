@@ -1,24 +1,9 @@
-import { readdir, readFile, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { readGgufFileInfo } from "node-llama-cpp";
-import { z } from "zod";
 import type { ModelInfo } from "../core/ModelInfo.js";
-
-export const MANIFEST_FILE = "models.json";
-
-/**
- * The optional manifest: ids and aliases for files in the models directory, e.g.
- * `{"models":[{"file":"qwen2.5-0.5b-instruct-q4_k_m.gguf","id":"qwen2.5:0.5b","aliases":["gpt-4o-mini"]}]}`.
- */
-const manifestSchema = z.object({
-  models: z.array(
-    z.object({
-      file: z.string().min(1),
-      id: z.string().min(1).optional(),
-      aliases: z.array(z.string().min(1)).default([]),
-    }),
-  ),
-});
+import { defaultModelId, isListedModelFile } from "../models/modelFiles.js";
+import { entryId, MANIFEST_FILE, readManifest, type ManifestEntry } from "../models/modelsManifest.js";
 
 type Metadata = Omit<ModelInfo, "id" | "aliases" | "path">;
 
@@ -30,9 +15,6 @@ interface CachedMetadata {
 export interface RegistryLogger {
   warn(message: string): void;
 }
-
-/** Split GGUF files: only the first part is listed; llama.cpp finds the others next to it. */
-const splitPart = /-(\d{5})-of-(\d{5})\.gguf$/i;
 
 /**
  * The models installed in one directory. Listing reads each file's GGUF header (architecture,
@@ -86,7 +68,7 @@ export class ModelRegistry {
     const manifest = await this.#readManifest();
     const named = new Map<string, { id: string; aliases: string[] }>();
     for (const entry of manifest) {
-      named.set(path.resolve(this.directory, entry.file), { id: entry.id ?? defaultId(entry.file), aliases: entry.aliases });
+      named.set(path.resolve(this.directory, entry.file), { id: entryId(entry), aliases: entry.aliases });
     }
 
     const models: ModelInfo[] = [];
@@ -95,7 +77,7 @@ export class ModelRegistry {
     for (const file of paths) {
       const metadata = await this.#metadataOf(file);
       if (!metadata) continue;
-      const names = named.get(file) ?? { id: defaultId(path.basename(file)), aliases: [] };
+      const names = named.get(file) ?? { id: defaultModelId(file), aliases: [] };
       const model: ModelInfo = { id: names.id, aliases: names.aliases, path: file, ...metadata };
       if (byName.has(model.id)) {
         this.#logger.warn(`Two models are named "${model.id}"; ${file} is ignored. Give it another id in ${MANIFEST_FILE}.`);
@@ -116,35 +98,16 @@ export class ModelRegistry {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
       throw error;
     }
-    return entries
-      .filter((name) => name.toLowerCase().endsWith(".gguf"))
-      .filter((name) => {
-        const part = splitPart.exec(name);
-        return !part || Number(part[1]) === 1;
-      })
-      .map((name) => path.join(this.directory, name));
+    // Split models are listed by their first part (llama.cpp finds the others next to it);
+    // dot-prefixed files are downloads in progress.
+    return entries.filter(isListedModelFile).map((name) => path.join(this.directory, name));
   }
 
-  async #readManifest(): Promise<z.infer<typeof manifestSchema>["models"]> {
-    const file = path.join(this.directory, MANIFEST_FILE);
-    let text: string;
-    try {
-      text = await readFile(file, "utf8");
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw error;
-    }
-    let problem: string;
-    try {
-      const parsed = manifestSchema.safeParse(JSON.parse(text));
-      if (parsed.success) return parsed.data.models;
-      const issue = parsed.error.issues[0];
-      problem = `${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}`;
-    } catch (error) {
-      problem = (error as Error).message;
-    }
+  async #readManifest(): Promise<ManifestEntry[]> {
+    const { entries, problem } = await readManifest(this.directory);
+    if (problem === undefined) return entries;
     // A broken manifest must not take the server down: warn (once per change) and list files by name.
-    const warning = `Ignoring ${file}: ${problem}`;
+    const warning = `Ignoring ${path.join(this.directory, MANIFEST_FILE)}: ${problem}`;
     if (warning !== this.#lastManifestWarning) this.#logger.warn(warning);
     this.#lastManifestWarning = warning;
     return [];
@@ -171,12 +134,6 @@ export class ModelRegistry {
     this.#metadata.set(file, { key, metadata });
     return metadata instanceof Error ? undefined : metadata;
   }
-}
-
-/** `Llama-3.2-1B-Instruct-Q4_K_M.gguf` → `Llama-3.2-1B-Instruct-Q4_K_M`; split parts lose their suffix. */
-function defaultId(file: string): string {
-  const base = path.basename(file);
-  return base.replace(splitPart, "").replace(/\.gguf$/i, "");
 }
 
 async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): Promise<Metadata> {

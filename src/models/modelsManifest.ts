@@ -1,0 +1,258 @@
+import { randomBytes } from "node:crypto";
+import { open, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import path from "node:path";
+import { z } from "zod";
+import { ServerError } from "../core/ServerError.js";
+import { defaultModelId, isListedModelFile, modelFileParts } from "./modelFiles.js";
+
+/**
+ * `models.json` in the models directory: ids and aliases for the files beside it, e.g.
+ * `{"models":[{"file":"qwen2.5-0.5b-instruct-q4_k_m.gguf","id":"qwen2.5:0.5b","aliases":["gpt-4o-mini"]}]}`.
+ * This module is the format's only reader and writer. Keys it does not know are kept on rewrite, so
+ * nothing a person wrote into the file is lost.
+ */
+export const MANIFEST_FILE = "models.json";
+
+const entrySchema = z.looseObject({
+  file: z.string().min(1),
+  id: z.string().min(1).optional(),
+  aliases: z.array(z.string().min(1)).default([]),
+});
+
+const manifestSchema = z.looseObject({ models: z.array(entrySchema) });
+
+export type ManifestEntry = z.infer<typeof entrySchema>;
+
+export type ManifestRead = { entries: ManifestEntry[]; problem?: undefined } | { entries: []; problem: string };
+
+/** Parses the manifest's text; a problem is described, never thrown, so a reader can warn and go on. */
+export function parseManifest(text: string): ManifestRead {
+  try {
+    const parsed = manifestSchema.safeParse(JSON.parse(text));
+    if (parsed.success) return { entries: parsed.data.models };
+    const issue = parsed.error.issues[0];
+    return { entries: [], problem: `${issue?.path.join(".") ?? ""}: ${issue?.message ?? "invalid"}` };
+  } catch (error) {
+    return { entries: [], problem: (error as Error).message };
+  }
+}
+
+/** Reads the manifest of a directory; no file is an empty manifest. */
+export async function readManifest(directory: string): Promise<ManifestRead> {
+  let text: string;
+  try {
+    text = await readFile(path.join(directory, MANIFEST_FILE), "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { entries: [] };
+    throw error;
+  }
+  return parseManifest(text);
+}
+
+/** The id a manifest entry gives its file. */
+export function entryId(entry: ManifestEntry): string {
+  return entry.id ?? defaultModelId(entry.file);
+}
+
+/**
+ * Reads, changes and writes the manifest under a lock, atomically (a temporary file renamed over the
+ * old one), so a server and a CLI command changing it at once both see their change kept, and a
+ * crash leaves the old or the new file, never half of one. A broken manifest is refused rather than
+ * overwritten: it may hold a person's work.
+ */
+export async function updateManifest(directory: string, change: (entries: ManifestEntry[]) => void): Promise<ManifestEntry[]> {
+  return withManifestLock(directory, async () => {
+    const read = await readManifest(directory);
+    if (read.problem !== undefined) {
+      throw new ServerError("internal_error", {
+        message: `${MANIFEST_FILE} in the models directory is not valid (${read.problem}); fix or remove it before changing models.`,
+      });
+    }
+    const entries = read.entries.map((entry) => ({ ...entry, aliases: [...entry.aliases] }));
+    change(entries);
+    await writeManifest(directory, entries.map(tidy));
+    return entries;
+  });
+}
+
+/**
+ * Names a file: gives it `id` (when given; the previous id is dropped) and adds `aliases`, creating
+ * its entry if needed. Refuses a name that another model already answers to.
+ */
+export async function nameModel(directory: string, names: { file: string; id?: string; aliases?: string[] }): Promise<void> {
+  const file = relativeFile(directory, names.file);
+  const files = await listedFiles(directory);
+  await updateManifest(directory, (entries) => {
+    const entry = entryFor(entries, file);
+    const wanted = [...(names.id === undefined ? [] : [names.id]), ...(names.aliases ?? [])];
+    for (const name of wanted) assertFree(entries, files, name, file);
+    if (names.id !== undefined) entry.id = names.id;
+    for (const alias of names.aliases ?? []) if (alias !== entryId(entry) && !entry.aliases.includes(alias)) entry.aliases.push(alias);
+    entry.aliases = entry.aliases.filter((alias) => alias !== entryId(entry));
+  });
+}
+
+/** Adds one alias to a file's model (its entry is created if the file had none). */
+export async function addAlias(directory: string, file: string, alias: string): Promise<void> {
+  await nameModel(directory, { file, aliases: [alias] });
+}
+
+/** Removes an alias wherever it is; false when no model had it. */
+export async function removeAlias(directory: string, alias: string): Promise<boolean> {
+  let found = false;
+  await updateManifest(directory, (entries) => {
+    for (const entry of entries) {
+      const kept = entry.aliases.filter((name) => name !== alias);
+      found ||= kept.length !== entry.aliases.length;
+      entry.aliases = kept;
+    }
+  });
+  return found;
+}
+
+/**
+ * Deletes a model: its file (every part of a split model), then its manifest entry with its id and
+ * aliases. Files go first, so an interruption leaves an entry naming an absent file (which the
+ * registry skips), never an unnamed file listed under its file name.
+ */
+export async function deleteModel(directory: string, file: string): Promise<void> {
+  const relative = relativeFile(directory, file);
+  for (const part of modelFileParts(relative)) await rm(path.join(directory, part), { force: true });
+  await updateManifest(directory, (entries) => {
+    const index = entries.findIndex((entry) => sameFile(entry.file, relative));
+    if (index >= 0) entries.splice(index, 1);
+  });
+}
+
+function entryFor(entries: ManifestEntry[], file: string): ManifestEntry {
+  let entry = entries.find((candidate) => sameFile(candidate.file, file));
+  if (!entry) {
+    entry = { file, aliases: [] };
+    entries.push(entry);
+  }
+  return entry;
+}
+
+/** A name is free when no other file's model answers to it: by manifest id or alias, or by file name. */
+function assertFree(entries: ManifestEntry[], files: string[], name: string, file: string): void {
+  const owner =
+    entries.find((entry) => !sameFile(entry.file, file) && (entryId(entry) === name || entry.aliases.includes(name)))?.file ??
+    files.find((other) => !sameFile(other, file) && !entries.some((entry) => sameFile(entry.file, other)) && defaultModelId(other) === name);
+  if (owner !== undefined) {
+    throw new ServerError("invalid_request", { message: `The name "${name}" is already used by another model (${path.basename(owner)}).` });
+  }
+}
+
+async function listedFiles(directory: string): Promise<string[]> {
+  try {
+    return (await readdir(directory)).filter(isListedModelFile);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw error;
+  }
+}
+
+/** Files are stored relative to the directory (as people write them); absolute paths elsewhere stay absolute. */
+function relativeFile(directory: string, file: string): string {
+  const relative = path.relative(directory, path.resolve(directory, file));
+  return relative.startsWith("..") || path.isAbsolute(relative) ? path.resolve(directory, file) : relative;
+}
+
+function sameFile(a: string, b: string): boolean {
+  return path.normalize(a) === path.normalize(b);
+}
+
+/** Drops what the reader would default anyway, so the file stays as short as a person would write it. */
+function tidy(entry: ManifestEntry): Record<string, unknown> {
+  const { file, id, aliases, ...rest } = entry;
+  return { file, ...(id === undefined ? {} : { id }), ...(aliases.length > 0 ? { aliases } : {}), ...rest };
+}
+
+async function writeManifest(directory: string, models: Record<string, unknown>[]): Promise<void> {
+  const target = path.join(directory, MANIFEST_FILE);
+  // Dot-prefixed and not `.gguf`: never listed, and on the same file system so rename is atomic.
+  const temporary = path.join(directory, `.${MANIFEST_FILE}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
+  const handle = await open(temporary, "w");
+  try {
+    await handle.writeFile(`${JSON.stringify({ models }, null, 2)}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    await rename(temporary, target);
+  } catch (error) {
+    await unlink(temporary).catch(() => {});
+    throw error;
+  }
+}
+
+// One lock per directory in this process (a promise chain), plus a lock file for other processes.
+const inProcess = new Map<string, Promise<unknown>>();
+
+/** A lock file older than this is a leftover of a crash: a manifest update takes milliseconds. */
+const staleLockMs = 10_000;
+const lockWaitMs = 20;
+const lockTimeoutMs = 15_000;
+
+async function withManifestLock<T>(directory: string, work: () => Promise<T>): Promise<T> {
+  const key = path.resolve(directory);
+  const previous = inProcess.get(key) ?? Promise.resolve();
+  const run = previous.catch(() => {}).then(() => withLockFile(key, work));
+  inProcess.set(key, run);
+  try {
+    return await run;
+  } finally {
+    if (inProcess.get(key) === run) inProcess.delete(key);
+  }
+}
+
+async function withLockFile<T>(directory: string, work: () => Promise<T>): Promise<T> {
+  const lock = path.join(directory, `.${MANIFEST_FILE}.lock`);
+  const deadline = Date.now() + lockTimeoutMs;
+  for (;;) {
+    try {
+      const handle = await open(lock, "wx");
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      break;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") throw new ServerError("internal_error", { message: "The models directory does not exist." });
+      if (code !== "EEXIST") throw error;
+      if (await isStale(lock)) {
+        await rm(lock, { force: true });
+        continue;
+      }
+      if (Date.now() > deadline) {
+        throw new ServerError("internal_error", { message: `${MANIFEST_FILE} is locked by another modelhost process; try again.` });
+      }
+      await new Promise((resolve) => setTimeout(resolve, lockWaitMs));
+    }
+  }
+  try {
+    return await work();
+  } finally {
+    await rm(lock, { force: true });
+  }
+}
+
+async function isStale(lock: string): Promise<boolean> {
+  try {
+    const [stats, text] = await Promise.all([stat(lock), readFile(lock, "utf8")]);
+    const pid = Number(text);
+    if (Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return true;
+    return Date.now() - stats.mtimeMs > staleLockMs;
+  } catch {
+    return false; // just released: try again
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
