@@ -1,11 +1,11 @@
 import cors from "@fastify/cors";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
-import type { AccessGate, Caller } from "../access/AccessGate.js";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import type { AccessGate } from "../access/AccessGate.js";
 import type { Engine } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
-import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { errorStatus } from "./errorStatus.js";
+import { authenticateCallers, errorShapeOf, requireAdmission, requireRouteAccess } from "./routePolicy.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
 import { openaiRoutes } from "./routes/openaiRoutes.js";
 import { usageRoutes } from "./routes/usageRoutes.js";
@@ -21,17 +21,6 @@ export interface AppOptions {
   logger?: FastifyBaseLogger;
 }
 
-declare module "fastify" {
-  interface FastifyContextConfig {
-    /** Which wire format the route speaks, so errors are answered in that protocol's shape. */
-    protocol?: "openai";
-  }
-  interface FastifyRequest {
-    /** The authenticated caller, in the hosted profile. */
-    caller?: Caller;
-  }
-}
-
 /** The HTTP application, without listening: tests drive it with inject() or listen on port 0. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -40,6 +29,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // On shutdown, end idle keep-alive connections instead of waiting for clients to drop them.
     forceCloseConnections: "idle",
   });
+  // Before any route (the CORS plugin's included): every route must declare its access policy.
+  requireRouteAccess(app);
 
   // Every body is parsed as JSON whatever its Content-Type: curl users often forget the header,
   // and llama-server and Ollama accept such requests too.
@@ -62,39 +53,32 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     const status = errorStatus[serverError.code];
     if (status >= 500 && !reply.raw.destroyed) request.log.error({ err: error }, serverError.message);
     if (serverError.details.retryAfter !== undefined) reply.header("retry-after", String(serverError.details.retryAfter));
-    return reply.status(status).send(errorBody(request, serverError));
+    // Each route answers in its protocol's shape (route config `errorShape`, see routePolicy.ts).
+    return reply.status(status).send(errorShapeOf(request)(serverError));
   });
 
   app.setNotFoundHandler((request, reply) => {
     const error = new ServerError("not_found", { message: `Unknown request URL: ${request.method} ${request.url}.` });
-    return reply.status(404).send(errorBody(request, error));
+    return reply.status(404).send(errorShapeOf(request)(error));
   });
 
+  // In the hosted profile the engine refuses any call without admission: fail closed.
+  const routeOptions = { ...options, engine: options.access ? requireAdmission(options.engine) : options.engine };
   if (options.access) {
-    hostedAccess(app, options.access);
+    authenticateCallers(app, options.access);
+    rateLimitHeaders(app, options.access);
     usageRoutes(app, options.access);
   }
-  healthRoutes(app, options);
-  openaiRoutes(app, options);
+  healthRoutes(app, routeOptions);
+  openaiRoutes(app, routeOptions);
   return app;
 }
 
-function errorBody(_request: FastifyRequest, error: ServerError): unknown {
-  // Only the OpenAI protocol is served so far; the native API (/api/*) will answer in its own shape.
-  return toOpenAIError(error);
-}
-
 /**
- * The hosted profile's hooks: a valid personal access token on every /v1 request (401 otherwise,
- * before any work), and the caller's x-ratelimit-* headers on every response: routes that admit a
- * request set them at admission (so a stream has them before its first byte); the others get the
- * state as it stands.
+ * The caller's x-ratelimit-* headers on every response: routes that admit a request set them at
+ * admission (so a stream has them before its first byte); the others get the state as it stands.
  */
-function hostedAccess(app: FastifyInstance, gate: AccessGate): void {
-  app.addHook("onRequest", async (request) => {
-    if (!request.url.startsWith("/v1/") || request.method === "OPTIONS") return;
-    request.caller = await gate.authenticate(request.headers.authorization);
-  });
+function rateLimitHeaders(app: FastifyInstance, gate: AccessGate): void {
   app.addHook("onSend", async (request, reply, payload) => {
     if (request.caller && !reply.hasHeader("x-ratelimit-limit-requests") && !reply.hasHeader("x-ratelimit-limit-tokens")) {
       try {

@@ -1,6 +1,7 @@
 import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import type { FastifyInstance } from "fastify";
 import OpenAI from "openai";
 import { loadConfig } from "../../src/config/loadConfig.js";
 import type { Config } from "../../src/config/settings.js";
@@ -12,6 +13,8 @@ export interface TestServer {
   /** The official client, pointed at the server as a user would (no retries, so statuses show). */
   client: OpenAI;
   modelsDir: string;
+  /** The Fastify app behind it (for tests that enumerate its routes). */
+  app: FastifyInstance;
   close(): Promise<void>;
 }
 
@@ -38,6 +41,7 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
     url: server.url,
     client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "any-value-works-locally", maxRetries: 0 }),
     modelsDir,
+    app: server.app,
     async close() {
       await server.close();
       await rm(modelsDir, { recursive: true, force: true });

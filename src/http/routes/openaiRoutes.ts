@@ -1,8 +1,7 @@
 import { randomBytes } from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
-import type { Endpoint } from "../../access/tiers.js";
-import type { ChatOptions, Engine } from "../../core/Engine.js";
+import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
 import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingRequest.js";
@@ -11,8 +10,7 @@ import { toChatCompletionChunk, toRoleChunk, type StreamIdentity } from "../../p
 import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.js";
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
-import { abortSignalOf } from "../abortSignalOf.js";
-import { setRateLimitHeaders } from "../rateLimitHeaders.js";
+import { engineOptions } from "../engineOptions.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
 
@@ -27,15 +25,7 @@ function newCompletionId(): string {
 }
 
 export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
-  const config = { protocol: "openai" as const };
-
-  /** The engine options of one request: its abort signal, and in the hosted profile its admission. */
-  const engineOptions = (request: FastifyRequest, reply: FastifyReply, model: string, endpoint: Endpoint): ChatOptions => {
-    const signal = abortSignalOf(reply);
-    const caller = request.caller;
-    if (!access || !caller) return { signal };
-    return { signal, admit: (size) => access.admit(caller, model, endpoint, size, (state) => setRateLimitHeaders(reply, state)) };
-  };
+  const config = { access: "caller" as const, errorShape: toOpenAIError };
 
   app.get("/v1/models", { config }, async () => {
     const models = await engine.listModels();
@@ -52,13 +42,13 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
 
   app.post("/v1/embeddings", { config }, async (request, reply) => {
     const { embed, encoding } = fromEmbeddingRequest(request.body);
-    const result = await engine.embed(embed, engineOptions(request, reply, embed.model, "embeddings"));
+    const result = await engine.embed(embed, engineOptions(request, reply, access, embed.model, "embeddings"));
     return toEmbeddingResponse(embed.model, result, encoding);
   });
 
   app.post("/v1/chat/completions", { config }, async (request, reply) => {
     const { chat, stream: streamed, includeUsage } = fromChatCompletionRequest(request.body);
-    const options = engineOptions(request, reply, chat.model, "chat");
+    const options = engineOptions(request, reply, access, chat.model, "chat");
     const { signal } = options;
     const identity: StreamIdentity = { id: newCompletionId(), created: Math.floor(Date.now() / 1000), model: chat.model, includeUsage };
     const events = await engine.chat(chat, options);

@@ -2,6 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { AccessGate } from "../../access/AccessGate.js";
 import { ServerError } from "../../core/ServerError.js";
+import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { toInvalidRequestError } from "../../protocols/toInvalidRequestError.js";
 
 const query = z.object({ since: z.iso.date().optional() });
@@ -11,7 +12,7 @@ const query = z.object({ since: z.iso.date().optional() });
  * and model since `since` (default: today, UTC), and its limits as they stand.
  */
 export function usageRoutes(app: FastifyInstance, access: AccessGate): void {
-  app.get("/v1/usage", { config: { protocol: "openai" } }, async (request) => {
+  app.get("/v1/usage", { config: { access: "caller", errorShape: toOpenAIError } }, async (request) => {
     const caller = request.caller;
     if (!caller) throw new ServerError("invalid_api_key");
     const parsed = query.safeParse(request.query);
