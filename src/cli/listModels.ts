@@ -1,4 +1,5 @@
 import { ModelRegistry } from "../engine/ModelRegistry.js";
+import { formatBytes } from "../models/formatBytes.js";
 
 /** The installed models as a table for the terminal. */
 export async function listModels(directory: string): Promise<string> {
@@ -14,7 +15,7 @@ export async function listModels(directory: string): Promise<string> {
       model.architecture,
       model.parameterCount ? humanCount(model.parameterCount) : "-",
       model.contextLength ? String(model.contextLength) : "-",
-      humanBytes(model.sizeBytes),
+      formatBytes(model.sizeBytes),
       model.hasChatTemplate ? "yes" : "no",
       model.capabilities.join(","),
     ]);
@@ -29,15 +30,4 @@ function humanCount(count: number): string {
   if (count >= 1e6) return `${(count / 1e6).toFixed(1)}M`;
   if (count >= 1e3) return `${(count / 1e3).toFixed(1)}K`;
   return String(count);
-}
-
-function humanBytes(bytes: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${value.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
 }

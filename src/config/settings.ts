@@ -5,7 +5,7 @@ import { parseByteSize } from "./parseByteSize.js";
 import { parseDuration } from "./parseDuration.js";
 
 /** The commands a setting can apply to. */
-export type CommandName = "serve" | "models" | "engine" | "access";
+export type CommandName = "serve" | "models" | "pull" | "client" | "engine" | "access";
 
 /**
  * One setting, declared once: its CLI flag, environment variable, default (as the text a user would
@@ -61,7 +61,7 @@ export const settings = {
     default: "127.0.0.1",
     description: "Address to listen on. Use 0.0.0.0 to accept connections from other machines.",
     schema: z.string().trim().min(1),
-    commands: ["serve"],
+    commands: ["serve", "client"],
   }),
   port: setting({
     flag: "port",
@@ -69,7 +69,7 @@ export const settings = {
     default: "auto",
     description: 'TCP port to listen on ("auto": 11434 for the local profile, 8080 for hosted; 0 picks a free port).',
     schema: z.union([z.literal("auto"), integer(0, 65535)]),
-    commands: ["serve"],
+    commands: ["serve", "client"],
   }),
   modelsDir: setting({
     flag: "models-dir",
@@ -77,7 +77,31 @@ export const settings = {
     default: "~/.modelhost/models",
     description: "Directory of .gguf model files (and an optional models.json manifest of ids and aliases).",
     schema: directory,
-    commands: ["serve", "models"],
+    commands: ["serve", "models", "pull"],
+  }),
+  pull: setting({
+    flag: "pull",
+    env: "MODELHOST_PULL",
+    default: "",
+    description: "Models to pull before serving, comma-separated (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf or an https:// URL); ones already present are not fetched again.",
+    schema: list,
+    commands: ["serve"],
+  }),
+  hfEndpoint: setting({
+    flag: "hf-endpoint",
+    env: "MODELHOST_HF_ENDPOINT",
+    default: "https://huggingface.co",
+    description: "Hugging Face hub (or a mirror) that `pull` and --pull fetch models from.",
+    schema: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
+    commands: ["serve", "pull"],
+  }),
+  hfToken: setting({
+    flag: "hf-token",
+    env: "HF_TOKEN",
+    default: "",
+    description: "Hugging Face access token, for gated or private repositories. Prefer the variable: a flag shows in process listings. Never logged.",
+    schema: z.string().trim(),
+    commands: ["serve", "pull"],
   }),
   dataDir: setting({
     flag: "data-dir",

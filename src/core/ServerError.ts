@@ -16,6 +16,8 @@ export const errorCodes = [
   "overloaded",
   "model_load_failed",
   "engine_unavailable",
+  "download_failed",
+  "insufficient_storage",
   "internal_error",
 ] as const;
 
@@ -49,6 +51,8 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
   model_load_failed: (d) => `The model \`${d.model ?? ""}\` could not be loaded.`,
   engine_unavailable: () =>
     "The inference engine is unavailable: no llama.cpp binary could be loaded. Run `modelhost engine build`.",
+  download_failed: () => "The model could not be downloaded. Try again; the download resumes where it stopped.",
+  insufficient_storage: () => "There is not enough free disk space in the models directory for this model.",
   internal_error: () => "The server had an error while processing your request.",
 };
 

@@ -15,5 +15,7 @@ export const errorStatus: Record<ErrorCode, number> = {
   overloaded: 503,
   model_load_failed: 500,
   engine_unavailable: 503,
+  download_failed: 502,
+  insufficient_storage: 507,
   internal_error: 500,
 };

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { open, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import { open, readdir, readFile, rename, rm, unlink } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
 import { ServerError } from "../core/ServerError.js";
+import { withFileLock } from "./fileLock.js";
 import { defaultModelId, isListedModelFile, modelFileParts } from "./modelFiles.js";
 
 /**
@@ -17,6 +18,10 @@ const entrySchema = z.looseObject({
   file: z.string().min(1),
   id: z.string().min(1).optional(),
   aliases: z.array(z.string().min(1)).default([]),
+  /** Where `pull` fetched the file from (`hf.co/OWNER/REPO/FILE.gguf` or a URL). */
+  source: z.string().optional(),
+  /** SHA-256 of the file (of the first part of a split model), hex, recorded by `pull`. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
 });
 
 const manifestSchema = z.looseObject({ models: z.array(entrySchema) });
@@ -79,7 +84,10 @@ export async function updateManifest(directory: string, change: (entries: Manife
  * Names a file: gives it `id` (when given; the previous id is dropped) and adds `aliases`, creating
  * its entry if needed. Refuses a name that another model already answers to.
  */
-export async function nameModel(directory: string, names: { file: string; id?: string; aliases?: string[] }): Promise<void> {
+export async function nameModel(
+  directory: string,
+  names: { file: string; id?: string; aliases?: string[]; source?: string; sha256?: string },
+): Promise<void> {
   const file = relativeFile(directory, names.file);
   const files = await listedFiles(directory);
   await updateManifest(directory, (entries) => {
@@ -87,6 +95,8 @@ export async function nameModel(directory: string, names: { file: string; id?: s
     const wanted = [...(names.id === undefined ? [] : [names.id]), ...(names.aliases ?? [])];
     for (const name of wanted) assertFree(entries, files, name, file);
     if (names.id !== undefined) entry.id = names.id;
+    if (names.source !== undefined) entry.source = names.source;
+    if (names.sha256 !== undefined) entry.sha256 = names.sha256;
     for (const alias of names.aliases ?? []) if (alias !== entryId(entry) && !entry.aliases.includes(alias)) entry.aliases.push(alias);
     entry.aliases = entry.aliases.filter((alias) => alias !== entryId(entry));
   });
@@ -133,11 +143,23 @@ function entryFor(entries: ManifestEntry[], file: string): ManifestEntry {
   return entry;
 }
 
-/** A name is free when no other file's model answers to it: by manifest id or alias, or by file name. */
+/** The file (relative to the directory) of the model that answers to `name`, if any. */
+export async function fileNamed(directory: string, name: string): Promise<string | undefined> {
+  const [{ entries }, files] = await Promise.all([readManifest(directory), listedFiles(directory)]);
+  return ownerOf(entries, files, name);
+}
+
+/** A name belongs to a manifest entry (its id or an alias), or else to a file named after it. */
+function ownerOf(entries: ManifestEntry[], files: string[], name: string, except?: string): string | undefined {
+  const other = (file: string) => except === undefined || !sameFile(file, except);
+  return (
+    entries.find((entry) => other(entry.file) && (entryId(entry) === name || entry.aliases.includes(name)))?.file ??
+    files.find((file) => other(file) && !entries.some((entry) => sameFile(entry.file, file)) && defaultModelId(file) === name)
+  );
+}
+
 function assertFree(entries: ManifestEntry[], files: string[], name: string, file: string): void {
-  const owner =
-    entries.find((entry) => !sameFile(entry.file, file) && (entryId(entry) === name || entry.aliases.includes(name)))?.file ??
-    files.find((other) => !sameFile(other, file) && !entries.some((entry) => sameFile(entry.file, other)) && defaultModelId(other) === name);
+  const owner = ownerOf(entries, files, name, file);
   if (owner !== undefined) {
     throw new ServerError("invalid_request", { message: `The name "${name}" is already used by another model (${path.basename(owner)}).` });
   }
@@ -164,8 +186,8 @@ function sameFile(a: string, b: string): boolean {
 
 /** Drops what the reader would default anyway, so the file stays as short as a person would write it. */
 function tidy(entry: ManifestEntry): Record<string, unknown> {
-  const { file, id, aliases, ...rest } = entry;
-  return { file, ...(id === undefined ? {} : { id }), ...(aliases.length > 0 ? { aliases } : {}), ...rest };
+  const { file, id, aliases, source, sha256, ...rest } = entry;
+  return { file, ...(id === undefined ? {} : { id }), ...(aliases.length > 0 ? { aliases } : {}), ...rest, ...(source === undefined ? {} : { source }), ...(sha256 === undefined ? {} : { sha256 }) };
 }
 
 async function writeManifest(directory: string, models: Record<string, unknown>[]): Promise<void> {
@@ -190,69 +212,18 @@ async function writeManifest(directory: string, models: Record<string, unknown>[
 // One lock per directory in this process (a promise chain), plus a lock file for other processes.
 const inProcess = new Map<string, Promise<unknown>>();
 
-/** A lock file older than this is a leftover of a crash: a manifest update takes milliseconds. */
-const staleLockMs = 10_000;
-const lockWaitMs = 20;
-const lockTimeoutMs = 15_000;
-
 async function withManifestLock<T>(directory: string, work: () => Promise<T>): Promise<T> {
   const key = path.resolve(directory);
   const previous = inProcess.get(key) ?? Promise.resolve();
-  const run = previous.catch(() => {}).then(() => withLockFile(key, work));
+  const lock = path.join(key, `.${MANIFEST_FILE}.lock`);
+  const run = previous
+    .catch(() => {})
+    // An update takes milliseconds: a lock older than 10 s is a crash's leftover.
+    .then(() => withFileLock(lock, { waitMs: 15_000, staleAfterMs: 10_000, busyMessage: `${MANIFEST_FILE} is locked by another modelhost process; try again.` }, work));
   inProcess.set(key, run);
   try {
     return await run;
   } finally {
     if (inProcess.get(key) === run) inProcess.delete(key);
-  }
-}
-
-async function withLockFile<T>(directory: string, work: () => Promise<T>): Promise<T> {
-  const lock = path.join(directory, `.${MANIFEST_FILE}.lock`);
-  const deadline = Date.now() + lockTimeoutMs;
-  for (;;) {
-    try {
-      const handle = await open(lock, "wx");
-      await handle.writeFile(String(process.pid));
-      await handle.close();
-      break;
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") throw new ServerError("internal_error", { message: "The models directory does not exist." });
-      if (code !== "EEXIST") throw error;
-      if (await isStale(lock)) {
-        await rm(lock, { force: true });
-        continue;
-      }
-      if (Date.now() > deadline) {
-        throw new ServerError("internal_error", { message: `${MANIFEST_FILE} is locked by another modelhost process; try again.` });
-      }
-      await new Promise((resolve) => setTimeout(resolve, lockWaitMs));
-    }
-  }
-  try {
-    return await work();
-  } finally {
-    await rm(lock, { force: true });
-  }
-}
-
-async function isStale(lock: string): Promise<boolean> {
-  try {
-    const [stats, text] = await Promise.all([stat(lock), readFile(lock, "utf8")]);
-    const pid = Number(text);
-    if (Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return true;
-    return Date.now() - stats.mtimeMs > staleLockMs;
-  } catch {
-    return false; // just released: try again
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

@@ -17,6 +17,8 @@ const typeOf: Record<ErrorCode, string> = {
   overloaded: "server_error",
   model_load_failed: "server_error",
   engine_unavailable: "server_error",
+  download_failed: "server_error",
+  insufficient_storage: "server_error",
   internal_error: "server_error",
 };
 

@@ -1,0 +1,319 @@
+import { createHash } from "node:crypto";
+import { mkdir, readdir, rename, rm, stat, statfs } from "node:fs/promises";
+import path from "node:path";
+import { ServerError } from "../core/ServerError.js";
+import { chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
+import { downloadFile } from "./downloadFile.js";
+import { withFileLock } from "./fileLock.js";
+import { formatBytes } from "./formatBytes.js";
+import { parseModelRef, type ModelRef } from "./modelRef.js";
+import { fileNamed, nameModel, readManifest } from "./modelsManifest.js";
+
+/** A progress report, in the shape of Ollama's `/api/pull` stream (`{status, digest, total, completed}`). */
+export interface PullProgress {
+  status: string;
+  digest?: string;
+  total?: number;
+  completed?: number;
+}
+
+export interface FreeSpace {
+  bavail: number | bigint;
+  bsize: number | bigint;
+}
+
+export interface PullOptions {
+  modelsDir: string;
+  /** The hub, e.g. https://huggingface.co (MODELHOST_HF_ENDPOINT). */
+  hfEndpoint: string;
+  /** Sent to the hub only, never to the CDN it redirects to, and never logged. */
+  hfToken?: string;
+  /** More names for the model, beside the reference as typed. */
+  aliases?: string[];
+  signal?: AbortSignal;
+  onProgress?: (progress: PullProgress) => void;
+  /** Free space of a directory; `fs.statfs` unless a test simulates a full disk. */
+  statfs?: (directory: string) => Promise<FreeSpace>;
+  /** First pause before retrying a dropped download (default 500 ms). */
+  retryDelayMs?: number;
+}
+
+export interface PullResult {
+  /** The model's id: the reference as typed (or its earlier id, which the reference now aliases). */
+  id: string;
+  /** Path of the model's file (the first part of a split model). */
+  path: string;
+  /** Bytes fetched over the network by this pull (0 when the model was already there). */
+  downloadedBytes: number;
+}
+
+/** One file to fetch: where from, what it must be, and its name in the models directory. */
+interface PlannedFile {
+  url: string;
+  target: string;
+  size?: number;
+  sha256?: string;
+}
+
+/** Progress goes out at most this often per file: enough for a live bar, few lines in a stream. */
+const progressIntervalMs = 250;
+
+/**
+ * Pulls a model into the models directory: resolves the reference to files (the hub's file list
+ * gives each file's size and SHA-256), checks free space, downloads each file to a dot-prefixed
+ * `.partial` name the registry never lists (resuming whatever an earlier attempt left), verifies
+ * it, renames it into place (a split model's first part last, so it is listed only once whole),
+ * and names it in models.json. A model already present with the same content is not fetched again.
+ */
+export async function pullModel(reference: string, options: PullOptions): Promise<PullResult> {
+  const ref = parseModelRef(reference);
+  const report = options.onProgress ?? (() => {});
+  const directory = options.modelsDir;
+  await mkdir(directory, { recursive: true });
+  report({ status: "pulling manifest" });
+
+  const hubFetch = fetchWithHubToken(options.hfEndpoint, options.hfToken);
+  const { files, source } = await planFiles(ref, options.hfEndpoint, hubFetch, options.signal);
+  await chooseTargets(directory, files, source);
+  const first = files[0]!;
+  for (const name of [ref.name, ...(options.aliases ?? [])]) {
+    const owner = await fileNamed(directory, name);
+    if (owner !== undefined && path.resolve(directory, owner) !== path.join(directory, first.target)) {
+      throw new ServerError("invalid_request", {
+        param: "model",
+        message: `The name "${name}" already belongs to another model (${path.basename(owner)}). Remove it first: modelhost rm ${name}`,
+      });
+    }
+  }
+
+  const lock = path.join(directory, `.${first.target}.pull.lock`);
+  const busyMessage = `${first.target} is already being pulled (by another command or request); wait for it to finish.`;
+  return withFileLock(lock, { waitMs: 0, staleAfterMs: Infinity, busyMessage }, async () => {
+    let downloadedBytes = 0;
+    let sha256 = (await readManifest(directory)).entries.find((entry) => entry.file === first.target && entry.source === source)?.sha256;
+    if (await isPresent(directory, files, source)) {
+      for (const file of files) report({ status: pullingStatus(file), ...digestOf(file), total: file.size, completed: file.size });
+    } else {
+      const partials = files.map((file) => path.join(directory, partialName(file)));
+      await ensureSpace(directory, files, partials, options.statfs ?? statfs);
+      for (const [index, file] of files.entries()) {
+        const result = await downloadPart(file, partials[index]!, hubFetch, options, report);
+        downloadedBytes += result.downloadedBytes;
+        if (index === 0) sha256 = result.sha256;
+      }
+      report({ status: "verifying sha256 digest" });
+      // Last part first: the registry lists a split model by its first part, which must come last.
+      for (const [index, file] of [...files.entries()].reverse()) await rename(partials[index]!, path.join(directory, file.target));
+      await removeStalePartials(directory, files);
+    }
+
+    report({ status: "writing manifest" });
+    const existing = (await readManifest(directory)).entries.find((entry) => entry.file === first.target);
+    // A model someone already named keeps its id; the reference becomes one more name for it.
+    const keepId = existing?.id !== undefined && existing.id !== ref.name;
+    const aliases = [...(keepId ? [ref.name] : []), ...(options.aliases ?? [])];
+    await nameModel(directory, { file: first.target, ...(keepId ? {} : { id: ref.name }), aliases, source, ...(sha256 ? { sha256 } : {}) });
+    report({ status: "success" });
+    return { id: keepId ? existing.id! : ref.name, path: path.join(directory, first.target), downloadedBytes };
+  });
+}
+
+/** Adds the hub token to requests for the hub's own origin; a CDN it redirects to never sees it. */
+function fetchWithHubToken(hfEndpoint: string, token: string | undefined): typeof fetch {
+  const hubOrigin = new URL(hfEndpoint).origin;
+  return (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : input);
+    if (!token || url.origin !== hubOrigin) return fetch(input, init);
+    const headers = new Headers(init?.headers);
+    headers.set("Authorization", `Bearer ${token}`);
+    return fetch(input, { ...init, headers });
+  };
+}
+
+/** The files a reference means, and `source`: where they came from (`hf.co/OWNER/REPO/FILE.gguf` or the URL). */
+async function planFiles(
+  ref: ModelRef,
+  hfEndpoint: string,
+  hubFetch: typeof fetch,
+  signal: AbortSignal | undefined,
+): Promise<{ files: PlannedFile[]; source: string }> {
+  if (ref.kind === "url") {
+    return { files: [{ url: ref.url, target: decodeURIComponent(path.posix.basename(new URL(ref.url).pathname)) }], source: ref.url };
+  }
+  const repoFiles = await listRepoFiles(ref.repo, hfEndpoint, hubFetch, signal);
+  const chosen = chooseRepoFiles(ref.repo, repoFiles, ref);
+  const files = chosen.map((file) => ({
+    url: `${hfEndpoint}/${ref.repo}/resolve/main/${file.path.split("/").map(encodeURIComponent).join("/")}`,
+    target: path.posix.basename(file.path),
+    size: file.size,
+    ...(file.sha256 ? { sha256: file.sha256 } : {}),
+  }));
+  // The same file whichever mirror served it.
+  const hub = new URL(hfEndpoint).host === "huggingface.co" ? "hf.co" : hfEndpoint;
+  return { files, source: `${hub}/${ref.repo}/${chosen[0]!.path}` };
+}
+
+/** The repository's files, through the hub's file-list API (`/api/models/OWNER/REPO/tree/main`). */
+async function listRepoFiles(repo: string, hfEndpoint: string, hubFetch: typeof fetch, signal: AbortSignal | undefined): Promise<RepoFile[]> {
+  // Imported here: only a pull needs it, and the server starts without it.
+  const { listFiles } = await import("@huggingface/hub");
+  const signalled: typeof fetch = (input, init) => hubFetch(input, { ...init, signal: signal ?? null });
+  const files: RepoFile[] = [];
+  try {
+    for await (const entry of listFiles({ repo: { type: "model", name: repo }, recursive: true, hubUrl: hfEndpoint, fetch: signalled })) {
+      if (entry.type !== "file") continue;
+      files.push({ path: entry.path, size: entry.lfs?.size ?? entry.size, ...(entry.lfs ? { sha256: entry.lfs.oid } : {}) });
+    }
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason ?? error;
+    const status = (error as { statusCode?: number }).statusCode;
+    // The hub answers 401 for a repository that does not exist as for a private one.
+    if (status === 401 || status === 404) {
+      throw new ServerError("model_not_found", {
+        model: repo,
+        message: `The repository ${repo} does not exist on ${hfEndpoint} (or it is private: set HF_TOKEN to a token that may read it).`,
+      });
+    }
+    const reason = status === undefined ? ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message : `HTTP ${status}`;
+    throw new ServerError("download_failed", { message: `Could not list the files of ${repo} on ${hfEndpoint}: ${reason}.`, cause: error });
+  }
+  return files;
+}
+
+/**
+ * Files keep their hub names; if one of that name came from elsewhere, this one gets its
+ * repository's name in front rather than replace it.
+ */
+async function chooseTargets(directory: string, files: PlannedFile[], source: string): Promise<void> {
+  const { entries } = await readManifest(directory);
+  const first = files[0]!.target;
+  const owner = entries.find((entry) => entry.file === first);
+  const taken = owner ? owner.source !== source : await exists(path.join(directory, first));
+  if (!taken) return;
+  const prefix = `${createHash("sha256").update(source).digest("hex").slice(0, 8)}-`;
+  for (const file of files) file.target = prefix + file.target;
+}
+
+/** Already pulled from the same place with the same content: nothing to fetch. */
+async function isPresent(directory: string, files: PlannedFile[], source: string): Promise<boolean> {
+  const entry = (await readManifest(directory)).entries.find((candidate) => candidate.file === files[0]!.target);
+  if (!entry || entry.source !== source) return false;
+  if (files[0]!.sha256 !== undefined && entry.sha256 !== files[0]!.sha256) return false;
+  for (const file of files) {
+    const size = await sizeOf(path.join(directory, file.target));
+    if (size === undefined || (file.size !== undefined && size !== file.size)) return false;
+  }
+  return true;
+}
+
+async function ensureSpace(directory: string, files: PlannedFile[], partials: string[], freeSpace: (directory: string) => Promise<FreeSpace>): Promise<void> {
+  let needed = 0;
+  for (const [index, file] of files.entries()) {
+    if (file.size !== undefined) needed += Math.max(0, file.size - ((await sizeOf(partials[index]!)) ?? 0));
+  }
+  await checkFree(directory, needed, freeSpace);
+}
+
+async function checkFree(directory: string, needed: number, freeSpace: (directory: string) => Promise<FreeSpace>): Promise<void> {
+  const stats = await freeSpace(directory);
+  const free = Number(stats.bavail) * Number(stats.bsize);
+  if (needed > free) {
+    throw new ServerError("insufficient_storage", {
+      message: `Not enough disk space in the models directory: the model needs ${formatBytes(needed)} more, and ${formatBytes(free)} is free.`,
+    });
+  }
+}
+
+async function downloadPart(
+  file: PlannedFile,
+  partialPath: string,
+  hubFetch: typeof fetch,
+  options: PullOptions,
+  report: (progress: PullProgress) => void,
+): Promise<{ downloadedBytes: number; sha256: string }> {
+  const startedWith = (await sizeOf(partialPath)) ?? 0;
+  const progress = throttled(progressIntervalMs, (completed: number, total: number | undefined) =>
+    report({ status: pullingStatus(file), ...digestOf(file), ...(total === undefined ? {} : { total }), completed }),
+  );
+  try {
+    const result = await downloadFile({
+      url: file.url,
+      partialPath,
+      ...(file.size === undefined ? {} : { expectedSize: file.size }),
+      ...(file.sha256 === undefined ? {} : { expectedSha256: file.sha256 }),
+      fetch: hubFetch,
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.retryDelayMs === undefined ? {} : { retryDelayMs: options.retryDelayMs }),
+      // Only a plain URL's size is learnt this late; hub files were checked before the first byte.
+      reserve: file.size === undefined ? (bytes) => checkFree(path.dirname(partialPath), bytes, options.statfs ?? statfs) : undefined,
+      onProgress: progress.update,
+    });
+    progress.update(result.size, result.size);
+    return { downloadedBytes: result.size - startedWith, sha256: result.sha256 };
+  } finally {
+    progress.flush();
+  }
+}
+
+/**
+ * Calls `emit` at most once per interval with the latest values, and once more at the end of an
+ * interval that had news, so a stalled download shows where it stands.
+ */
+function throttled<A extends unknown[]>(intervalMs: number, emit: (...args: A) => void): { update: (...args: A) => void; flush: () => void } {
+  let last = 0;
+  let pending: A | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const flush = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    if (pending === undefined) return;
+    const args = pending;
+    pending = undefined;
+    last = Date.now();
+    emit(...args);
+  };
+  return {
+    update: (...args) => {
+      pending = args;
+      const wait = last + intervalMs - Date.now();
+      if (wait <= 0) flush();
+      else timer ??= setTimeout(flush, wait);
+    },
+    flush,
+  };
+}
+
+/** Ollama names a layer by the first 12 hex digits of its digest; a file of unknown digest by its name. */
+function pullingStatus(file: PlannedFile): string {
+  return `pulling ${file.sha256?.slice(0, 12) ?? file.target}`;
+}
+
+function digestOf(file: PlannedFile): { digest?: string } {
+  return file.sha256 === undefined ? {} : { digest: `sha256:${file.sha256}` };
+}
+
+/** Dot-prefixed and not `.gguf`, so never listed; named after the content so a changed file starts afresh. */
+function partialName(file: PlannedFile): string {
+  const version = file.sha256 ?? createHash("sha256").update(file.url).digest("hex");
+  return `.${file.target}.${version.slice(0, 12)}.partial`;
+}
+
+/** Partial downloads of earlier versions of these files, which can never be resumed now. */
+async function removeStalePartials(directory: string, files: PlannedFile[]): Promise<void> {
+  const names = await readdir(directory);
+  for (const file of files) {
+    for (const name of names) if (name.startsWith(`.${file.target}.`) && name.endsWith(".partial")) await rm(path.join(directory, name), { force: true });
+  }
+}
+
+async function sizeOf(file: string): Promise<number | undefined> {
+  try {
+    return (await stat(file)).size;
+  } catch {
+    return undefined;
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  return (await sizeOf(file)) !== undefined;
+}
