@@ -19,4 +19,10 @@ export type ChatEvent =
   | { type: "tool_call_arguments"; index: number; text: string }
   | { type: "done"; finishReason: FinishReason; usage: Usage };
 
-export type ChatStream = AsyncIterable<ChatEvent>;
+/**
+ * A running generation. It holds a decoding slot until it has ended or `return()` was called, so
+ * whoever stops reading before the end must call `return()` (a `for await` that exits early does).
+ */
+export interface ChatStream extends AsyncIterableIterator<ChatEvent> {
+  return(value?: undefined): Promise<IteratorResult<ChatEvent, void>>;
+}

@@ -168,7 +168,7 @@ export class LoadedModel {
       this.#pool.release(sequence);
       // What was really used, also when the client left mid-stream.
       ticket?.settle({ promptTokens: tokens.length, completionTokens: progress.completionTokens });
-    });
+    }, signal);
   }
 
   /** Fails queued requests and frees the weights; requests still decoding end with an error. */

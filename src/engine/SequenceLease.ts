@@ -1,16 +1,25 @@
-import type { ChatEvent } from "../core/ChatEvent.js";
+import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
 
 /**
  * Owns a sequence for the life of one stream and gives it back exactly once: when the stream
- * ends, fails, or is closed by its consumer, even if it was never iterated at all.
+ * ends, fails, or is closed by its consumer, even if it was never iterated at all. When the
+ * request's signal aborts it closes itself, so a consumer that left without closing it (a client
+ * gone before the first event was written) cannot keep the sequence: at once if no read is in
+ * flight, else as soon as that read settles (closing never frees a sequence mid-decode: the
+ * generator's own `finally` waits for the running decode step before the release).
  */
-export class SequenceLease implements AsyncIterableIterator<ChatEvent> {
+export class SequenceLease implements ChatStream {
   readonly #events: AsyncGenerator<ChatEvent, void, undefined>;
+  readonly #signal: AbortSignal | undefined;
   #release: (() => void) | undefined;
+  #reading = false;
 
-  constructor(events: AsyncGenerator<ChatEvent, void, undefined>, release: () => void) {
+  constructor(events: AsyncGenerator<ChatEvent, void, undefined>, release: () => void, signal?: AbortSignal) {
     this.#events = events;
     this.#release = release;
+    this.#signal = signal;
+    if (signal?.aborted) this.#close();
+    else signal?.addEventListener("abort", this.#onAbort, { once: true });
   }
 
   [Symbol.asyncIterator](): this {
@@ -18,6 +27,7 @@ export class SequenceLease implements AsyncIterableIterator<ChatEvent> {
   }
 
   async next(): Promise<IteratorResult<ChatEvent, void>> {
+    this.#reading = true;
     try {
       const result = await this.#events.next();
       if (result.done) this.#end();
@@ -25,6 +35,9 @@ export class SequenceLease implements AsyncIterableIterator<ChatEvent> {
     } catch (error) {
       this.#end();
       throw error;
+    } finally {
+      this.#reading = false;
+      if (this.#signal?.aborted && this.#release) this.#close();
     }
   }
 
@@ -37,7 +50,17 @@ export class SequenceLease implements AsyncIterableIterator<ChatEvent> {
     return { done: true, value: undefined };
   }
 
+  readonly #onAbort = (): void => {
+    if (!this.#reading) this.#close();
+  };
+
+  /** Closes the stream on behalf of a consumer that is gone; the sequence is released even if closing fails. */
+  #close(): void {
+    this.return().catch(() => undefined);
+  }
+
   #end(): void {
+    this.#signal?.removeEventListener("abort", this.#onAbort);
     const release = this.#release;
     this.#release = undefined;
     release?.();

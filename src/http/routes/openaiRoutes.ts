@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
+import type { ChatStream } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
@@ -52,28 +53,36 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
     const { signal } = options;
     const identity: StreamIdentity = { id: newCompletionId(), created: Math.floor(Date.now() / 1000), model: chat.model, includeUsage };
     const events = await engine.chat(chat, options);
-
-    if (!streamed) return toChatCompletion(identity, events);
-
-    const sse = new SseWriter(reply);
-    sse.start();
+    // The stream holds a decoding slot until it is closed: close it on every way out, whoever
+    // leaves first (a client gone before the first event is written never iterates it at all).
     try {
-      if (!(await sse.send(toRoleChunk(identity)))) return;
-      for await (const event of events) {
-        for (const chunk of toChatCompletionChunk(identity, event)) {
-          if (!(await sse.send(chunk))) return;
-        }
-      }
-      await sse.done();
-    } catch (error) {
-      // Once the stream has started the status is sent: the error travels as one more event.
-      if (!signal.aborted) {
-        const serverError = toServerError(error);
-        request.log.error({ err: error }, "chat stream failed");
-        await sse.send(toOpenAIError(serverError));
-      }
+      if (!streamed) return await toChatCompletion(identity, events);
+      await streamChunks(request, reply, identity, events, signal);
     } finally {
-      sse.end();
+      await events.return();
     }
   });
+}
+
+async function streamChunks(request: FastifyRequest, reply: FastifyReply, identity: StreamIdentity, events: ChatStream, signal: AbortSignal): Promise<void> {
+  const sse = new SseWriter(reply);
+  sse.start();
+  try {
+    if (!(await sse.send(toRoleChunk(identity)))) return;
+    for await (const event of events) {
+      for (const chunk of toChatCompletionChunk(identity, event)) {
+        if (!(await sse.send(chunk))) return;
+      }
+    }
+    await sse.done();
+  } catch (error) {
+    // Once the stream has started the status is sent: the error travels as one more event.
+    if (!signal.aborted) {
+      const serverError = toServerError(error);
+      request.log.error({ err: error }, "chat stream failed");
+      await sse.send(toOpenAIError(serverError));
+    }
+  } finally {
+    sse.end();
+  }
 }
