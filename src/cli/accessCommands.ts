@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import type { AccessToken, Account, UsageRow } from "../access/AccessStore.js";
 import { AccessService, DEFAULT_TOKEN_EXPIRY } from "../access/AccessService.js";
 import type { Config } from "../config/settings.js";
+import { formatListing } from "./formatTable.js";
 import { openStore } from "./openAccess.js";
 import { UsageError } from "./UsageError.js";
 
@@ -9,21 +10,30 @@ export const accessUsage = `Manage the hosted profile's accounts, personal acces
 database as the server, also while it runs):
 
   modelhost account create NAME [--tier T]
-  modelhost account list
+  modelhost account list [--json]
   modelhost account disable NAME        (its tokens stop working at once)
   modelhost account enable NAME
   modelhost account tier NAME TIER
   modelhost token create --account A [--name N] [--expires 7d|30d|60d|90d|YYYY-MM-DD|never]
                                         (default ${DEFAULT_TOKEN_EXPIRY}; prints the token once, alone on the last line)
-  modelhost token list [--account A]    (prefix, name, dates; never the secret)
+  modelhost token list [--account A] [--json]   (prefix, name, dates; never the secret)
   modelhost token revoke ID|PREFIX
-  modelhost usage [--account A] [--since YYYY-MM-DD]`;
+  modelhost usage [--account A] [--since YYYY-MM-DD] [--json]
+
+--json prints the records as a JSON array, for scripts (times in milliseconds since the epoch).`;
 
 /** Runs `account …`, `token …` or `usage …`; returns what to print. */
 export async function accessCommand(command: "account" | "token" | "usage", args: string[], config: Config): Promise<string> {
   const { values, positionals } = parseArgs({
     args,
-    options: { tier: { type: "string" }, account: { type: "string" }, name: { type: "string" }, expires: { type: "string" }, since: { type: "string" } },
+    options: {
+      tier: { type: "string" },
+      account: { type: "string" },
+      name: { type: "string" },
+      expires: { type: "string" },
+      since: { type: "string" },
+      json: { type: "boolean", default: false },
+    },
     allowPositionals: true,
     strict: true,
   });
@@ -35,7 +45,7 @@ export async function accessCommand(command: "account" | "token" | "usage", args
       case "account create":
         return formatAccounts([await service.createAccount(required(rest[0], "NAME"), values.tier)]);
       case "account list":
-        return formatAccounts(await service.listAccounts());
+        return formatAccounts(await service.listAccounts(), values.json);
       case "account disable":
         return formatAccounts([await service.disableAccount(required(rest[0], "NAME"))]);
       case "account enable":
@@ -48,11 +58,11 @@ export async function accessCommand(command: "account" | "token" | "usage", args
         return [formatTokens([token]), "", "Copy the token now: it is not stored and cannot be shown again.", secret].join("\n");
       }
       case "token list":
-        return formatTokens(await service.listTokens(values.account));
+        return formatTokens(await service.listTokens(values.account), values.json);
       case "token revoke":
         return formatTokens([await service.revokeToken(required(rest[0], "ID or PREFIX"))]);
       case "usage show":
-        return formatUsage(await service.usage({ account: values.account, since: values.since }));
+        return formatUsage(await service.usage({ account: values.account, since: values.since }), values.json);
       default:
         throw new UsageError(accessUsage);
     }
@@ -70,26 +80,31 @@ function date(ms: number | null): string {
   return ms === null ? "-" : new Date(ms).toISOString().replace("T", " ").slice(0, 16);
 }
 
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-  return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd()).join("\n");
+function formatAccounts(accounts: Account[], json = false): string {
+  return formatListing(accounts, json, ["NAME", "ID", "TIER", "STATUS", "CREATED"], (a) => [a.name, a.id, a.tier, a.disabled ? "disabled" : "active", date(a.createdAt)]);
 }
 
-function formatAccounts(accounts: Account[]): string {
-  return table([["NAME", "ID", "TIER", "STATUS", "CREATED"], ...accounts.map((a) => [a.name, a.id, a.tier, a.disabled ? "disabled" : "active", date(a.createdAt)])]);
-}
-
-function formatTokens(tokens: AccessToken[]): string {
+function formatTokens(tokens: AccessToken[], json = false): string {
   const status = (t: AccessToken) => (t.revokedAt !== null ? "revoked" : t.expiresAt !== null && t.expiresAt <= Date.now() ? "expired" : "active");
-  return table([
-    ["ID", "PREFIX", "NAME", "STATUS", "CREATED", "EXPIRES", "LAST USED"],
-    ...tokens.map((t) => [t.id, `${t.prefix}…`, t.name, status(t), date(t.createdAt), t.expiresAt === null ? "never" : date(t.expiresAt), date(t.lastUsedAt)]),
+  return formatListing(tokens, json, ["ID", "PREFIX", "NAME", "STATUS", "CREATED", "EXPIRES", "LAST USED"], (t) => [
+    t.id,
+    `${t.prefix}…`,
+    t.name,
+    status(t),
+    date(t.createdAt),
+    t.expiresAt === null ? "never" : date(t.expiresAt),
+    date(t.lastUsedAt),
   ]);
 }
 
-function formatUsage(rows: UsageRow[]): string {
-  return table([
-    ["DAY", "ACCOUNT", "MODEL", "TOKEN", "REQUESTS", "PROMPT", "COMPLETION"],
-    ...rows.map((r) => [r.day, r.accountName, r.model, r.tokenId, String(r.requests), String(r.promptTokens), String(r.completionTokens)]),
+function formatUsage(rows: UsageRow[], json: boolean): string {
+  return formatListing(rows, json, ["DAY", "ACCOUNT", "MODEL", "TOKEN", "REQUESTS", "PROMPT", "COMPLETION"], (r) => [
+    r.day,
+    r.accountName,
+    r.model,
+    r.tokenId,
+    String(r.requests),
+    String(r.promptTokens),
+    String(r.completionTokens),
   ]);
 }

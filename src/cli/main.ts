@@ -11,14 +11,25 @@ import { UsageError } from "./UsageError.js";
 
 const commands: Record<string, { summary: string; usage: string }> = {
   serve: { summary: "Start the API server (OpenAI-compatible, under /v1).", usage: "modelhost serve [options]" },
-  models: { summary: "List the models installed in the models directory.", usage: "modelhost models [options]" },
+  pull: {
+    summary: "Download a model from Hugging Face (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf) or a URL.",
+    usage: "modelhost pull REF [--alias NAME]… [options]",
+  },
+  run: {
+    summary: "Chat with a model in the terminal, or answer one PROMPT (pulls the model if missing; starts a server if none runs).",
+    usage: "modelhost run MODEL [PROMPT] [options of serve]",
+  },
+  list: { summary: "List the installed models (also `models`).", usage: "modelhost list [--json] [options]" },
+  show: { summary: "Show one installed model's details.", usage: "modelhost show MODEL [--json] [options]" },
+  rm: { summary: "Remove a model (its files), or one of its aliases.", usage: "modelhost rm MODEL [options]" },
+  ps: { summary: "List the models the running server has loaded.", usage: "modelhost ps [--json] [options]" },
   engine: {
     summary: "Build llama.cpp natively for this CPU (`engine build`), or show which binary loads (`engine status`).",
     usage: "modelhost engine <build|status> [options]",
   },
   account: { summary: "Hosted profile: create, list, disable accounts.", usage: "modelhost account <create|list|disable|enable|tier> …" },
   token: { summary: "Hosted profile: create, list, revoke personal access tokens.", usage: "modelhost token <create|list|revoke> …" },
-  usage: { summary: "Hosted profile: print the usage ledger.", usage: "modelhost usage [--account A] [--since YYYY-MM-DD]" },
+  usage: { summary: "Hosted profile: print the usage ledger.", usage: "modelhost usage [--account A] [--since YYYY-MM-DD] [--json]" },
   "make-test-model": {
     summary: "Write a small GGUF model with random weights, for tests and benchmarks.",
     usage: "modelhost make-test-model --preset <tiny|bench|embed-tiny> --out <file.gguf> [--seed <n>]",
@@ -48,9 +59,13 @@ function mainHelp(): string {
   ].join("\n");
 }
 
-function commandHelp(name: CommandName): string {
+/** The settings each model command accepts (`run` may start a server, so it takes serve's). */
+const modelCommandSettings = { pull: "pull", run: "serve", list: "models", models: "models", show: "models", rm: "models", ps: "client" } as const;
+
+function commandHelp(name: string, settingsOf: CommandName = name as CommandName): string {
   const command = commands[name];
-  return [command?.summary ?? "", "", `Usage: ${command?.usage ?? name}`, "", "Options:", formatSettingsHelp(name)].join("\n");
+  const json = /--json/.test(command?.usage ?? "") ? "\n  --json\n      Print JSON for scripts instead of a table." : "";
+  return [command?.summary ?? "", "", `Usage: ${command?.usage ?? name}`, "", "Options:", formatSettingsHelp(settingsOf) + json].join("\n");
 }
 
 /** Parses the flags a command accepts, from its settings; unknown flags are an error. */
@@ -96,6 +111,10 @@ async function main(argv: string[]): Promise<number> {
       const { flags, help } = parseFlags("serve", rest);
       if (help) return print(commandHelp("serve"));
       const config = loadConfig({ flags, env: process.env });
+      if (config.pull.length > 0) {
+        const { pullCommand } = await import("./modelCommands.js");
+        for (const reference of config.pull) console.log(await pullCommand([reference], config));
+      }
       const { serve } = await import("./serve.js");
       const server = await serve(config);
       // Said whatever the log level, for people and for scripts that wait for the server.
@@ -105,13 +124,24 @@ async function main(argv: string[]): Promise<number> {
       process.once("SIGTERM", stop);
       return -1; // keep running
     }
-    case "models": {
-      const { flags, help } = parseFlags("models", rest);
-      if (help) return print(commandHelp("models"));
+    case "pull":
+    case "run":
+    case "list":
+    case "models":
+    case "show":
+    case "rm":
+    case "ps": {
+      const settingsOf = modelCommandSettings[command];
+      if (rest.includes("--help")) return print(commandHelp(command === "models" ? "list" : command, settingsOf));
+      const { flags, others } = splitSettingsFlags(settingsOf, rest);
       const config = loadConfig({ flags, env: process.env });
-      const { listModels } = await import("./listModels.js");
-      console.log(await listModels(config.modelsDir));
-      return 0;
+      if (command === "run") {
+        const { runCommand } = await import("./runCommand.js");
+        return runCommand(others, config);
+      }
+      const modelCommands = await import("./modelCommands.js");
+      const run = { pull: modelCommands.pullCommand, list: modelCommands.listCommand, models: modelCommands.listCommand, show: modelCommands.showCommand, rm: modelCommands.rmCommand, ps: modelCommands.psCommand }[command];
+      return print(await run(others, config));
     }
     case "engine": {
       const [action, ...flagArgs] = rest;

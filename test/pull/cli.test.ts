@@ -1,0 +1,97 @@
+import { execFile } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakeHub, type FakeHub } from "../support/fakeHub.js";
+import { testModelPath } from "../support/testModels.js";
+
+const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
+const run = promisify(execFile);
+
+let hub: FakeHub;
+let home: string;
+let modelsDir: string;
+let model: Buffer;
+
+async function modelhost(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [bin, ...args], { env: { ...process.env, HF_TOKEN: "hf_cli_token" } });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+beforeAll(async () => {
+  model = await readFile(await testModelPath("tiny"));
+  hub = await startFakeHub({ "test/Tiny-GGUF": [{ path: "Tiny-Q4_K_M.gguf", content: model }] });
+  home = await mkdtemp(path.join(os.tmpdir(), "modelhost-cli-pull-"));
+  modelsDir = path.join(home, "models");
+});
+
+afterAll(async () => {
+  await hub.close();
+  await rm(home, { recursive: true, force: true });
+});
+
+describe("model management from the command line", () => {
+  it("pulls with plain progress lines when not on a terminal, then lists, shows and removes", async () => {
+    const pulled = await modelhost("pull", "hf.co/test/Tiny-GGUF:Q4_K_M", "--alias", "tiny", "--models-dir", modelsDir, "--hf-endpoint", hub.url);
+    expect(pulled.code).toBe(0);
+    expect(pulled.stdout).toBe(`hf.co/test/Tiny-GGUF:Q4_K_M: downloaded 322.5 KiB, in ${modelsDir}.\n`);
+    const lines = pulled.stderr.trim().split("\n");
+    expect(lines[0]).toBe("pulling manifest");
+    expect(lines).toContain("pulling 9503b9b5fdee: 100% (322.5 KiB/322.5 KiB)");
+    expect(lines.slice(-3)).toEqual(["verifying sha256 digest", "writing manifest", "success"]);
+    // The token went to the hub, and appears in no output.
+    expect(hub.requests.some((request) => request.authorization === "Bearer hf_cli_token")).toBe(true);
+    expect(pulled.stdout + pulled.stderr).not.toContain("hf_cli_token");
+
+    const table = await modelhost("list", "--models-dir", modelsDir);
+    expect(table.stdout).toMatch(/^ID\s+ALIASES\s+ARCH\s+PARAMS\s+CONTEXT\s+SIZE\s+TEMPLATE\s+SERVES\nhf\.co\/test\/Tiny-GGUF:Q4_K_M\s+tiny\s+llama\s/);
+    for (const command of ["list", "models"]) {
+      const listed = JSON.parse((await modelhost(command, "--json", "--models-dir", modelsDir)).stdout) as { id: string; aliases: string[]; sha256: string }[];
+      expect(listed).toMatchObject([{ id: "hf.co/test/Tiny-GGUF:Q4_K_M", aliases: ["tiny"], architecture: "llama", sizeBytes: model.length }]);
+    }
+    const shown = JSON.parse((await modelhost("show", "tiny", "--json", "--models-dir", modelsDir)).stdout) as Record<string, unknown>;
+    expect(shown).toMatchObject({ id: "hf.co/test/Tiny-GGUF:Q4_K_M", source: `${hub.url}/test/Tiny-GGUF/Tiny-Q4_K_M.gguf`, path: path.join(modelsDir, "Tiny-Q4_K_M.gguf") });
+    expect((await modelhost("show", "tiny", "--models-dir", modelsDir)).stdout).toMatch(/^id\s+hf\.co\/test\/Tiny-GGUF:Q4_K_M\naliases\s+tiny\n/);
+
+    // An alias goes alone; the id takes the file.
+    expect((await modelhost("rm", "tiny", "--models-dir", modelsDir)).stdout).toBe("Removed the alias tiny (of hf.co/test/Tiny-GGUF:Q4_K_M).\n");
+    expect((await modelhost("rm", "hf.co/test/Tiny-GGUF:Q4_K_M", "--models-dir", modelsDir)).stdout).toBe("Deleted hf.co/test/Tiny-GGUF:Q4_K_M (322.5 KiB).\n");
+    expect(await readdir(modelsDir)).toEqual(["models.json"]);
+    expect(JSON.parse((await modelhost("list", "--json", "--models-dir", modelsDir)).stdout)).toEqual([]);
+
+    const missing = await modelhost("show", "tiny", "--models-dir", modelsDir);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('No model "tiny"');
+  });
+
+  it("says what went wrong, with exit code 2, for an unknown quantization or a bad reference", async () => {
+    const quant = await modelhost("pull", "hf.co/test/Tiny-GGUF:Q2_K", "--models-dir", modelsDir, "--hf-endpoint", hub.url);
+    expect(quant.code).toBe(2);
+    expect(quant.stderr).toContain('modelhost: The repository test/Tiny-GGUF has no file in quantization "Q2_K". Available: Q4_K_M');
+    const bad = await modelhost("pull", "not a reference", "--models-dir", modelsDir, "--hf-endpoint", hub.url);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("is not a model reference modelhost can pull");
+    expect((await modelhost("pull", "--models-dir", modelsDir)).stderr).toContain("Usage: modelhost pull REF");
+  });
+
+  it("prints every listing of the hosted profile as JSON with --json", async () => {
+    const dataDir = path.join(home, "data");
+    expect((await modelhost("account", "create", "alice", "--data-dir", dataDir)).code).toBe(0);
+    const token = await modelhost("token", "create", "--account", "alice", "--name", "laptop", "--data-dir", dataDir);
+    const secret = token.stdout.trim().split("\n").at(-1)!;
+
+    const accounts = JSON.parse((await modelhost("account", "list", "--json", "--data-dir", dataDir)).stdout) as unknown[];
+    expect(accounts).toMatchObject([{ name: "alice", tier: "free", disabled: false }]);
+    const tokensOut = (await modelhost("token", "list", "--json", "--data-dir", dataDir)).stdout;
+    expect(JSON.parse(tokensOut)).toMatchObject([{ name: "laptop", revokedAt: null }]);
+    expect(tokensOut).not.toContain(secret);
+    expect(JSON.parse((await modelhost("usage", "--json", "--data-dir", dataDir)).stdout)).toEqual([]);
+  });
+});
