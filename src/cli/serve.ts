@@ -38,7 +38,9 @@ export async function serve(config: Config, options: { logDestination?: Destinat
     logger,
   });
   const access = config.profile === "hosted" ? await openGate(config, logger) : undefined;
-  const app = await buildApp({ engine, access: access?.gate, bodyLimit: config.bodyLimit, corsOrigins: config.corsOrigins, logger });
+  const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
+  const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
+  const app = await buildApp({ engine, access: access?.gate, bodyLimit: config.bodyLimit, connections, corsOrigins: config.corsOrigins, logger });
   const port = config.port === "auto" ? (config.profile === "hosted" ? 8080 : 11434) : config.port;
   try {
     await app.listen({ host: config.host, port });

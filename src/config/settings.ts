@@ -39,6 +39,9 @@ const byteSize = z.string().transform((text, ctx) => {
   return bytes ?? 0;
 });
 
+/** A time limit on clients: a positive, finite duration. */
+const timeout = duration.refine((ms) => ms > 0 && Number.isFinite(ms), 'must be a positive duration such as "30s" or "500ms"');
+
 const directory = z.string().trim().min(1).transform((text) =>
   path.resolve(text === "~" || text.startsWith("~/") ? path.join(os.homedir(), text.slice(1)) : text),
 );
@@ -222,6 +225,42 @@ export const settings = {
     default: "10mb",
     description: "Largest request body accepted; larger ones get 413.",
     schema: byteSize,
+    commands: ["serve"],
+  }),
+  headersTimeout: setting({
+    flag: "headers-timeout",
+    env: "MODELHOST_HEADERS_TIMEOUT",
+    default: "20s",
+    description:
+      "Time a client has to send a request's headers, from the moment it connects or starts its next request; then 408 and the connection is closed (slowloris defence). At most --request-timeout.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
+  requestTimeout: setting({
+    flag: "request-timeout",
+    env: "MODELHOST_REQUEST_TIMEOUT",
+    default: "60s",
+    description:
+      "Time a client has to send a whole request, headers and body; then 408 and the connection is closed. Covers receiving only: a response, streamed or not, may take as long as it needs.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
+  idleConnectionTimeout: setting({
+    flag: "idle-connection-timeout",
+    env: "MODELHOST_IDLE_CONNECTION_TIMEOUT",
+    default: "65s",
+    description:
+      "How long a keep-alive connection may stay idle between requests before the server closes it. Behind a load balancer, keep it above the balancer's own idle timeout (60s on AWS ALB), so the balancer never reuses a connection the server is closing.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
+  maxConnections: setting({
+    flag: "max-connections",
+    env: "MODELHOST_MAX_CONNECTIONS",
+    default: "1024",
+    description:
+      "Open client connections at most; connections beyond it are closed at once, so a flood of connections cannot exhaust the process's file descriptors and starve the requests being served.",
+    schema: integer(1),
     commands: ["serve"],
   }),
   logLevel: setting({

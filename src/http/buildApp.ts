@@ -3,6 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { AccessGate } from "../access/AccessGate.js";
 import type { Engine } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
+import { limitConnections, serverOptions, type ConnectionLimits } from "./connectionLimits.js";
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { errorStatus } from "./errorStatus.js";
 import { authenticateCallers, errorShapeOf, requireAdmission, requireRouteAccess } from "./routePolicy.js";
@@ -17,6 +18,7 @@ export interface AppOptions {
   /** The hosted profile: every /v1 request needs a personal access token and counts against its tier. */
   access?: AccessGate;
   bodyLimit: number;
+  connections: ConnectionLimits;
   corsOrigins: readonly string[];
   logger?: FastifyBaseLogger;
 }
@@ -28,7 +30,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     // On shutdown, end idle keep-alive connections instead of waiting for clients to drop them.
     forceCloseConnections: "idle",
+    ...serverOptions(options.connections),
   });
+  limitConnections(app, options.connections);
   // Before any route (the CORS plugin's included): every route must declare its access policy.
   requireRouteAccess(app);
 
