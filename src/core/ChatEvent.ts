@@ -1,6 +1,16 @@
 /** Why generation ended. */
 export type FinishReason = "stop" | "length" | "tool_calls";
 
+/** Where a generation's time went, in milliseconds (fractional, from a monotonic clock). */
+export interface GenerationTimings {
+  /** Loading the model for this request; 0 when it was already resident. */
+  loadMs: number;
+  /** Reading the prompt, up to and including the first generated token. */
+  promptMs: number;
+  /** Generating the tokens after the first. */
+  generationMs: number;
+}
+
 export interface Usage {
   promptTokens: number;
   /** Prompt tokens served from the cache of an earlier request instead of being evaluated. */
@@ -17,7 +27,7 @@ export type ChatEvent =
   | { type: "text"; text: string }
   | { type: "tool_call_start"; index: number; id: string; name: string }
   | { type: "tool_call_arguments"; index: number; text: string }
-  | { type: "done"; finishReason: FinishReason; usage: Usage };
+  | { type: "done"; finishReason: FinishReason; usage: Usage; timings: GenerationTimings };
 
 /**
  * A running generation. It holds a decoding slot until it has ended or `return()` was called, so

@@ -43,7 +43,21 @@ export interface SamplingOptions {
   frequencyPenalty: number;
   /** Token id → value added to its logit before sampling; -100 bans the token (OpenAI semantics). */
   logitBias: ReadonlyMap<number, number>;
+  /** Sample from the k most likely tokens only (default 40, as llama-server and Ollama); 0 disables. */
+  topK?: number;
+  /** Drop tokens less likely than this fraction of the most likely one (0..1; default 0, off). */
+  minP?: number;
+  /** Multiplicative penalty on recently generated tokens (llama.cpp semantics; 1, the default, is off). */
+  repeatPenalty?: number;
+  /** How many recent generated tokens the penalties look at (default 256; 0 turns them off; Infinity: all). */
+  penaltyWindow?: number;
 }
+
+/**
+ * A prompt given as is instead of a conversation: `raw` text is tokenized with its special tokens
+ * and no template; `infill` asks a fill-in-the-middle model for what goes between prefix and suffix.
+ */
+export type PromptOverride = { type: "raw"; text: string } | { type: "infill"; prefix: string; suffix: string };
 
 export interface ChatRequest {
   /** The id or alias the caller asked for; echoed back in replies. */
@@ -59,4 +73,6 @@ export interface ChatRequest {
   /** Whether one reply may hold several calls. */
   parallelToolCalls: boolean;
   responseFormat: ResponseFormat;
+  /** When set, the prompt is this and `messages` is not rendered. */
+  prompt?: PromptOverride;
 }

@@ -1,7 +1,7 @@
 import type { ChatRequest } from "./ChatRequest.js";
 import type { ChatStream } from "./ChatEvent.js";
 import type { EmbedRequest, EmbedResult } from "./EmbedRequest.js";
-import type { EngineStatus, ModelInfo } from "./ModelInfo.js";
+import type { EngineStatus, ModelDescription, ModelInfo } from "./ModelInfo.js";
 
 export interface ChatOptions {
   /** Aborting it stops generation at once and frees the request's sequence (or its place in the queue). */
@@ -12,6 +12,17 @@ export interface ChatOptions {
    * really used, when the request ends however it ends.
    */
   admit?: (request: AdmissionRequest) => Promise<AdmissionTicket>;
+  /**
+   * How long the model stays loaded once idle after this request, in ms: Infinity keeps it, 0
+   * unloads it as soon as no request uses it. Absent: the server's --keep-alive.
+   */
+  keepAliveMs?: number;
+}
+
+export interface LoadOptions {
+  signal: AbortSignal;
+  /** As in ChatOptions: how long the model then stays loaded while idle. */
+  keepAliveMs?: number;
 }
 
 export interface AdmissionRequest {
@@ -41,6 +52,14 @@ export interface Engine {
   chat(request: ChatRequest, options: ChatOptions): Promise<ChatStream>;
   /** Embeds every input of the request; requests to one model take turns on its embedding context. */
   embed(request: EmbedRequest, options: ChatOptions): Promise<EmbedResult>;
+  /** Loads a model if it is not resident and sets its keep-alive; resolves with the ms loading took (0 if resident). */
+  load(name: string, options: LoadOptions): Promise<{ model: ModelInfo; loadMs: number }>;
+  /** Unloads a model now if idle, else as soon as its last request ends; unknown names are model_not_found. */
+  unload(name: string): Promise<ModelInfo>;
+  /** A model's GGUF metadata and chat template, read from its file header without loading weights. */
+  describeModel(name: string): Promise<ModelDescription | undefined>;
+  /** The SHA-256 of a model's file (of its first part, for split models), hex; computed once per file version. */
+  modelDigest(model: ModelInfo): Promise<string>;
   status(): EngineStatus;
   close(): Promise<void>;
 }

@@ -17,6 +17,10 @@ export interface ModelInfo {
   embeddingLength?: number;
   parameterCount?: number;
   hasChatTemplate: boolean;
+  /** The weights' quantization as llama.cpp names its file types, e.g. "Q4_K_M", "F16". */
+  quantization?: string;
+  /** The vocabulary has fill-in-the-middle tokens (prefix, suffix, middle), so it can insert text. */
+  fillInTheMiddle: boolean;
   capabilities: ModelCapability[];
   /** The pooling the file declares for embeddings (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
   poolingType?: number;
@@ -30,6 +34,19 @@ export interface LoadedModelStatus {
   queued: number;
   /** When the model will be unloaded if it stays idle (ms since the epoch), or null while in use. */
   expiresAt: number | null;
+  /** The idle time after which it unloads, in ms (Infinity: never). */
+  keepAliveMs: number;
+  /** Context per sequence, in tokens. */
+  contextSize: number;
+}
+
+/** What a model's file says about it, beyond the registry's summary. */
+export interface ModelDescription {
+  info: ModelInfo;
+  /** GGUF metadata by full key (`general.architecture`, `llama.context_length`, …); vocabulary arrays are left out. */
+  metadata: Record<string, unknown>;
+  /** The Jinja chat template from the file, when it has one. */
+  chatTemplate?: string;
 }
 
 export interface EngineStatus {

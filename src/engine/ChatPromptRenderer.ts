@@ -7,7 +7,8 @@ import {
   type LlamaModel,
   type Token,
 } from "node-llama-cpp";
-import type { ChatRequest, ToolDefinition } from "../core/ChatRequest.js";
+import type { ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRequest.js";
+import { ServerError } from "../core/ServerError.js";
 import type { ToolCallPlan } from "./streamCompletion.js";
 import { toChatHistory } from "./toChatHistory.js";
 import { callDelimitersOf, callOpenersOf, toolCallSyntaxOf, type ToolCallSyntax } from "./tools/ToolCallSyntax.js";
@@ -40,6 +41,7 @@ export class ChatPromptRenderer {
 
   /** Renders the conversation (and the tools the model may call) with its chat template, and tokenizes it. */
   render(request: ChatRequest, tools: readonly ToolDefinition[]): RenderedPrompt {
+    if (request.prompt) return this.#renderOverride(request.prompt, request.model);
     const state = this.#chatWrapper.generateContextState({
       chatHistory: toChatHistory(request.messages),
       availableFunctions: tools.length > 0 ? toChatModelFunctions(tools) : undefined,
@@ -58,6 +60,37 @@ export class ChatPromptRenderer {
       }
     }
     return { text: state.contextText, tokens: state.contextText.tokenize(this.#model.tokenizer), stopTokens, stopTexts };
+  }
+
+  /**
+   * A prompt taken as given: raw text (its special tokens read as such), or a fill-in-the-middle
+   * prompt in llama.cpp's prefix-suffix-middle order. Generation ends at the model's own
+   * end-of-generation tokens only.
+   */
+  #renderOverride(prompt: PromptOverride, model: string): RenderedPrompt {
+    const { tokens: vocabulary } = this.#model;
+    const bos = vocabulary.shouldPrependBosToken && vocabulary.bos !== null ? [vocabulary.bos] : [];
+    const tokenize = (text: string) => this.#model.tokenize(text, prompt.type === "raw");
+    let tokens: Token[];
+    switch (prompt.type) {
+      case "raw":
+        tokens = [...bos, ...tokenize(prompt.text)];
+        break;
+      case "infill": {
+        const { prefix, suffix, middle } = vocabulary.infill;
+        if (prefix === null || suffix === null || middle === null) {
+          throw new ServerError("invalid_request", {
+            param: "suffix",
+            message: `The model \`${model}\` cannot fill in the middle: its vocabulary has no prefix, suffix and middle tokens.`,
+          });
+        }
+        tokens = [...bos, prefix, ...tokenize(prompt.prefix), suffix, ...tokenize(prompt.suffix), middle];
+        break;
+      }
+      default:
+        return prompt satisfies never;
+    }
+    return { text: LlamaText([]), tokens, stopTokens: new Set(), stopTexts: [] };
   }
 
   /** How calls to `tools` are generated for this request, in the template's syntax. */

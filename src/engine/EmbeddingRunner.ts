@@ -53,7 +53,7 @@ export class EmbeddingRunner {
   }
 
   /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
-  async embed(request: EmbedRequest, { signal, admit }: ChatOptions): Promise<EmbedResult> {
+  async embed(request: EmbedRequest, { signal, admit }: ChatOptions): Promise<Omit<EmbedResult, "loadMs">> {
     const size = this.#model.embeddingVectorSize;
     if (request.dimensions !== undefined && request.dimensions > size) {
       throw new ServerError("invalid_request", {
@@ -78,7 +78,8 @@ export class EmbeddingRunner {
         signal.throwIfAborted();
         const { vector } = await context.getEmbeddingFor(tokens);
         promptTokens += length;
-        vectors.push(unitVector(vector, request.dimensions ?? size));
+        const dimensions = request.dimensions ?? size;
+        vectors.push(request.normalize === false ? Float32Array.from(vector.slice(0, dimensions)) : unitVector(vector, dimensions));
       }
       return { vectors, promptTokens };
     } finally {

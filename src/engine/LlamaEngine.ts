@@ -2,9 +2,10 @@ import type { Llama } from "node-llama-cpp";
 import type { ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
-import type { ChatOptions, Engine } from "../core/Engine.js";
-import type { EngineStatus, ModelInfo } from "../core/ModelInfo.js";
+import type { ChatOptions, Engine, LoadOptions } from "../core/Engine.js";
+import type { EngineStatus, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
+import { FileDigests } from "./FileDigests.js";
 import { LoadedModel, type ModelRuntimeOptions } from "./LoadedModel.js";
 import type { ModelRegistry } from "./ModelRegistry.js";
 
@@ -28,6 +29,8 @@ interface Resident {
   model?: LoadedModel;
   lastUsed: number;
   timer?: NodeJS.Timeout;
+  /** Set by the last request that asked for one; otherwise the server's keepAliveMs applies. */
+  keepAliveMs?: number;
 }
 
 /**
@@ -42,6 +45,7 @@ export class LlamaEngine implements Engine {
   /** Keyed by file path: aliases of one file share one loaded model. */
   readonly #resident = new Map<string, Resident>();
   readonly #roomWaiters = new Set<() => void>();
+  readonly #digests = new FileDigests();
   #closed = false;
 
   constructor(llama: Llama, registry: ModelRegistry, options: LlamaEngineOptions) {
@@ -66,18 +70,58 @@ export class LlamaEngine implements Engine {
         message: `The model \`${request.model}\` is an embedding model: it cannot generate chat completions. Use it with /v1/embeddings.`,
       });
     }
-    for (;;) {
-      const model = await this.#acquireModel(info, options.signal);
-      // Unloading may have begun while this request awaited the model; then load it afresh.
-      if (!model.disposed) return model.chat(request, options);
-    }
+    const { model, loadMs } = await this.#acquire(info, options);
+    return model.chat(request, options, loadMs);
   }
 
   async embed(request: EmbedRequest, options: ChatOptions): Promise<EmbedResult> {
     const info = await this.#find(request.model);
+    const { model, loadMs } = await this.#acquire(info, options);
+    return { ...(await model.embed(request, options)), loadMs };
+  }
+
+  async load(name: string, options: LoadOptions): Promise<{ model: ModelInfo; loadMs: number }> {
+    const info = await this.#find(name);
+    const { loadMs } = await this.#acquire(info, options);
+    // No request follows to end and start the idle timer, so start it now.
+    this.#onActivity(info.path);
+    return { model: info, loadMs };
+  }
+
+  async unload(name: string): Promise<ModelInfo> {
+    const info = await this.#find(name);
+    const resident = this.#resident.get(info.path);
+    if (!resident) return info;
+    resident.keepAliveMs = 0;
+    const model = await resident.loading.catch(() => undefined);
+    // An idle model goes now; a busy one when its last request ends (keep-alive 0).
+    if (model?.idle) await this.#unload(info.path);
+    return info;
+  }
+
+  describeModel(name: string): Promise<ModelDescription | undefined> {
+    return this.#registry.describe(name);
+  }
+
+  modelDigest(model: ModelInfo): Promise<string> {
+    return this.#digests.of(model.path);
+  }
+
+  /**
+   * The loaded model for a request, loading it if needed, with the time this request waited for
+   * a load (0 if it was resident). Applies the request's keep-alive, if it has one.
+   */
+  async #acquire(info: ModelInfo, { signal, keepAliveMs }: LoadOptions): Promise<{ model: LoadedModel; loadMs: number }> {
+    const started = performance.now();
+    const resident = this.#resident.get(info.path)?.model !== undefined;
     for (;;) {
-      const model = await this.#acquireModel(info, options.signal);
-      if (!model.disposed) return model.embed(request, options);
+      const model = await this.#acquireModel(info, signal);
+      // Unloading may have begun while this request awaited the model; then load it afresh.
+      if (model.disposed) continue;
+      const entry = this.#resident.get(info.path);
+      // Each request sets it, as with Ollama: one without a keep-alive brings back the default.
+      if (entry) entry.keepAliveMs = keepAliveMs;
+      return { model, loadMs: resident ? 0 : performance.now() - started };
     }
   }
 
@@ -88,7 +132,9 @@ export class LlamaEngine implements Engine {
   }
 
   status(): EngineStatus {
-    const loaded = [...this.#resident.values()].flatMap((resident) => (resident.model ? [resident.model.status()] : []));
+    const loaded = [...this.#resident.values()].flatMap((resident) =>
+      resident.model ? [{ ...resident.model.status(), keepAliveMs: resident.keepAliveMs ?? this.#options.keepAliveMs }] : [],
+    );
     return { ready: !this.#closed, backend: this.#options.backend, loaded };
   }
 
@@ -187,8 +233,16 @@ export class LlamaEngine implements Engine {
     }
     // An idle model may be what a request waiting for room needs unloaded.
     this.#notifyRoom();
-    const keepAlive = this.#options.keepAliveMs;
-    if (keepAlive === Infinity) return;
+    const keepAlive = resident.keepAliveMs ?? this.#options.keepAliveMs;
+    if (keepAlive === Infinity) {
+      model.expiresAt = null;
+      return;
+    }
+    if (keepAlive <= 0) {
+      // At once, not on a timer: whoever asked for it sees the model gone when its reply ends.
+      void this.#unload(path);
+      return;
+    }
     model.expiresAt = Date.now() + keepAlive;
     resident.timer = setTimeout(() => {
       if (model.idle) void this.#unload(path);

@@ -98,24 +98,28 @@ export class LoadedModel {
     this.#expiresAt = value;
   }
 
-  status(): LoadedModelStatus {
+  /** The status as this model knows it; the engine adds the keep-alive it applies. */
+  status(): Omit<LoadedModelStatus, "keepAliveMs"> {
     return {
       id: this.info.id,
       active: this.#pool.active + this.#embeddings.active,
       queued: this.#pool.queued + this.#embeddings.queued,
       expiresAt: this.#expiresAt,
+      contextSize: this.contextSize,
     };
   }
 
   /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
-  embed(request: EmbedRequest, options: ChatOptions): Promise<EmbedResult> {
+  embed(request: EmbedRequest, options: ChatOptions): Promise<Omit<EmbedResult, "loadMs">> {
     return this.#embeddings.embed(request, options);
   }
 
-  async chat(request: ChatRequest, { signal, admit }: ChatOptions): Promise<ChatStream> {
+  /** `loadMs`: how long this request waited for the model to load, reported in the final timings. */
+  async chat(request: ChatRequest, { signal, admit }: ChatOptions, loadMs = 0): Promise<ChatStream> {
     checkTokenIds(this.#model, request.sampling.logitBias.keys(), "logit_bias");
-    // tool_choice "none" renders no tools: the model is not told of functions it may not call.
-    const tools = request.toolChoice.type === "none" ? [] : request.tools;
+    // tool_choice "none" renders no tools: the model is not told of functions it may not call. A
+    // prompt given as is has no template to show them in.
+    const tools = request.toolChoice.type === "none" || request.prompt ? [] : request.tools;
     const prompt = this.#prompts.render(request, tools);
     const toolPlan = tools.length > 0 ? this.#prompts.toolPlan(request, tools, prompt.text) : undefined;
     const textFormat = responseFormatGrammar(request.responseFormat);
@@ -163,6 +167,7 @@ export class LoadedModel {
       barrier: this.#barrier,
       progress,
       signal,
+      loadMs,
     });
     return new SequenceLease(events, () => {
       this.#pool.release(sequence);

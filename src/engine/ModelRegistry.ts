@@ -1,7 +1,8 @@
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
-import { readGgufFileInfo } from "node-llama-cpp";
-import type { ModelInfo } from "../core/ModelInfo.js";
+import { GgufFileType, readGgufFileInfo } from "node-llama-cpp";
+import type { ModelDescription, ModelInfo } from "../core/ModelInfo.js";
+import { nameCandidates } from "../core/modelName.js";
 import { defaultModelId, isListedModelFile } from "../models/modelFiles.js";
 import { entryId, MANIFEST_FILE, readManifest, type ManifestEntry } from "../models/modelsManifest.js";
 
@@ -42,17 +43,31 @@ export class ModelRegistry {
   }
 
   /**
-   * Resolves an id or alias. Uses the last scan when it is recent, and scans again before
-   * answering "not found", so a file copied in a moment ago is found.
+   * Resolves an id or alias, `x` and `x:latest` alike. Uses the last scan when it is recent, and
+   * scans again before answering "not found", so a file copied in a moment ago is found.
    */
   async find(name: string): Promise<ModelInfo | undefined> {
+    const lookUp = (byName: Map<string, ModelInfo> | undefined) =>
+      nameCandidates(name)
+        .map((candidate) => byName?.get(candidate))
+        .find((model) => model !== undefined);
     const snapshot = this.#snapshot;
     if (snapshot && Date.now() - snapshot.at < this.#maxAgeMs) {
-      const hit = snapshot.byName.get(name);
+      const hit = lookUp(snapshot.byName);
       if (hit) return hit;
     }
     await this.#scan();
-    return this.#snapshot?.byName.get(name);
+    return lookUp(this.#snapshot?.byName);
+  }
+
+  /** A model's full GGUF metadata and chat template (read afresh: this is for occasional inspection). */
+  async describe(name: string): Promise<ModelDescription | undefined> {
+    const info = await this.find(name);
+    if (!info) return undefined;
+    const { metadata } = await readGgufFileInfo(info.path, { sourceType: "filesystem", logWarnings: false, ignoreKeys: VOCABULARY_KEYS });
+    const flat = flattenMetadata(metadata);
+    const template = flat["tokenizer.chat_template"];
+    return { info, metadata: flat, ...(typeof template === "string" ? { chatTemplate: template } : {}) };
   }
 
   #scan(): Promise<ModelInfo[]> {
@@ -141,8 +156,10 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     sourceType: "filesystem",
     logWarnings: false,
     // The vocabulary is most of a header's size and listing needs none of it.
-    ignoreKeys: ["tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"],
+    ignoreKeys: VOCABULARY_KEYS,
   });
+  const tokenizer = (info.metadata.tokenizer?.ggml ?? {}) as Record<string, unknown>;
+  const fileType = info.metadata.general?.file_type;
   const architecture = String(info.metadata.general?.architecture ?? "unknown");
   const archMetadata = info.architectureMetadata as {
     context_length?: number;
@@ -162,9 +179,32 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     embeddingLength: numberOrUndefined(archMetadata.embedding_length),
     parameterCount: parameterCount || undefined,
     hasChatTemplate: typeof info.metadata.tokenizer?.chat_template === "string",
+    quantization: typeof fileType === "number" ? fileTypeName(fileType) : undefined,
+    // The current key names, and the older ones llama.cpp still reads.
+    fillInTheMiddle: ["pre", "suf", "mid"].every((part) => tokenizer[`fim_${part}_token_id`] !== undefined) ||
+      ["prefix", "suffix", "middle"].every((part) => tokenizer[`${part}_token_id`] !== undefined),
     capabilities: isEncoder(architecture, archMetadata.attention?.causal) ? ["embeddings"] : ["chat", "embeddings"],
     poolingType: numberOrUndefined(archMetadata.pooling_type),
   };
+}
+
+/** The vocabulary: most of a header's size, and of no use to listing or describing a model. */
+const VOCABULARY_KEYS = ["tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.merges"];
+
+/** llama.cpp's name of a file type: `MOSTLY_Q4_K_M` (15) → `Q4_K_M`, `ALL_F32` → `F32`. */
+function fileTypeName(fileType: number): string | undefined {
+  const name = (GgufFileType as unknown as Record<number, string | undefined>)[fileType];
+  return name?.replace(/^(MOSTLY|ALL)_/, "");
+}
+
+/** Nested metadata as GGUF's own dotted keys: `{general: {architecture: "llama"}}` → `{"general.architecture": "llama"}`. */
+function flattenMetadata(metadata: object, prefix = "", into: Record<string, unknown> = {}): Record<string, unknown> {
+  for (const [key, value] of Object.entries(metadata)) {
+    const name = prefix + key;
+    if (value !== null && typeof value === "object" && !Array.isArray(value)) flattenMetadata(value as object, `${name}.`, into);
+    else into[name] = typeof value === "bigint" ? Number(value) : value;
+  }
+  return into;
 }
 
 /** Encoder architectures (BERT and kin) attend both ways: they embed, but cannot generate text. */

@@ -56,9 +56,11 @@ export interface CompletionJob {
   /** Kept current as tokens are generated, so an aborted stream's usage is known. */
   progress: { completionTokens: number };
   signal: AbortSignal;
+  /** Time the request spent loading the model, reported in the `done` event's timings. */
+  loadMs: number;
 }
 
-/** How many recent tokens the presence and frequency penalties look at. */
+/** How many recent tokens the penalties look at, unless the request says. */
 const PENALTY_WINDOW = 256;
 
 /**
@@ -72,6 +74,8 @@ const PENALTY_WINDOW = 256;
  */
 export async function* streamCompletion(job: CompletionJob): AsyncGenerator<ChatEvent, void, undefined> {
   const { model, sequence, signal, tools } = job;
+  const started = performance.now();
+  let firstToken: number | undefined;
   const usesTools = tools !== undefined;
   const forced = tools !== undefined && tools.mode !== "auto";
 
@@ -111,6 +115,7 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
       // The prompt and the first token: outside the barrier, so a long prompt never holds up the
       // token steps of the other sequences.
       let step = await tokens.next();
+      firstToken ??= performance.now();
       job.barrier.join();
       try {
         while (!step.done) {
@@ -185,10 +190,12 @@ export async function* streamCompletion(job: CompletionJob): AsyncGenerator<Chat
     if (stopped) finishReason = "stop";
     if (rest) yield { type: "text", text: rest };
   }
+  const ended = performance.now();
   yield {
     type: "done",
     finishReason,
     usage: { promptTokens: job.promptTokens.length, cachedTokens: job.cachedTokens, completionTokens: generated.length + callTokens },
+    timings: { loadMs: job.loadMs, promptMs: (firstToken ?? ended) - started, generationMs: ended - (firstToken ?? ended) },
   };
 }
 
@@ -217,7 +224,8 @@ function samplerOptions(model: LlamaModel, sampling: SamplingOptions, generated:
     temperature: sampling.temperature,
     topP: sampling.topP,
     // llama-server's and Ollama's default; OpenAI has no top_k.
-    topK: 40,
+    topK: sampling.topK ?? 40,
+    minP: sampling.minP,
     seed: sampling.seed,
   };
   if (sampling.logitBias.size > 0) {
@@ -226,12 +234,16 @@ function samplerOptions(model: LlamaModel, sampling: SamplingOptions, generated:
     for (const [token, value] of sampling.logitBias) bias.set(token as Token, value <= -100 ? "never" : { logit: value });
     options.tokenBias = bias;
   }
-  if (sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0) {
-    // OpenAI's penalties apply to the completion so far (as vLLM does), not to the prompt.
+  const repeatPenalty = sampling.repeatPenalty ?? 1;
+  // A window of 0 turns the penalties off; Infinity covers everything generated.
+  const window = sampling.penaltyWindow ?? PENALTY_WINDOW;
+  if (window > 0 && (sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0 || repeatPenalty !== 1)) {
+    // The penalties apply to the completion so far (as vLLM does for OpenAI's), not to the prompt.
     options.repeatPenalty = {
-      punishTokens: () => generated.slice(-PENALTY_WINDOW),
-      maxPunishTokens: PENALTY_WINDOW,
-      penalty: 1,
+      punishTokens: () => generated.slice(-window),
+      // node-llama-cpp takes the larger of this and the tokens passed, so 0 leaves it to them.
+      maxPunishTokens: Number.isFinite(window) ? window : 0,
+      penalty: repeatPenalty,
       presencePenalty: sampling.presencePenalty,
       frequencyPenalty: sampling.frequencyPenalty,
     };

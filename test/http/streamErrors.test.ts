@@ -15,6 +15,7 @@ const model: ModelInfo = {
   created: 0,
   architecture: "llama",
   hasChatTemplate: true,
+  fillInTheMiddle: false,
   capabilities: ["chat", "embeddings"],
 };
 
@@ -34,6 +35,18 @@ class FailingEngine implements Engine {
   }
   async embed(): Promise<never> {
     throw new Error("embedding failed at /secret/path/model.gguf");
+  }
+  async load(): Promise<never> {
+    throw new Error("load failed at /secret/path/model.gguf");
+  }
+  async unload(): Promise<ModelInfo> {
+    return model;
+  }
+  async describeModel(): Promise<undefined> {
+    return undefined;
+  }
+  async modelDigest(): Promise<string> {
+    return "0".repeat(64);
   }
   status() {
     return { ready: true, backend: "fake", loaded: [] };

@@ -7,6 +7,7 @@ import type { ChatEvent } from "../../src/core/ChatEvent.js";
 
 const identity = { id: "chatcmpl-x", created: 1, model: "m" };
 const usage = { promptTokens: 3, cachedTokens: 1, completionTokens: 2 };
+const timings = { loadMs: 0, promptMs: 1, generationMs: 2 };
 
 describe("OpenAI translators", () => {
   it("streams a role chunk, content deltas and a finish chunk, with usage only when asked", () => {
@@ -20,13 +21,13 @@ describe("OpenAI translators", () => {
       usage: null,
     });
     expect(toChatCompletionChunk(withUsage, { type: "text", text: "hi" })[0]?.choices[0]?.delta).toEqual({ content: "hi" });
-    const end = toChatCompletionChunk(withUsage, { type: "done", finishReason: "length", usage });
+    const end = toChatCompletionChunk(withUsage, { type: "done", finishReason: "length", usage, timings });
     expect(end).toHaveLength(2);
     expect(end[0]?.choices[0]).toEqual({ index: 0, delta: {}, finish_reason: "length", logprobs: null });
     expect(end[1]).toMatchObject({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
 
     const without = { ...identity, includeUsage: false };
-    const plainEnd = toChatCompletionChunk(without, { type: "done", finishReason: "stop", usage });
+    const plainEnd = toChatCompletionChunk(without, { type: "done", finishReason: "stop", usage, timings });
     expect(plainEnd).toHaveLength(1);
     expect(plainEnd[0]).not.toHaveProperty("usage");
   });
@@ -35,7 +36,7 @@ describe("OpenAI translators", () => {
     async function* events(): AsyncGenerator<ChatEvent> {
       yield { type: "text", text: "hel" };
       yield { type: "text", text: "lo" };
-      yield { type: "done", finishReason: "stop", usage };
+      yield { type: "done", finishReason: "stop", usage, timings };
     }
     expect(await toChatCompletion(identity, events())).toEqual({
       id: "chatcmpl-x",
