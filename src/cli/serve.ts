@@ -40,7 +40,7 @@ export async function serve(config: Config, options: { logDestination?: Destinat
   const access = config.profile === "hosted" ? await openGate(config, logger) : undefined;
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
   const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
-  const app = await buildApp({ engine, access: access?.gate, bodyLimit: config.bodyLimit, connections, corsOrigins: config.corsOrigins, logger });
+  const app = await buildApp({ engine, access: access?.gate, modelsDir: config.modelsDir, bodyLimit: config.bodyLimit, connections, corsOrigins: config.corsOrigins, logger });
   const port = config.port === "auto" ? (config.profile === "hosted" ? 8080 : 11434) : config.port;
   try {
     await app.listen({ host: config.host, port });

@@ -10,6 +10,7 @@ export const errorCodes = [
   "not_found",
   "request_too_large",
   "invalid_api_key",
+  "forbidden",
   "rate_limit_exceeded",
   "tokens_limit_reached",
   "limiter_unavailable",
@@ -18,6 +19,7 @@ export const errorCodes = [
   "engine_unavailable",
   "download_failed",
   "insufficient_storage",
+  "not_implemented",
   "internal_error",
 ] as const;
 
@@ -44,6 +46,7 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
   not_found: () => "Not found.",
   request_too_large: () => "The request body is too large.",
   invalid_api_key: () => "Incorrect API key provided. Send a valid personal access token as `Authorization: Bearer <token>`.",
+  forbidden: () => "This credential may not do that.",
   rate_limit_exceeded: () => "Rate limit reached. Retry after the time in the Retry-After header.",
   tokens_limit_reached: () => "The request is larger than your tier allows per request.",
   limiter_unavailable: () => "Rate limiting is unavailable, so requests are refused for now. Retry shortly.",
@@ -53,6 +56,7 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
     "The inference engine is unavailable: no llama.cpp binary could be loaded. Run `modelhost engine build`.",
   download_failed: () => "The model could not be downloaded. Try again; the download resumes where it stopped.",
   insufficient_storage: () => "There is not enough free disk space in the models directory for this model.",
+  not_implemented: () => "This server does not implement that.",
   internal_error: () => "The server had an error while processing your request.",
 };
 

@@ -7,7 +7,9 @@ import { limitConnections, serverOptions, type ConnectionLimits } from "./connec
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { errorStatus } from "./errorStatus.js";
 import { authenticateCallers, errorShapeOf, requireAdmission, requireRouteAccess } from "./routePolicy.js";
+import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
+import { ollamaRoutes } from "./routes/ollamaRoutes.js";
 import { openaiRoutes } from "./routes/openaiRoutes.js";
 import { usageRoutes } from "./routes/usageRoutes.js";
 import { setRateLimitHeaders } from "./rateLimitHeaders.js";
@@ -15,8 +17,10 @@ import { toServerError } from "./toServerError.js";
 
 export interface AppOptions {
   engine: Engine;
-  /** The hosted profile: every /v1 request needs a personal access token and counts against its tier. */
+  /** The hosted profile: every /v1 and /api request needs a personal access token and counts against its tier. */
   access?: AccessGate;
+  /** The models directory: the native API's copy and delete change it. */
+  modelsDir: string;
   bodyLimit: number;
   connections: ConnectionLimits;
   corsOrigins: readonly string[];
@@ -63,7 +67,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   app.setNotFoundHandler((request, reply) => {
     const error = new ServerError("not_found", { message: `Unknown request URL: ${request.method} ${request.url}.` });
-    return reply.status(404).send(errorShapeOf(request)(error));
+    // An unknown URL under /api is answered in the native API's shape, as its clients read it.
+    return reply.status(404).send((request.url.startsWith("/api/") ? toOllamaError : errorShapeOf(request))(error));
   });
 
   // In the hosted profile the engine refuses any call without admission: fail closed.
@@ -75,6 +80,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   }
   healthRoutes(app, routeOptions);
   openaiRoutes(app, routeOptions);
+  ollamaRoutes(app, routeOptions);
   return app;
 }
 

@@ -11,10 +11,18 @@ import { setRateLimitHeaders } from "./rateLimitHeaders.js";
  * hosted profile, its admission against the caller's limits. A hosted request without a caller
  * cannot happen (the route's access policy authenticated it); if it does, it fails closed.
  */
-export function engineOptions(request: FastifyRequest, reply: FastifyReply, access: AccessGate | undefined, model: string, endpoint: Endpoint): ChatOptions {
+export function engineOptions(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  access: AccessGate | undefined,
+  model: string,
+  endpoint: Endpoint,
+  keepAliveMs?: number,
+): ChatOptions {
   const signal = abortSignalOf(reply);
-  if (!access) return { signal };
+  const base: ChatOptions = keepAliveMs === undefined ? { signal } : { signal, keepAliveMs };
+  if (!access) return base;
   const caller = request.caller;
   if (!caller) throw new ServerError("internal_error", { cause: new Error(`Hosted profile: ${request.method} ${request.url} reached the engine without a caller.`) });
-  return { signal, admit: (size) => access.admit(caller, model, endpoint, size, (state) => setRateLimitHeaders(reply, state)) };
+  return { ...base, admit: (size) => access.admit(caller, model, endpoint, size, (state) => setRateLimitHeaders(reply, state)) };
 }

@@ -9,6 +9,7 @@ export const errorStatus: Record<ErrorCode, number> = {
   not_found: 404,
   request_too_large: 413,
   invalid_api_key: 401,
+  forbidden: 403,
   rate_limit_exceeded: 429,
   tokens_limit_reached: 413,
   limiter_unavailable: 503,
@@ -17,5 +18,6 @@ export const errorStatus: Record<ErrorCode, number> = {
   engine_unavailable: 503,
   download_failed: 502,
   insufficient_storage: 507,
+  not_implemented: 501,
   internal_error: 500,
 };

@@ -104,6 +104,11 @@ export function requireAdmission(engine: Engine): Engine {
     findModel: (name) => engine.findModel(name),
     chat: async (request, options) => engine.chat(request, admitted(options)),
     embed: async (request, options) => engine.embed(request, admitted(options)),
+    // Loading, unloading and reading models consume no tokens: a caller's token is enough.
+    load: (name, options) => engine.load(name, options),
+    unload: (name) => engine.unload(name),
+    describeModel: (name) => engine.describeModel(name),
+    modelDigest: (model) => engine.modelDigest(model),
     status: () => engine.status(),
     close: () => engine.close(),
   };

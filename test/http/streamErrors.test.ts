@@ -60,7 +60,7 @@ describe("errors after a stream started", () => {
 
   beforeAll(async () => {
     const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
-    app = await buildApp({ engine: new FailingEngine(), bodyLimit: 1024 * 1024, connections, corsOrigins: [] });
+    app = await buildApp({ engine: new FailingEngine(), modelsDir: "/nonexistent", bodyLimit: 1024 * 1024, connections, corsOrigins: [] });
     await app.listen({ host: "127.0.0.1", port: 0 });
     url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/chat/completions`;
   });

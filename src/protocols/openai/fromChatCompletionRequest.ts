@@ -1,6 +1,6 @@
 import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
-import { findUnsupportedSchemaFeature } from "../../core/jsonSchemaSupport.js";
 import { ServerError } from "../../core/ServerError.js";
+import { checkSchema } from "../checkSchema.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
 import { chatCompletionRequestSchema, type ChatCompletionRequestBody, type WireChatMessage } from "./schemas.js";
 
@@ -172,15 +172,4 @@ function toResponseFormat(wire: ChatCompletionRequestBody["response_format"]): R
   if (schema === undefined) return { type: "json_object" };
   checkSchema(schema, "response_format.json_schema.schema", `response format '${name}'`);
   return { type: "json_schema", name, schema };
-}
-
-/** Refuses, naming the exact place, a schema feature that grammar-constrained decoding cannot enforce. */
-function checkSchema(schema: unknown, param: string, owner: string): void {
-  const unsupported = findUnsupportedSchemaFeature(schema);
-  if (!unsupported) return;
-  const at = [param, unsupported.path, unsupported.keyword].filter(Boolean).join(".");
-  throw new ServerError("invalid_request", {
-    param: at,
-    message: `Invalid schema for ${owner}: '${unsupported.keyword}' at '${at}' is not supported (${unsupported.reason}).`,
-  });
 }

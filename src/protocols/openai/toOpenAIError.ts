@@ -10,6 +10,7 @@ const typeOf: Record<ErrorCode, string> = {
   not_found: "invalid_request_error",
   request_too_large: "invalid_request_error",
   invalid_api_key: "invalid_request_error",
+  forbidden: "invalid_request_error",
   // OpenAI sends "requests" or "tokens" as the type of a 429, by the limit that was hit.
   rate_limit_exceeded: "requests",
   tokens_limit_reached: "invalid_request_error",
@@ -19,6 +20,7 @@ const typeOf: Record<ErrorCode, string> = {
   engine_unavailable: "server_error",
   download_failed: "server_error",
   insufficient_storage: "server_error",
+  not_implemented: "invalid_request_error",
   internal_error: "server_error",
 };
 

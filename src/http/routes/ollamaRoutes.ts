@@ -1,0 +1,177 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { AccessGate } from "../../access/AccessGate.js";
+import type { Engine } from "../../core/Engine.js";
+import type { ModelInfo } from "../../core/ModelInfo.js";
+import { ServerError } from "../../core/ServerError.js";
+import { addAlias, deleteModel, removeAlias } from "../../models/modelsManifest.js";
+import {
+  fromChatRequest,
+  fromCopyRequest,
+  fromEmbedRequest,
+  fromGenerateRequest,
+  fromLegacyEmbeddingsRequest,
+  fromModelRequest,
+  type NativeGeneration,
+} from "../../protocols/ollama/fromNativeRequest.js";
+import { API_VERSION, toEmbedResponse, toListedModels, toRunningModel, toShowResponse } from "../../protocols/ollama/toModelResponses.js";
+import { NativeReplyStream, toNativeReply, type ReplyKind } from "../../protocols/ollama/toNativeReply.js";
+import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
+import { NdjsonWriter } from "../NdjsonWriter.js";
+import { engineOptions } from "../engineOptions.js";
+import { toServerError } from "../toServerError.js";
+
+export interface OllamaRouteOptions {
+  engine: Engine;
+  access?: AccessGate;
+  /** The models directory, where copy and delete change models.json and files. */
+  modelsDir: string;
+}
+
+/**
+ * The native API of local runtimes (Ollama's), under /api: generation (chat, generate, embed),
+ * the model listing and inspection endpoints, and aliases (copy) and deletion. The translation is
+ * in protocols/ollama; here are only HTTP and the engine calls.
+ */
+export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }: OllamaRouteOptions): void {
+  const config = { access: "caller" as const, errorShape: toOllamaError };
+
+  /** Model management is the operator's, through the CLI; tokens of the hosted profile may not. */
+  const management = (action: string) => {
+    if (access) {
+      throw new ServerError("forbidden", {
+        message: `Tokens may not ${action} models on this server: the operator manages models with the modelhost CLI.`,
+      });
+    }
+  };
+
+  const findOrThrow = async (name: string): Promise<ModelInfo> => {
+    const model = await engine.findModel(name);
+    if (!model) throw new ServerError("model_not_found", { model: name, param: "model" });
+    return model;
+  };
+
+  app.get("/api/version", { config }, async () => ({ version: API_VERSION }));
+
+  app.post("/api/chat", { config }, (request, reply) => generate("chat", fromChatRequest(request.body), request, reply));
+  app.post("/api/generate", { config }, (request, reply) => generate("generate", fromGenerateRequest(request.body), request, reply));
+
+  /** Runs a chat or generate request and answers with one object, or streams them as NDJSON. */
+  async function generate(kind: ReplyKind, generation: NativeGeneration, request: FastifyRequest, reply: FastifyReply) {
+    const started = performance.now();
+    const { chat, stream, keepAliveMs } = generation;
+    const context = { kind, model: chat.model, elapsedMs: () => performance.now() - started };
+    const replyStream = new NativeReplyStream(context);
+    const options = engineOptions(request, reply, access, chat.model, "chat", keepAliveMs);
+
+    // No messages (or prompt): load the model, or unload it with keep_alive 0. One object, streamed or not.
+    if (generation.loadOnly) {
+      if (keepAliveMs === 0) {
+        await engine.unload(chat.model);
+        return replyStream.loaded("unload");
+      }
+      await engine.load(chat.model, { signal: options.signal, keepAliveMs });
+      return replyStream.loaded("load");
+    }
+
+    const events = await engine.chat(chat, options);
+    if (!stream) return toNativeReply(context, events);
+
+    const ndjson = new NdjsonWriter(reply);
+    ndjson.start();
+    try {
+      for await (const event of events) {
+        for (const chunk of replyStream.push(event)) {
+          if (!(await ndjson.send(chunk))) return;
+        }
+      }
+    } catch (error) {
+      // The status is sent: the error travels as one last object, which clients raise.
+      if (!options.signal.aborted) {
+        request.log.error({ err: error }, `${kind} stream failed`);
+        await ndjson.send(toOllamaError(toServerError(error)));
+      }
+    } finally {
+      ndjson.end();
+    }
+  }
+
+  app.post("/api/embed", { config }, async (request, reply) => {
+    const started = performance.now();
+    const { embed, keepAliveMs } = fromEmbedRequest(request.body);
+    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveMs);
+    if (embed.inputs.length === 0) {
+      const { loadMs } = await engine.load(embed.model, options);
+      return toEmbedResponse(embed.model, { vectors: [], promptTokens: 0, loadMs }, performance.now() - started);
+    }
+    const result = await engine.embed(embed, options);
+    return toEmbedResponse(embed.model, result, performance.now() - started);
+  });
+
+  app.post("/api/embeddings", { config }, async (request, reply) => {
+    const { embed, keepAliveMs } = fromLegacyEmbeddingsRequest(request.body);
+    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveMs);
+    if (embed.inputs.length === 0) {
+      await engine.load(embed.model, options);
+      return { embedding: [] };
+    }
+    const { vectors } = await engine.embed(embed, options);
+    return { embedding: Array.from(vectors[0] ?? []) };
+  });
+
+  app.get("/api/tags", { config }, async () => {
+    const models = await engine.listModels();
+    // A file removed while it was being hashed is left out of this listing rather than failing it.
+    const listed = await Promise.all(models.map((model) => engine.modelDigest(model).then((digest) => toListedModels(model, digest), () => [])));
+    return { models: listed.flat() };
+  });
+
+  app.post("/api/show", { config }, async (request) => {
+    const { model } = fromModelRequest(request.body);
+    const description = await engine.describeModel(model);
+    if (!description) throw new ServerError("model_not_found", { model, param: "model" });
+    return toShowResponse(description);
+  });
+
+  app.get("/api/ps", { config }, async () => {
+    const running = await Promise.all(
+      engine.status().loaded.map(async (status) => {
+        const model = await engine.findModel(status.id);
+        return model ? [toRunningModel(status, model, await engine.modelDigest(model))] : [];
+      }),
+    );
+    return { models: running.flat() };
+  });
+
+  app.post("/api/copy", { config }, async (request, reply) => {
+    const { source, destination } = fromCopyRequest(request.body);
+    management("copy");
+    const model = await engine.findModel(source);
+    if (!model) throw new ServerError("model_not_found", { model: source, param: "source", message: `model "${source}" not found` });
+    await addAlias(modelsDir, model.path, destination);
+    return reply.status(200).send();
+  });
+
+  app.delete("/api/delete", { config }, async (request, reply) => {
+    const { model: name } = fromModelRequest(request.body);
+    management("delete");
+    const model = await findOrThrow(name);
+    // An alias goes alone; the model's own name takes its file, its other names and its aliases.
+    if (name !== model.id && (await removeAlias(modelsDir, name))) return reply.status(200).send();
+    await engine.unload(name);
+    await deleteModel(modelsDir, model.path);
+    return reply.status(200).send();
+  });
+
+  const notOffered = (action: "create" | "push") => async () => {
+    management(action);
+    throw new ServerError("not_implemented", {
+      message:
+        action === "create"
+          ? "modelhost does not create models from Modelfiles. Copy a .gguf file into the models directory (or run `modelhost pull hf.co/OWNER/REPO:QUANT`), and give it other names with /api/copy or the aliases of models.json."
+          : "modelhost does not push models to a registry.",
+    });
+  };
+  app.post("/api/create", { config }, notOffered("create"));
+  app.post("/api/push", { config }, notOffered("push"));
+  app.route({ method: ["HEAD", "POST"], url: "/api/blobs/:digest", config, handler: notOffered("create") });
+}

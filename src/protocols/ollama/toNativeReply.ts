@@ -1,0 +1,132 @@
+import type { ChatEvent, GenerationTimings, Usage } from "../../core/ChatEvent.js";
+import { ServerError } from "../../core/ServerError.js";
+import type { ChatResponse, DoneReason, GenerateResponse, Metrics, WireToolCall } from "./schemas.js";
+
+export type ReplyKind = "chat" | "generate";
+export type NativeChunk = ChatResponse | GenerateResponse;
+
+export interface ReplyContext {
+  kind: ReplyKind;
+  /** The model name as the caller sent it. */
+  model: string;
+  /** Milliseconds since the request arrived: the final object's total_duration. */
+  elapsedMs: () => number;
+  /** The wall clock, for created_at. */
+  now?: () => Date;
+}
+
+/** Durations on this API are integer nanoseconds; zero values are left out, as the reference server does. */
+export function toMetrics(usage: Usage, timings: GenerationTimings, totalMs: number): Metrics {
+  const entries: Array<[keyof Metrics, number]> = [
+    ["total_duration", nanoseconds(totalMs)],
+    ["load_duration", nanoseconds(timings.loadMs)],
+    ["prompt_eval_count", usage.promptTokens],
+    ["prompt_eval_duration", nanoseconds(timings.promptMs)],
+    ["eval_count", usage.completionTokens],
+    ["eval_duration", nanoseconds(timings.generationMs)],
+  ];
+  return Object.fromEntries(entries.filter(([, value]) => value > 0));
+}
+
+export function nanoseconds(ms: number): number {
+  return Math.round(ms * 1e6);
+}
+
+/**
+ * Turns the engine's events into the native stream's objects: one per piece of text, one per
+ * complete tool call (a call's arguments arrive whole, as a JSON object, never in fragments),
+ * and a last object with `done: true`, the reason and the metrics.
+ */
+export class NativeReplyStream {
+  readonly #context: ReplyContext;
+  /** Calls whose arguments are still arriving, by index. */
+  #pending = new Map<number, { id: string; name: string; arguments: string }>();
+
+  constructor(context: ReplyContext) {
+    this.#context = context;
+  }
+
+  push(event: ChatEvent): NativeChunk[] {
+    switch (event.type) {
+      case "text":
+        return [this.#chunk(event.text, false)];
+      case "tool_call_start": {
+        // Calls are generated one after another: a new one means the earlier ones are complete.
+        const complete = this.#flushCalls();
+        this.#pending.set(event.index, { id: event.id, name: event.name, arguments: "" });
+        return complete;
+      }
+      case "tool_call_arguments": {
+        const call = this.#pending.get(event.index);
+        if (call) call.arguments += event.text;
+        return [];
+      }
+      case "done":
+        return [
+          ...this.#flushCalls(),
+          {
+            ...this.#chunk("", true),
+            done_reason: event.finishReason === "length" ? "length" : "stop",
+            ...toMetrics(event.usage, event.timings, this.#context.elapsedMs()),
+          },
+        ];
+      default:
+        return event satisfies never;
+    }
+  }
+
+  /** The one object of a request that only loaded (or unloaded) the model. */
+  loaded(reason: Extract<DoneReason, "load" | "unload">): NativeChunk {
+    return { ...this.#chunk("", true), done_reason: reason };
+  }
+
+  #flushCalls(): NativeChunk[] {
+    if (this.#pending.size === 0) return [];
+    const calls: WireToolCall[] = [...this.#pending.entries()].map(([index, call]) => ({
+      id: call.id,
+      function: { index, name: call.name, arguments: parseArguments(call.arguments) },
+    }));
+    this.#pending.clear();
+    const chunk = this.#chunk("", false);
+    if ("message" in chunk) chunk.message.tool_calls = calls;
+    return [chunk];
+  }
+
+  #chunk(text: string, done: boolean): NativeChunk {
+    const { kind, model } = this.#context;
+    const created_at = (this.#context.now?.() ?? new Date()).toISOString();
+    return kind === "chat" ? { model, created_at, message: { role: "assistant", content: text }, done } : { model, created_at, response: text, done };
+  }
+}
+
+/**
+ * The reply of a `stream: false` request: the stream's objects merged as a client merges them,
+ * text concatenated and tool calls gathered, with the last object's reason and metrics.
+ */
+export async function toNativeReply(context: ReplyContext, events: AsyncIterable<ChatEvent>): Promise<NativeChunk> {
+  const stream = new NativeReplyStream(context);
+  let text = "";
+  const toolCalls: WireToolCall[] = [];
+  let last: NativeChunk | undefined;
+  for await (const event of events) {
+    for (const chunk of stream.push(event)) {
+      text += "message" in chunk ? chunk.message.content : chunk.response;
+      if ("message" in chunk) toolCalls.push(...(chunk.message.tool_calls ?? []));
+      if (chunk.done) last = chunk;
+    }
+  }
+  if (!last) throw new ServerError("internal_error", { message: "The generation ended without a result." });
+  if (!("message" in last)) return { ...last, response: text };
+  return { ...last, message: { role: "assistant", content: text, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) } };
+}
+
+/** Arguments are JSON by the call grammar; should a model's text not parse, it is passed on as the string it is. */
+function parseArguments(text: string): Record<string, unknown> | string {
+  try {
+    const value: unknown = JSON.parse(text === "" ? "{}" : text);
+    if (value !== null && typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // not JSON: passed on below
+  }
+  return text;
+}
