@@ -28,7 +28,8 @@ export class StreamingResponse {
       ...(reply.getHeaders() as OutgoingHttpHeaders),
       "content-type": this.#contentType,
       "cache-control": "no-cache",
-      connection: "keep-alive",
+      // No `connection` header: Node keeps HTTP/1.1 connections alive by itself, and closes them
+      // when the client sent `Connection: close`, which a forced `keep-alive` would override.
       // Tells nginx-style proxies not to buffer the stream.
       "x-accel-buffering": "no",
     });

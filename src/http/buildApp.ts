@@ -7,7 +7,6 @@ import { limitConnections, serverOptions, type ConnectionLimits } from "./connec
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { errorStatus } from "./errorStatus.js";
 import { authenticateCallers, errorShapeOf, requireAdmission, requireRouteAccess } from "./routePolicy.js";
-import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
 import { ollamaRoutes } from "./routes/ollamaRoutes.js";
 import { openaiRoutes } from "./routes/openaiRoutes.js";
@@ -67,8 +66,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   app.setNotFoundHandler((request, reply) => {
     const error = new ServerError("not_found", { message: `Unknown request URL: ${request.method} ${request.url}.` });
-    // An unknown URL under /api is answered in the native API's shape, as its clients read it.
-    return reply.status(404).send((request.url.startsWith("/api/") ? toOllamaError : errorShapeOf(request))(error));
+    return reply.status(404).send(errorShapeOf(request)(error));
   });
 
   // In the hosted profile the engine refuses any call without admission: fail closed.

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from "fastify";
 import type { AccessGate, Caller } from "../access/AccessGate.js";
 import type { ChatOptions, Engine } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
+import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
 import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
 
 /**
@@ -36,8 +37,10 @@ declare module "fastify" {
 /** The error shape of requests that match no route or do not declare one. */
 export const defaultErrorShape: ErrorShape = toOpenAIError;
 
+/** The matched route's error shape; for unmatched URLs, the native API's under /api/ (its clients read that), else the default. */
 export function errorShapeOf(request: FastifyRequest): ErrorShape {
-  return request.routeOptions.config.errorShape ?? defaultErrorShape;
+  // The target may be in absolute form (`http://host/api/…`).
+  return request.routeOptions.config.errorShape ?? (/^(?:[a-z][a-z0-9+.-]*:\/\/[^/]*)?\/api\//i.test(request.url) ? toOllamaError : defaultErrorShape);
 }
 
 /**

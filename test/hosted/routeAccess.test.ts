@@ -31,7 +31,11 @@ function routesOf(tree: string): Route[] {
     // Each level is indented by four characters of tree drawing, the first level included.
     const depth = [...(match[1] ?? "")].length / 4 - 1;
     prefixes.length = depth;
-    const full = (prefixes.at(-1) ?? "") + (depth === 0 || prefixes.at(-1)?.endsWith("/") ? "" : "/") + match[2];
+    // A static child continues its parent's label (`/api/embed` → `dings`); a wildcard or a
+    // parameter starts a segment of its own (`/v1/models` → `*`).
+    const label = match[2] ?? "";
+    const separator = depth === 0 || prefixes.at(-1)?.endsWith("/") || !/^[*:]/.test(label) ? "" : "/";
+    const full = (prefixes.at(-1) ?? "") + separator + label;
     prefixes.push(full);
     for (const method of match[3]?.split(", ") ?? []) if (method !== "HEAD") routes.push({ method, path: full });
   }
@@ -94,7 +98,12 @@ describe("hosted profile: route-level access policy", () => {
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
-  const body = (route: Route) => (route.method === "POST" ? JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "hi" }], input: "hi", max_tokens: 1 }) : undefined);
+  const body = (route: Route) =>
+    ["POST", "DELETE"].includes(route.method)
+      ? JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "hi" }], input: "hi", max_tokens: 1, options: { num_predict: 1 }, source: "tiny", destination: "copy" })
+      : undefined;
+  /** Model management on the native API: a token is authenticated, then refused (the operator's CLI manages models). */
+  const isManagement = (route: Route) => /^\/api\/(pull|push|create|copy|delete|blobs)\b/.test(route.path);
   const concrete = (route: Route) => route.path.replace(/\*$/, "tiny");
   const isPublic = (route: Route) => route.path === "/" || route.path === "/health" || route.method === "OPTIONS";
 
@@ -128,11 +137,14 @@ describe("hosted profile: route-level access policy", () => {
     expect(answered.length).toBeGreaterThan(100);
   });
 
-  it("answers 401 to tokenless requests for unknown URLs, in the OpenAI shape", async () => {
-    for (const target of ["/nope", "/v2/models", "http://any/api/tags", "/%zz"]) {
+  it("answers 401 to tokenless requests for unknown URLs, in the OpenAI shape (the native one under /api)", async () => {
+    for (const target of ["/nope", "/v2/models", "http://any/api/nope", "/%zz"]) {
       const response = await rawRequest(server.url, { target });
       expect([target, response.status]).toEqual([target, target === "/%zz" ? 400 : 401]);
-      if (response.status === 401) expect(JSON.parse(response.body).error.code).toBe("invalid_api_key");
+      if (response.status !== 401) continue;
+      const error = JSON.parse(response.body).error;
+      // The native API's clients read `{"error": "…"}`; everyone else gets OpenAI's object with its code.
+      expect(target.includes("/api/") ? error : error.code).toEqual(target.includes("/api/") ? expect.stringMatching(/API key/) : "invalid_api_key");
     }
   });
 
@@ -147,7 +159,7 @@ describe("hosted profile: route-level access policy", () => {
     for (const route of routes.filter((route) => !isPublic(route))) {
       for (const target of [concrete(route), `http://any${concrete(route)}`]) {
         const response = await rawRequest(server.url, { method: route.method, target, body: body(route), headers: [["Authorization", `Bearer ${token}`]] });
-        expect([route.method, target, response.status]).toEqual([route.method, target, 200]);
+        expect([route.method, target, response.status]).toEqual([route.method, target, isManagement(route) ? 403 : 200]);
       }
     }
   });

@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
+import { Ollama } from "ollama";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatEvent, ChatStream } from "../../src/core/ChatEvent.js";
 import type { Engine } from "../../src/core/Engine.js";
@@ -86,5 +87,22 @@ describe("errors after a stream started", () => {
     const text = await response.text();
     expect(text).not.toContain("/secret/path");
     expect(JSON.parse(text)).toMatchObject({ error: { type: "server_error", code: null } });
+  });
+
+  it("on the native API, end the NDJSON stream with an error object, which the ollama client raises", async () => {
+    const base = url.replace("/v1/chat/completions", "");
+    const response = await postJson(`${base}/api/chat`, request);
+    expect(response.status).toBe(200);
+    const lines = (await response.text()).trimEnd().split("\n").map((line) => JSON.parse(line) as unknown);
+    expect(lines).toEqual([
+      { model: "fake", created_at: expect.any(String), message: { role: "assistant", content: "partial" }, done: false },
+      { error: "The server had an error while processing your request." },
+    ]);
+    const ollama = new Ollama({ host: base });
+    await expect((async () => {
+      for await (const part of await ollama.chat({ ...request, stream: true })) void part;
+    })()).rejects.toThrow("The server had an error while processing your request.");
+    // Not streamed: a 500 with the native body, without internals.
+    await expect(ollama.chat(request)).rejects.toMatchObject({ status_code: 500, error: "The server had an error while processing your request." });
   });
 });
