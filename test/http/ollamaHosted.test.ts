@@ -67,6 +67,13 @@ describe("native API in the hosted profile", () => {
     expect(usage.data[0]).toMatchObject({ requests: 3, completion_tokens: 8 });
   });
 
+  it("leaves model residency to the operator: a token's keep_alive is ignored", async () => {
+    await ollama.chat({ model: "tiny", messages: [], keep_alive: 0 });
+    expect((await ollama.ps()).models.map((model) => model.name)).toEqual(["tiny:latest"]);
+    await ollama.generate({ model: "tiny", prompt: "hi", options: { num_predict: 1 }, keep_alive: 0 });
+    expect((await ollama.ps()).models.map((model) => model.name)).toEqual(["tiny:latest"]);
+  });
+
   it("refuses model management to tokens with 403", async () => {
     await expect(ollama.copy({ source: "tiny", destination: "other" })).rejects.toMatchObject({ status_code: 403, error: expect.stringMatching(/operator/) });
     await expect(ollama.delete({ model: "tiny" })).rejects.toMatchObject({ status_code: 403 });

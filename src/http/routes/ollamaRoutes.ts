@@ -44,6 +44,12 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     }
   };
 
+  /**
+   * A request's keep_alive, honoured locally. In the hosted profile residency is the operator's
+   * (--keep-alive): a token could otherwise pin models forever or unload those others are using.
+   */
+  const keepAliveOf = (requested: number | undefined) => (access ? undefined : requested);
+
   const findOrThrow = async (name: string): Promise<ModelInfo> => {
     const model = await engine.findModel(name);
     if (!model) throw new ServerError("model_not_found", { model: name, param: "model" });
@@ -58,7 +64,8 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
   /** Runs a chat or generate request and answers with one object, or streams them as NDJSON. */
   async function generate(kind: ReplyKind, generation: NativeGeneration, request: FastifyRequest, reply: FastifyReply) {
     const started = performance.now();
-    const { chat, stream, keepAliveMs } = generation;
+    const { chat, stream } = generation;
+    const keepAliveMs = keepAliveOf(generation.keepAliveMs);
     const context = { kind, model: chat.model, elapsedMs: () => performance.now() - started };
     const replyStream = new NativeReplyStream(context);
     const options = engineOptions(request, reply, access, chat.model, "chat", keepAliveMs);
@@ -98,7 +105,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
   app.post("/api/embed", { config }, async (request, reply) => {
     const started = performance.now();
     const { embed, keepAliveMs } = fromEmbedRequest(request.body);
-    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveMs);
+    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
     if (embed.inputs.length === 0) {
       const { loadMs } = await engine.load(embed.model, options);
       return toEmbedResponse(embed.model, { vectors: [], promptTokens: 0, loadMs }, performance.now() - started);
@@ -109,7 +116,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
 
   app.post("/api/embeddings", { config }, async (request, reply) => {
     const { embed, keepAliveMs } = fromLegacyEmbeddingsRequest(request.body);
-    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveMs);
+    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
     if (embed.inputs.length === 0) {
       await engine.load(embed.model, options);
       return { embedding: [] };
