@@ -106,6 +106,22 @@ describe("native API (/api) with the ollama client", () => {
     expectFinalObject(objects.at(-1), 8);
   });
 
+  it("frees the model's slot when a client leaves a stream", async () => {
+    const controller = new AbortController();
+    const response = await postJson(`${server.url}/api/chat`, { model: "tiny:1b", messages, options: { num_predict: 2000 } }, { signal: controller.signal });
+    const reader = response.body?.getReader();
+    expect((await reader?.read())?.done).toBe(false);
+    controller.abort();
+    // Within a bounded number of polls the model reports no request decoding or waiting.
+    let busy = true;
+    for (let poll = 0; poll < 100 && busy; poll++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ id: string; active: number; queued: number }> };
+      busy = health.loaded.some((model) => model.id === "tiny:1b" && model.active + model.queued > 0);
+    }
+    expect(busy).toBe(false);
+  });
+
   it("resolves name:tag, with :latest implied", async () => {
     for (const model of ["tiny:1b", "embed-tiny", "embed-tiny:latest"]) {
       const reply = await ollama.embed({ model, input: "x" });

@@ -125,10 +125,20 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return { embedding: Array.from(vectors[0] ?? []) };
   });
 
-  app.get("/api/tags", { config }, async () => {
+  app.get("/api/tags", { config }, async (request) => {
     const models = await engine.listModels();
-    // A file removed while it was being hashed is left out of this listing rather than failing it.
-    const listed = await Promise.all(models.map((model) => engine.modelDigest(model).then((digest) => toListedModels(model, digest), () => [])));
+    const listed = await Promise.all(
+      models.map((model) =>
+        engine.modelDigest(model).then(
+          (digest) => toListedModels(model, digest),
+          (error: unknown) => {
+            // A file removed while it was being hashed is left out of this listing rather than failing it.
+            request.log.warn({ err: error, model: model.id }, "model left out of /api/tags: its file could not be hashed");
+            return [];
+          },
+        ),
+      ),
+    );
     return { models: listed.flat() };
   });
 
