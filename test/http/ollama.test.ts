@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { access } from "node:fs/promises";
 import path from "node:path";
 import { Ajv } from "ajv";
@@ -283,6 +284,7 @@ describe("native API (/api) with the ollama client", () => {
     await expect(ollama.copy({ source: "nope", destination: "x" })).rejects.toMatchObject({ status_code: 404, error: 'model "nope" not found' });
 
     await ollama.delete({ model: "my-embedder:v1" });
+    await expect(ollama.embed({ model: "my-embedder:v1", input: "x" })).rejects.toMatchObject({ status_code: 404 });
     const names = (await ollama.list()).models.map((model) => model.name);
     expect(names).not.toContain("my-embedder:v1");
     expect(names).toContain("embed-tiny:latest");
@@ -322,5 +324,33 @@ describe("native API (/api) with the ollama client", () => {
     const unknown = await fetch(`${server.url}/api/nothing`);
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual({ error: expect.stringMatching(/Unknown request URL/) });
+  });
+});
+
+// A GGUF this project did not write, with the SHA-256 its provider publishes (../shared/models/README.md).
+const sharedModel = path.resolve(import.meta.dirname, "../../../shared/models/llama-2-tiny-random.gguf");
+
+describe.skipIf(!existsSync(sharedModel))("native API on a third-party GGUF (llama-2-tiny-random)", () => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startTestServer({ models: { "llama-2-tiny-random": sharedModel } });
+  });
+  afterAll(() => server?.close());
+
+  it("lists the file's published SHA-256 as its digest, and its GGUF details", async () => {
+    const ollama = new Ollama({ host: server.url });
+    const [model] = (await ollama.list()).models;
+    expect(model).toMatchObject({
+      name: "llama-2-tiny-random:latest",
+      size: 1_750_560,
+      digest: "81f226c62d28ed4a1a9b9fa080fcd9f0cc40e0f9d5680036583ff98fbcd035cb",
+      details: { family: "llama", quantization_level: "F16", parameter_size: "513K" },
+    });
+    const shown = await ollama.show({ model: "llama-2-tiny-random" });
+    expect(shown.template).toBe("");
+    expect((shown.model_info as unknown as Record<string, unknown>)["general.name"]).toBe("LLaMA v2");
+    const reply = await ollama.generate({ model: "llama-2-tiny-random", prompt: "Hello", options: { num_predict: 4 } });
+    expect(reply.eval_count).toBe(4);
   });
 });

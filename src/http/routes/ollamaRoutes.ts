@@ -50,6 +50,12 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
    */
   const keepAliveOf = (requested: number | undefined) => (access ? undefined : requested);
 
+  /**
+   * Name lookups may answer from a scan of the models directory up to a second old; listing scans
+   * afresh, so a name just copied or deleted resolves (or not) from the next request on.
+   */
+  const refreshNames = async () => void (await engine.listModels());
+
   const findOrThrow = async (name: string): Promise<ModelInfo> => {
     const model = await engine.findModel(name);
     if (!model) throw new ServerError("model_not_found", { model: name, param: "model" });
@@ -165,6 +171,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     const model = await engine.findModel(source);
     if (!model) throw new ServerError("model_not_found", { model: source, param: "source", message: `model "${source}" not found` });
     await addAlias(modelsDir, model.path, destination);
+    await refreshNames();
     return reply.status(200).send();
   });
 
@@ -173,9 +180,13 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     management("delete");
     const model = await findOrThrow(name);
     // An alias goes alone; the model's own name takes its file, its other names and its aliases.
-    if (name !== model.id && (await removeAlias(modelsDir, name))) return reply.status(200).send();
+    if (name !== model.id && (await removeAlias(modelsDir, name))) {
+      await refreshNames();
+      return reply.status(200).send();
+    }
     await engine.unload(name);
     await deleteModel(modelsDir, model.path);
+    await refreshNames();
     return reply.status(200).send();
   });
 
