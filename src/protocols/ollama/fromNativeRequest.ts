@@ -1,3 +1,4 @@
+import type { z } from "zod";
 import type { ChatMessage, ChatRequest, ResponseFormat, SamplingOptions, ToolCall, ToolDefinition } from "../../core/ChatRequest.js";
 import type { EmbedRequest } from "../../core/EmbedRequest.js";
 import { ServerError } from "../../core/ServerError.js";
@@ -14,8 +15,8 @@ import {
   type WireChatMessage,
   type WireFormat,
   type WireOptions,
+  type WireTool,
 } from "./schemas.js";
-import type { z } from "zod";
 
 /** A chat or generate request as the engine runs it, with what the route does around it. */
 export interface NativeGeneration {
@@ -170,7 +171,7 @@ function toResponseFormat(format: WireFormat): ResponseFormat {
   return { type: "json_schema", name: "format", schema: format };
 }
 
-function toTool({ function: fn }: { function: { name: string; description?: string | null; parameters?: Record<string, unknown> | null } }, i: number): ToolDefinition {
+function toTool({ function: fn }: WireTool, i: number): ToolDefinition {
   const parameters = fn.parameters ?? { type: "object", properties: {} };
   if (parameters.type !== "object") {
     throw new ServerError("invalid_request", {

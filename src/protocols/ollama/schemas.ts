@@ -139,6 +139,7 @@ export const copyRequestSchema = z.object({
 export type ChatRequestBody = z.infer<typeof chatRequestSchema>;
 export type GenerateRequestBody = z.infer<typeof generateRequestSchema>;
 export type WireChatMessage = z.infer<typeof chatMessageSchema>;
+export type WireTool = z.infer<typeof toolSchema>;
 export type WireOptions = z.infer<typeof optionsSchema>;
 export type WireFormat = ChatRequestBody["format"];
 
