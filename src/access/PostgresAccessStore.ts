@@ -1,8 +1,8 @@
 import pg from "pg";
 import type { Pool, PoolClient } from "pg";
+import { randomBase62 } from "../core/randomBase62.js";
 import { AccessError } from "./AccessStore.js";
 import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
-import { randomBase62 } from "./tokenFormat.js";
 import { accountNotFound, singleToken, tokenNotFound } from "./storeErrors.js";
 
 /**
@@ -324,8 +324,6 @@ async function schemaVersion(client: PoolClient): Promise<number> {
 function isViolation(error: unknown, code: string, constraint: string): boolean {
   return error instanceof pg.DatabaseError && error.code === code && error.constraint === constraint;
 }
-
-
 
 function toNumber(value: BigintText | null): number | null {
   return value === null ? null : Number(value);

@@ -2,9 +2,9 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
+import { randomBase62 } from "../core/randomBase62.js";
 import { AccessError } from "./AccessStore.js";
 import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
-import { randomBase62 } from "./tokenFormat.js";
 import { migrateSqlite } from "./migrateSqlite.js";
 import { accountNotFound, singleToken, tokenNotFound } from "./storeErrors.js";
 
@@ -300,12 +300,9 @@ function configure(db: Connection): void {
   db.pragma("foreign_keys = ON");
 }
 
-
 function isConstraintError(error: unknown, code: string): boolean {
   return error instanceof Database.SqliteError && error.code === code;
 }
-
-
 
 function toAccount(row: AccountRow): Account {
   return { id: row.id, name: row.name, tier: row.tier, disabled: row.disabled === 1, createdAt: row.created_at };

@@ -1,5 +1,6 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, timingSafeEqual } from "node:crypto";
 import zlib from "node:zlib";
+import { BASE62_ALPHABET, randomBase62 } from "../core/randomBase62.js";
 
 /**
  * Personal access tokens in the style of GitHub's: `mh_`, 32 random base62 characters, then a
@@ -9,15 +10,12 @@ import zlib from "node:zlib";
  */
 export const TOKEN_PREFIX = "mh_";
 
-const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 /** 32 × log2(62) ≈ 190 bits of randomness. */
 const RANDOM_LENGTH = 32;
 /** 62^6 ≈ 5.7e10 > 2^32, so six characters hold any CRC32. */
 const CHECKSUM_LENGTH = 6;
 /** What a listing shows: `mh_` and 7 random characters, enough to tell tokens apart. */
 const DISPLAY_PREFIX_LENGTH = 10;
-/** The largest multiple of 62 that fits in a byte: bytes at or above it are redrawn, so `byte % 62` is uniform. */
-const UNBIASED_BYTE_LIMIT = 62 * 4;
 
 const TOKEN_SHAPE = new RegExp(`^${TOKEN_PREFIX}[0-9A-Za-z]{${RANDOM_LENGTH + CHECKSUM_LENGTH}}$`);
 const HEX_SHA256 = /^[0-9a-f]{64}$/i;
@@ -58,20 +56,6 @@ export function tokensEqual(hashA: string, hashB: string): boolean {
   return timingSafeEqual(Buffer.from(hashA, "hex"), Buffer.from(hashB, "hex"));
 }
 
-/** `length` characters drawn uniformly from the base62 alphabet by rejection sampling random bytes. */
-export function randomBase62(length: number): string {
-  let text = "";
-  while (text.length < length) {
-    // Draw a little more than needed: about 3% of bytes are rejected.
-    for (const byte of randomBytes(length - text.length + 8)) {
-      if (byte >= UNBIASED_BYTE_LIMIT) continue;
-      text += ALPHABET.charAt(byte % 62);
-      if (text.length === length) break;
-    }
-  }
-  return text;
-}
-
 function checksumOf(random: string): string {
   return toBase62(crc32(Buffer.from(random, "ascii"))).padStart(CHECKSUM_LENGTH, "0");
 }
@@ -79,7 +63,7 @@ function checksumOf(random: string): string {
 function toBase62(value: number): string {
   let text = "";
   do {
-    text = ALPHABET.charAt(value % 62) + text;
+    text = BASE62_ALPHABET.charAt(value % 62) + text;
     value = Math.floor(value / 62);
   } while (value > 0);
   return text;

@@ -5,8 +5,6 @@ export type ChatMessage =
   | { role: "assistant"; content: string; toolCalls?: ToolCall[] }
   | { role: "tool"; content: string; toolCallId: string };
 
-export type ChatRole = ChatMessage["role"];
-
 export interface ToolCall {
   id: string;
   name: string;

@@ -3,7 +3,7 @@ import type { ChatStream } from "./ChatEvent.js";
 import type { EmbedRequest, EmbedResult } from "./EmbedRequest.js";
 import type { EngineStatus, ModelDescription, ModelInfo } from "./ModelInfo.js";
 
-export interface ChatOptions {
+export interface RequestOptions {
   /** Aborting it stops generation at once and frees the request's sequence (or its place in the queue). */
   signal: AbortSignal;
   /**
@@ -21,7 +21,7 @@ export interface ChatOptions {
 
 export interface LoadOptions {
   signal: AbortSignal;
-  /** As in ChatOptions: how long the model then stays loaded while idle. */
+  /** As in RequestOptions: how long the model then stays loaded while idle. */
   keepAliveMs?: number;
 }
 
@@ -49,9 +49,9 @@ export interface Engine {
    * evaluated-ready, so errors that need a status code (unknown model, queue full, prompt too long)
    * reject this promise instead of surfacing mid-stream.
    */
-  chat(request: ChatRequest, options: ChatOptions): Promise<ChatStream>;
+  chat(request: ChatRequest, options: RequestOptions): Promise<ChatStream>;
   /** Embeds every input of the request; requests to one model take turns on its embedding context. */
-  embed(request: EmbedRequest, options: ChatOptions): Promise<EmbedResult>;
+  embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult>;
   /** Loads a model if it is not resident and sets its keep-alive; resolves with the ms loading took (0 if resident). */
   load(name: string, options: LoadOptions): Promise<{ model: ModelInfo; loadMs: number }>;
   /** Unloads a model now if idle, else as soon as its last request ends; unknown names are model_not_found. */

@@ -1,9 +1,9 @@
 import type { LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
 import type { EmbedInput, EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
-import type { AdmissionTicket, ChatOptions } from "../core/Engine.js";
+import type { AdmissionTicket, RequestOptions } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
 import { checkTokenIds } from "./checkTokenIds.js";
-import { SequencePool } from "./SequencePool.js";
+import { SlotPool } from "./SlotPool.js";
 
 export interface EmbeddingOptions {
   /** Tokens per input, special tokens included; capped at the model's trained length by the caller. */
@@ -21,8 +21,8 @@ export class EmbeddingRunner {
   readonly #model: LlamaModel;
   readonly #options: EmbeddingOptions;
   readonly contextSize: number;
-  #embedding: Promise<SequencePool<LlamaEmbeddingContext>> | undefined;
-  #embeddingPool: SequencePool<LlamaEmbeddingContext> | undefined;
+  #embedding: Promise<SlotPool<LlamaEmbeddingContext>> | undefined;
+  #embeddingPool: SlotPool<LlamaEmbeddingContext> | undefined;
   #embeddingLoads = 0;
   #onActivity: () => void = () => {};
 
@@ -53,7 +53,7 @@ export class EmbeddingRunner {
   }
 
   /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
-  async embed(request: EmbedRequest, { signal, admit }: ChatOptions): Promise<Omit<EmbedResult, "loadMs">> {
+  async embed(request: EmbedRequest, { signal, admit }: RequestOptions): Promise<Omit<EmbedResult, "loadMs">> {
     const size = this.#model.embeddingVectorSize;
     if (request.dimensions !== undefined && request.dimensions > size) {
       throw new ServerError("invalid_request", {
@@ -106,7 +106,7 @@ export class EmbeddingRunner {
     return tokens.slice(0, Math.max(0, tokens.length - (length - (this.contextSize - 1))));
   }
 
-  #embeddingContexts(): Promise<SequencePool<LlamaEmbeddingContext>> {
+  #embeddingContexts(): Promise<SlotPool<LlamaEmbeddingContext>> {
     this.#embedding ??= (async () => {
       this.#embeddingLoads++;
       try {
@@ -116,7 +116,7 @@ export class EmbeddingRunner {
           batchSize: this.contextSize,
           threads: this.#options.threads,
         });
-        const pool = new SequencePool([context], this.#options.maxQueue);
+        const pool = new SlotPool([context], this.#options.maxQueue);
         pool.onChange = () => this.#onActivity();
         this.#embeddingPool = pool;
         return pool;

@@ -2,7 +2,7 @@ import type { Llama } from "node-llama-cpp";
 import type { ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
-import type { ChatOptions, Engine, LoadOptions } from "../core/Engine.js";
+import type { Engine, LoadOptions, RequestOptions } from "../core/Engine.js";
 import type { EngineStatus, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
 import { FileDigests } from "./FileDigests.js";
@@ -62,7 +62,7 @@ export class LlamaEngine implements Engine {
     return this.#registry.find(name);
   }
 
-  async chat(request: ChatRequest, options: ChatOptions): Promise<ChatStream> {
+  async chat(request: ChatRequest, options: RequestOptions): Promise<ChatStream> {
     const info = await this.#find(request.model);
     if (!info.capabilities.includes("chat")) {
       throw new ServerError("invalid_request", {
@@ -74,7 +74,7 @@ export class LlamaEngine implements Engine {
     return model.chat(request, options, loadMs);
   }
 
-  async embed(request: EmbedRequest, options: ChatOptions): Promise<EmbedResult> {
+  async embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult> {
     const info = await this.#find(request.model);
     const { model, loadMs } = await this.#acquire(info, options);
     return { ...(await model.embed(request, options)), loadMs };

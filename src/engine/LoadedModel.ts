@@ -2,7 +2,7 @@ import { LlamaGrammar, type Llama, type LlamaContext, type LlamaContextSequence,
 import type { ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
-import type { ChatOptions } from "../core/Engine.js";
+import type { RequestOptions } from "../core/Engine.js";
 import type { LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
 import { ServerError } from "../core/ServerError.js";
 import { ChatPromptRenderer } from "./ChatPromptRenderer.js";
@@ -10,7 +10,7 @@ import { checkTokenIds } from "./checkTokenIds.js";
 import { DecodeBarrier } from "./DecodeBarrier.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
-import { SequencePool } from "./SequencePool.js";
+import { SlotPool } from "./SlotPool.js";
 import { streamCompletion } from "./streamCompletion.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 
@@ -24,7 +24,6 @@ export interface ModelRuntimeOptions {
   maxQueue: number;
 }
 
-
 /**
  * One model resident in memory: its weights, one context whose sequences decode together in
  * batches, a FIFO queue for requests beyond those sequences, its chat template, and its
@@ -34,7 +33,7 @@ export class LoadedModel {
   readonly info: ModelInfo;
   readonly contextSize: number;
   readonly #model: LlamaModel;
-  readonly #pool: SequencePool<LlamaContextSequence>;
+  readonly #pool: SlotPool<LlamaContextSequence>;
   readonly #prompts: ChatPromptRenderer;
   readonly #embeddings: EmbeddingRunner;
   readonly #options: ModelRuntimeOptions;
@@ -49,7 +48,7 @@ export class LoadedModel {
     this.#options = options;
     this.contextSize = context?.contextSize ?? Math.min(options.contextSize, model.trainContextSize);
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
-    this.#pool = new SequencePool(sequences, options.maxQueue);
+    this.#pool = new SlotPool(sequences, options.maxQueue);
     this.#prompts = new ChatPromptRenderer(model);
     this.#embeddings = new EmbeddingRunner(model, { contextSize: this.contextSize, threads: options.threads, maxQueue: options.maxQueue });
   }
@@ -110,12 +109,12 @@ export class LoadedModel {
   }
 
   /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
-  embed(request: EmbedRequest, options: ChatOptions): Promise<Omit<EmbedResult, "loadMs">> {
+  embed(request: EmbedRequest, options: RequestOptions): Promise<Omit<EmbedResult, "loadMs">> {
     return this.#embeddings.embed(request, options);
   }
 
   /** `loadMs`: how long this request waited for the model to load, reported in the final timings. */
-  async chat(request: ChatRequest, { signal, admit }: ChatOptions, loadMs = 0): Promise<ChatStream> {
+  async chat(request: ChatRequest, { signal, admit }: RequestOptions, loadMs = 0): Promise<ChatStream> {
     checkTokenIds(this.#model, request.sampling.logitBias.keys(), "logit_bias");
     // tool_choice "none" renders no tools: the model is not told of functions it may not call. A
     // prompt given as is has no template to show them in.

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import {
   LlamaGrammarEvaluationState,
   TokenBias,
@@ -10,6 +9,7 @@ import {
 } from "node-llama-cpp";
 import type { ChatEvent, FinishReason } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
+import { randomBase62 } from "../core/randomBase62.js";
 import type { DecodeBarrier } from "./DecodeBarrier.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
@@ -210,13 +210,9 @@ async function evaluatePromptInChunks(job: CompletionJob, context: Token[]): Pro
   signal.throwIfAborted();
 }
 
-const ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
 /** `call_` and 24 random base62 characters, as OpenAI's tool call ids look. */
 function newCallId(): string {
-  let id = "call_";
-  for (const byte of randomBytes(24)) id += ID_ALPHABET[byte % ID_ALPHABET.length];
-  return id;
+  return `call_${randomBase62(24)}`;
 }
 
 function samplerOptions(model: LlamaModel, sampling: SamplingOptions, generated: Token[]): SequenceEvaluateOptions {

@@ -9,15 +9,10 @@ import type { FastifyReply } from "fastify";
 export class StreamingResponse {
   readonly #reply: FastifyReply;
   readonly #contentType: string;
-  #open = false;
 
   constructor(reply: FastifyReply, contentType: string) {
     this.#reply = reply;
     this.#contentType = contentType;
-  }
-
-  get started(): boolean {
-    return this.#open;
   }
 
   /** Sends the status line and headers, including those hooks set on the reply (CORS, limits). */
@@ -33,7 +28,6 @@ export class StreamingResponse {
       // Tells nginx-style proxies not to buffer the stream.
       "x-accel-buffering": "no",
     });
-    this.#open = true;
   }
 
   end(): void {

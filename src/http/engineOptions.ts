@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { AccessGate } from "../access/AccessGate.js";
 import type { Endpoint } from "../access/tiers.js";
-import type { ChatOptions } from "../core/Engine.js";
+import type { RequestOptions } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
 import { abortSignalOf } from "./abortSignalOf.js";
 import { setRateLimitHeaders } from "./rateLimitHeaders.js";
@@ -18,9 +18,9 @@ export function engineOptions(
   model: string,
   endpoint: Endpoint,
   keepAliveMs?: number,
-): ChatOptions {
+): RequestOptions {
   const signal = abortSignalOf(reply);
-  const base: ChatOptions = keepAliveMs === undefined ? { signal } : { signal, keepAliveMs };
+  const base: RequestOptions = keepAliveMs === undefined ? { signal } : { signal, keepAliveMs };
   if (!access) return base;
   const caller = request.caller;
   if (!caller) throw new ServerError("internal_error", { cause: new Error(`Hosted profile: ${request.method} ${request.url} reached the engine without a caller.`) });

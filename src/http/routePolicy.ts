@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest, RouteOptions } from "fastify";
 import type { AccessGate, Caller } from "../access/AccessGate.js";
-import type { ChatOptions, Engine } from "../core/Engine.js";
+import type { Engine, RequestOptions } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
 import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
 import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
@@ -98,7 +98,7 @@ function singleAuthorization(request: FastifyRequest): string | undefined {
  * rather than served for free.
  */
 export function requireAdmission(engine: Engine): Engine {
-  const admitted = (options: ChatOptions): ChatOptions => {
+  const admitted = (options: RequestOptions): RequestOptions => {
     if (!options.admit) throw new ServerError("internal_error", { cause: new Error("Hosted profile: an engine call reached the engine without admission.") });
     return options;
   };

@@ -1,8 +1,8 @@
-import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
 import type { ChatStream } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
+import { randomBase62 } from "../../core/randomBase62.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
 import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingRequest.js";
@@ -15,14 +15,9 @@ import { engineOptions } from "../engineOptions.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
 
-const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-
 /** `chatcmpl-` and 29 random base62 characters, the shape OpenAI's ids have. */
 function newCompletionId(): string {
-  const bytes = randomBytes(29);
-  let id = "chatcmpl-";
-  for (const byte of bytes) id += ALPHABET[byte % ALPHABET.length];
-  return id;
+  return `chatcmpl-${randomBase62(29)}`;
 }
 
 export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {

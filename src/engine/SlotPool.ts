@@ -8,10 +8,11 @@ interface Waiter<T> {
 }
 
 /**
- * A fixed set of decoding slots (one llama.cpp context sequence each) handed out first come, first
- * served. At most `maxQueue` requests wait; a waiter whose client leaves is dropped at once.
+ * A fixed set of slots handed out first come, first served: a model's chat context sequences, or
+ * its embedding context. At most `maxQueue` requests wait; a waiter whose client leaves is dropped
+ * at once.
  */
-export class SequencePool<T> {
+export class SlotPool<T> {
   readonly #free: T[];
   readonly #queue: Waiter<T>[] = [];
   readonly #maxQueue: number;

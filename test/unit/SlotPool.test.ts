@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { ServerError } from "../../src/core/ServerError.js";
-import { SequencePool } from "../../src/engine/SequencePool.js";
+import { SlotPool } from "../../src/engine/SlotPool.js";
 
-describe("SequencePool", () => {
+describe("SlotPool", () => {
   it("hands out free items, then queues first come first served", async () => {
-    const pool = new SequencePool(["a"], 2);
+    const pool = new SlotPool(["a"], 2);
     const signal = new AbortController().signal;
     const first = await pool.acquire(signal);
     const order: string[] = [];
@@ -19,7 +19,7 @@ describe("SequencePool", () => {
   });
 
   it("refuses with a retryable overload error when the queue is full", async () => {
-    const pool = new SequencePool(["a"], 1);
+    const pool = new SlotPool(["a"], 1);
     const signal = new AbortController().signal;
     await pool.acquire(signal);
     void pool.acquire(signal);
@@ -30,7 +30,7 @@ describe("SequencePool", () => {
   });
 
   it("drops a waiter whose client left, so it never takes an item", async () => {
-    const pool = new SequencePool(["a"], 4);
+    const pool = new SlotPool(["a"], 4);
     const held = await pool.acquire(new AbortController().signal);
     const leaving = new AbortController();
     const abandoned = pool.acquire(leaving.signal);
@@ -44,7 +44,7 @@ describe("SequencePool", () => {
   });
 
   it("reports idle only with nothing active or queued", async () => {
-    const pool = new SequencePool(["a", "b"], 4);
+    const pool = new SlotPool(["a", "b"], 4);
     expect(pool.idle).toBe(true);
     const item = await pool.acquire(new AbortController().signal);
     expect(pool.idle).toBe(false);
