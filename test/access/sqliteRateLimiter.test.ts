@@ -1,0 +1,153 @@
+import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { LimitPolicy, RateLimiter } from "../../src/access/RateLimiter.js";
+import { SqliteRateLimiter } from "../../src/access/SqliteRateLimiter.js";
+import { admitted, describeRateLimiterContract, sleep, type Backend } from "../support/rateLimiterContract.js";
+
+/**
+ * SQLite with the default minute on an injected clock, which starts 36 s into a minute: a fixed
+ * per-minute window would begin anew 24 s later.
+ */
+async function sqliteBackend(start = Date.UTC(2030, 0, 1, 12, 0, 36)): Promise<Backend> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-limiter-"));
+  let clock = start;
+  const limiters: RateLimiter[] = [];
+  return {
+    minuteMs: 60_000,
+    reservationTtlMs: 3_600_000,
+    async open() {
+      const limiter = SqliteRateLimiter.open(path.join(dir, "modelhost.db"), { now: () => clock });
+      limiters.push(limiter);
+      return limiter;
+    },
+    now: () => clock,
+    async advance(ms) {
+      clock += ms;
+    },
+    async close() {
+      await Promise.all(limiters.map((limiter) => limiter.close()));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describeRateLimiterContract("SQLite", () => sqliteBackend());
+
+describe("SQLite rate limiter across a UTC midnight", () => {
+  let backend: Backend;
+  beforeEach(async () => {
+    backend = await sqliteBackend(Date.UTC(2030, 0, 1, 23, 59, 59, 500));
+  });
+  afterEach(async () => {
+    await backend.close();
+  });
+
+  it("starts a new day's budget at midnight, and settles yesterday's reservation against yesterday", async () => {
+    const limiter = await backend.open();
+    const policy = { tokensPerDay: 10_000 };
+    const yesterdays = admitted(await limiter.admit("k", policy, 10_000));
+    expect(await limiter.admit("k", policy, 1)).toMatchObject({ allowed: false, limit: "tokens_per_day", retryAfterSeconds: 1 });
+
+    await backend.advance(1_000);
+    const todays = await limiter.admit("k", policy, 10_000);
+    expect(todays).toMatchObject({ allowed: true, state: { tokens: { remaining: 0, resetSeconds: 86_399.5 } } });
+
+    await limiter.settle(yesterdays, 0);
+    expect((await limiter.peek("k", policy)).tokens?.remaining).toBe(0);
+  });
+});
+
+describe("SQLite rate limiter shared by two processes", () => {
+  let dir: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-limiter-"));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("admits exactly the limit when two processes admit into one file at once", async () => {
+    // Every key crosses its limit once per test, and only there could a race overshoot it: many keys, many chances.
+    const file = path.join(dir, "modelhost.db");
+    const limiter = SqliteRateLimiter.open(file);
+    try {
+      const child = await childAdmitter(file);
+      // The start leaves the child time to read its orders, even on a loaded machine.
+      const run: Race = { keys: 500, attempts: 5_000, policy: { requestsPerMinute: 3 }, startAt: Date.now() + 200 };
+      const childAllowed = child.race(run);
+      const allowed = await raceThroughKeys(limiter, run);
+
+      // Both got a share: their admits really interleaved, each waiting for the other's lock.
+      expect(allowed).toBeGreaterThan(0);
+      expect(await childAllowed).toBeGreaterThan(0);
+      expect(allowed + (await childAllowed)).toBe(run.keys * 3);
+    } finally {
+      await limiter.close();
+    }
+  });
+});
+
+/**
+ * `attempts` admits round-robin over `keys` keys, one at a time, from `startAt` (ms since the
+ * epoch): both processes start together and walk the keys in the same order, so they meet on each.
+ */
+interface Race {
+  keys: number;
+  attempts: number;
+  policy: LimitPolicy;
+  startAt: number;
+}
+
+async function raceThroughKeys(limiter: RateLimiter, { keys, attempts, policy, startAt }: Race): Promise<number> {
+  await sleep(startAt - Date.now());
+  let allowed = 0;
+  for (let i = 0; i < attempts; i++) {
+    if ((await limiter.admit(`shared-${i % keys}`, policy, 1)).allowed) allowed++;
+    await new Promise(setImmediate);
+  }
+  return allowed;
+}
+
+/**
+ * Another Node process with a limiter on the same file. It opens the file first (tsx takes a
+ * moment to start), then `race` sends it the race, which it runs contending with this process for
+ * the file's lock, and resolves with how many it was allowed.
+ */
+async function childAdmitter(file: string): Promise<{ race(run: Race): Promise<number> }> {
+  const limiterModule = new URL("../../src/access/SqliteRateLimiter.ts", import.meta.url).href;
+  const script = `
+    import { once } from "node:events";
+    import { SqliteRateLimiter } from ${JSON.stringify(limiterModule)};
+    const limiter = SqliteRateLimiter.open(${JSON.stringify(file)});
+    console.log("ready");
+    const [line] = await once(process.stdin, "data");
+    // raceThroughKeys, in the child.
+    const { keys, attempts, policy, startAt } = JSON.parse(String(line));
+    await new Promise((resolve) => setTimeout(resolve, startAt - Date.now()));
+    let allowed = 0;
+    for (let i = 0; i < attempts; i++) {
+      if ((await limiter.admit(\`shared-\${i % keys}\`, policy, 1)).allowed) allowed++;
+      await new Promise(setImmediate);
+    }
+    await limiter.close();
+    console.log(allowed);
+    process.exit(0);`;
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "--eval", script], { stdio: ["pipe", "pipe", "inherit"] });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolve, reject) => {
+    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`child exited with ${code}: ${output}`))));
+  });
+  const ready = new Promise<void>((resolve) => child.stdout.on("data", () => output.startsWith("ready\n") && resolve()));
+  await Promise.race([ready, exited]);
+  return {
+    async race(run) {
+      child.stdin.write(`${JSON.stringify(run)}\n`);
+      await exited;
+      return Number(output.trim().split("\n")[1]);
+    },
+  };
+}
