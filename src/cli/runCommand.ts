@@ -77,6 +77,12 @@ async function answerOnce(client: ServerClient, model: string, prompt: string): 
   }
 }
 
+/**
+ * Control characters other than newline and tab, which a model may emit (a random-weights model
+ * does): written raw, an escape sequence could reconfigure the user's terminal.
+ */
+const controlCharacters = /[\x00-\x08\x0b-\x1f\x7f\x9b]/g;
+
 /** Streams one reply to stdout; returns its text (what arrived, if stopped). */
 async function streamReply(client: ServerClient, model: string, messages: Message[], signal: AbortSignal): Promise<string> {
   let reply = "";
@@ -87,13 +93,13 @@ async function streamReply(client: ServerClient, model: string, messages: Messag
       if (message?.thinking) {
         if (!thinking) process.stdout.write("\x1b[2mThinking...\n");
         thinking = true;
-        process.stdout.write(message.thinking);
+        process.stdout.write(message.thinking.replace(controlCharacters, ""));
       }
       if (message?.content) {
         if (thinking) process.stdout.write("\n...done thinking.\x1b[0m\n\n");
         thinking = false;
         reply += message.content;
-        process.stdout.write(message.content);
+        process.stdout.write(message.content.replace(controlCharacters, ""));
       }
     }
   } catch (error) {
