@@ -29,6 +29,11 @@ interface Message {
 export async function runCommand(args: string[], config: Config): Promise<number> {
   const { positionals } = parseArgs({ args, options: {}, allowPositionals: true, strict: true });
   const [model, ...words] = positionals;
+  // Piped into `head` and the like: a closed stdout ends the command quietly.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code === "EPIPE") process.exit(0);
+    throw error;
+  });
   if (!model) throw new UsageError(`Give a MODEL.\n\nUsage: ${usage}`);
   let prompt: string | undefined = words.length > 0 ? words.join(" ") : undefined;
   if (prompt === undefined && !process.stdin.isTTY) prompt = (await text(process.stdin)).trim();
@@ -187,9 +192,19 @@ async function chat(client: ServerClient, model: string): Promise<number> {
     history.push({ role: "user", content: message });
     generating = new AbortController();
     try {
-      const reply = await streamReply(client, model, history, generating.signal);
-      // A reply stopped with Ctrl-C stays in the conversation as far as it got, as it was shown.
-      history.push({ role: "assistant", content: reply });
+      for (;;) {
+        try {
+          const reply = await streamReply(client, model, history, generating.signal);
+          // A reply stopped with Ctrl-C stays in the conversation as far as it got, as it was shown.
+          history.push({ role: "assistant", content: reply });
+          break;
+        } catch (error) {
+          // The conversation outgrew the model's context: forget its oldest exchange and try again.
+          if (!(isContextOverflow(error) && history.length > 1)) throw error;
+          history.splice(0, 2);
+          process.stdout.write("\x1b[2m(The oldest messages no longer fit the model's context; they were forgotten.)\x1b[0m\n");
+        }
+      }
     } catch (error) {
       history.pop();
       process.stdout.write(`Error: ${(error as Error).message}\n`);
@@ -200,6 +215,10 @@ async function chat(client: ServerClient, model: string): Promise<number> {
   }
   rl.close();
   return 0;
+}
+
+function isContextOverflow(error: unknown): boolean {
+  return error instanceof ServerResponseError && error.status === 400 && /context length/i.test(error.message);
 }
 
 function clearLine(rl: Interface): void {
