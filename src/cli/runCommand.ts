@@ -86,6 +86,7 @@ async function answerOnce(client: ServerClient, model: string, prompt: string): 
  * Control characters other than newline and tab, which a model may emit (a random-weights model
  * does): written raw, an escape sequence could reconfigure the user's terminal.
  */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const controlCharacters = /[\x00-\x08\x0b-\x1f\x7f\x9b]/g;
 
 /** Streams one reply to stdout; returns its text (what arrived, if stopped). */

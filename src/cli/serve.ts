@@ -6,6 +6,8 @@ import { loadLlama } from "../engine/loadLlama.js";
 import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { AccessGate } from "../access/AccessGate.js";
 import { buildApp } from "../http/buildApp.js";
+import type { PullModel } from "../http/routes/modelManagementRoutes.js";
+import { pullModel } from "../models/pullModel.js";
 import { createLogger } from "./createLogger.js";
 import { openLimiter, openStore } from "./openAccess.js";
 
@@ -40,7 +42,9 @@ export async function serve(config: Config, options: { logDestination?: Destinat
   const access = config.profile === "hosted" ? await openGate(config, logger) : undefined;
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
   const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
-  const app = await buildApp({ engine, access: access?.gate, modelsDir: config.modelsDir, bodyLimit: config.bodyLimit, connections, corsOrigins: config.corsOrigins, logger });
+  const pull: PullModel = (reference, options) =>
+    pullModel(reference, { modelsDir: config.modelsDir, hfEndpoint: config.hfEndpoint, ...(config.hfToken ? { hfToken: config.hfToken } : {}), ...options });
+  const app = await buildApp({ engine, access: access?.gate, modelsDir: config.modelsDir, pull, bodyLimit: config.bodyLimit, connections, corsOrigins: config.corsOrigins, logger });
   const port = config.port === "auto" ? (config.profile === "hosted" ? 8080 : 11434) : config.port;
   try {
     await app.listen({ host: config.host, port });

@@ -8,6 +8,7 @@ import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { errorStatus } from "./errorStatus.js";
 import { authenticateCallers, errorShapeOf, requireAdmission, requireRouteAccess } from "./routePolicy.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
+import { modelManagementRoutes, type PullModel } from "./routes/modelManagementRoutes.js";
 import { ollamaRoutes } from "./routes/ollamaRoutes.js";
 import { openaiRoutes } from "./routes/openaiRoutes.js";
 import { usageRoutes } from "./routes/usageRoutes.js";
@@ -20,6 +21,8 @@ export interface AppOptions {
   access?: AccessGate;
   /** The models directory: the native API's copy and delete change it. */
   modelsDir: string;
+  /** Pulls a model into the models directory (`POST /api/pull`). */
+  pull: PullModel;
   bodyLimit: number;
   connections: ConnectionLimits;
   corsOrigins: readonly string[];
@@ -79,6 +82,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   healthRoutes(app, routeOptions);
   openaiRoutes(app, routeOptions);
   ollamaRoutes(app, routeOptions);
+  modelManagementRoutes(app, routeOptions);
   return app;
 }
 

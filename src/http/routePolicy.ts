@@ -8,8 +8,10 @@ import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
 /**
  * Who may call a route. "public": anyone (liveness and health probes). "caller": in the hosted
  * profile, only a request with a valid personal access token; in the local profile, anyone.
+ * "operator": model management (pull, copy, delete, create…), which is the operator's, through
+ * the CLI: in the hosted profile refused (403) even to a valid token; in the local profile, anyone.
  */
-export type RouteAccess = "public" | "caller";
+export type RouteAccess = "public" | "caller" | "operator";
 
 /** Turns a coded error into one protocol's error body (OpenAI's `{error:{…}}`, Ollama's `{error:"…"}`, …). */
 export type ErrorShape = (error: ServerError) => unknown;
@@ -56,8 +58,8 @@ export function requireRouteAccess(app: FastifyInstance): void {
       return;
     }
     const access = route.config?.access;
-    if (access !== "public" && access !== "caller") {
-      throw new Error(`Route ${String(route.method)} ${route.url} declares no config.access ("public" or "caller").`);
+    if (access !== "public" && access !== "caller" && access !== "operator") {
+      throw new Error(`Route ${String(route.method)} ${route.url} declares no config.access ("public", "caller" or "operator").`);
     }
   });
 }
@@ -70,8 +72,14 @@ export function requireRouteAccess(app: FastifyInstance): void {
  */
 export function authenticateCallers(app: FastifyInstance, gate: AccessGate): void {
   app.addHook("onRequest", async (request) => {
-    if (request.routeOptions.config.access === "public") return;
+    const access = request.routeOptions.config.access;
+    if (access === "public") return;
     request.caller = await gate.authenticate(singleAuthorization(request));
+    if (access === "operator") {
+      throw new ServerError("forbidden", {
+        message: `Tokens may not call ${request.method} ${request.routeOptions.url} on this server: the operator manages models with the modelhost CLI.`,
+      });
+    }
   });
 }
 

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatEvent, ChatStream } from "../../src/core/ChatEvent.js";
 import type { Engine } from "../../src/core/Engine.js";
 import type { ModelInfo } from "../../src/core/ModelInfo.js";
+import type { PullModel } from "../../src/http/routes/modelManagementRoutes.js";
+import { pullModel } from "../../src/models/pullModel.js";
 import { buildApp } from "../../src/http/buildApp.js";
 import { postJson, readSseEvents } from "../support/startTestServer.js";
 
@@ -61,7 +63,9 @@ describe("errors after a stream started", () => {
 
   beforeAll(async () => {
     const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
-    app = await buildApp({ engine: new FailingEngine(), modelsDir: "/nonexistent", bodyLimit: 1024 * 1024, connections, corsOrigins: [] });
+    // The real pull, bound to nowhere: these tests do not pull.
+    const pull: PullModel = (reference, options) => pullModel(reference, { modelsDir: "/nonexistent", hfEndpoint: "http://127.0.0.1:9", ...options });
+    app = await buildApp({ engine: new FailingEngine(), modelsDir: "/nonexistent", pull, bodyLimit: 1024 * 1024, connections, corsOrigins: [] });
     await app.listen({ host: "127.0.0.1", port: 0 });
     url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/chat/completions`;
   });

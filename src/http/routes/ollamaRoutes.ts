@@ -35,14 +35,8 @@ export interface OllamaRouteOptions {
 export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }: OllamaRouteOptions): void {
   const config = { access: "caller" as const, errorShape: toOllamaError };
 
-  /** Model management is the operator's, through the CLI; tokens of the hosted profile may not. */
-  const management = (action: string) => {
-    if (access) {
-      throw new ServerError("forbidden", {
-        message: `Tokens may not ${action} models on this server: the operator manages models with the modelhost CLI.`,
-      });
-    }
-  };
+  /** Model management is the operator's, through the CLI: refused to the hosted profile's tokens. */
+  const management = { access: "operator" as const, errorShape: toOllamaError };
 
   /**
    * A request's keep_alive, honoured locally. In the hosted profile residency is the operator's
@@ -165,9 +159,8 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return { models: running.flat() };
   });
 
-  app.post("/api/copy", { config }, async (request, reply) => {
+  app.post("/api/copy", { config: management }, async (request, reply) => {
     const { source, destination } = fromCopyRequest(request.body);
-    management("copy");
     const model = await engine.findModel(source);
     if (!model) throw new ServerError("model_not_found", { model: source, param: "source", message: `model "${source}" not found` });
     await addAlias(modelsDir, model.path, destination);
@@ -175,9 +168,8 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return reply.status(200).send();
   });
 
-  app.delete("/api/delete", { config }, async (request, reply) => {
+  app.delete("/api/delete", { config: management }, async (request, reply) => {
     const { model: name } = fromModelRequest(request.body);
-    management("delete");
     const model = await findOrThrow(name);
     // An alias goes alone; the model's own name takes its file, its other names and its aliases.
     if (name !== model.id && (await removeAlias(modelsDir, name))) {
@@ -191,7 +183,6 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
   });
 
   const notOffered = (action: "create" | "push") => async () => {
-    management(action);
     throw new ServerError("not_implemented", {
       message:
         action === "create"
@@ -199,7 +190,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
           : "modelhost does not push models to a registry.",
     });
   };
-  app.post("/api/create", { config }, notOffered("create"));
-  app.post("/api/push", { config }, notOffered("push"));
-  app.route({ method: ["HEAD", "POST"], url: "/api/blobs/:digest", config, handler: notOffered("create") });
+  app.post("/api/create", { config: management }, notOffered("create"));
+  app.post("/api/push", { config: management }, notOffered("push"));
+  app.route({ method: ["HEAD", "POST"], url: "/api/blobs/:digest", config: management, handler: notOffered("create") });
 }

@@ -12,6 +12,7 @@ import {
   generateRequestSchema,
   legacyEmbeddingsRequestSchema,
   modelRequestSchema,
+  pullRequestSchema,
   type WireChatMessage,
   type WireFormat,
   type WireOptions,
@@ -132,6 +133,11 @@ export function fromLegacyEmbeddingsRequest(body: unknown): NativeEmbedding {
 /** show, delete: the model named (by `model`, or by the older `name`). */
 export function fromModelRequest(body: unknown): { model: string; verbose: boolean } {
   return parse(modelRequestSchema, body);
+}
+
+/** POST /api/pull: the reference to pull; progress streams unless `stream` is false. */
+export function fromPullRequest(body: unknown): { model: string; stream: boolean } {
+  return parse(pullRequestSchema, body);
 }
 
 export function fromCopyRequest(body: unknown): { source: string; destination: string } {

@@ -119,17 +119,22 @@ export const legacyEmbeddingsRequestSchema = z.object({
   keep_alive: keepAlive,
 });
 
-/** show, delete: older clients send `name` where newer ones send `model`. */
+/** The model a management request names: older clients (and the `ollama` client's pull) send `name` where newer ones send `model`. */
+function namedModel(body: { model?: string | null; name?: string | null }, context: z.RefinementCtx): string {
+  const name = body.model || body.name;
+  if (!name) context.addIssue({ code: "custom", path: ["model"], message: "model is required" });
+  return name ?? "";
+}
+
+/** show, delete. */
 export const modelRequestSchema = z
   .object({ model: z.string().nullish(), name: z.string().nullish(), verbose: z.boolean().nullish() })
-  .transform((body, context) => {
-    const name = body.model || body.name;
-    if (!name) {
-      context.addIssue({ code: "custom", path: ["model"], message: "model is required" });
-      return z.NEVER;
-    }
-    return { model: name, verbose: body.verbose === true };
-  });
+  .transform((body, context) => ({ model: namedModel(body, context), verbose: body.verbose === true }));
+
+/** pull: progress streams unless `stream` is false; `insecure` has no meaning here. */
+export const pullRequestSchema = z
+  .object({ model: z.string().nullish(), name: z.string().nullish(), insecure: z.boolean().nullish(), stream: z.boolean().nullish() })
+  .transform((body, context) => ({ model: namedModel(body, context), stream: body.stream ?? true }));
 
 export const copyRequestSchema = z.object({
   source: z.string({ error: "source is required" }).min(1, "source is required"),

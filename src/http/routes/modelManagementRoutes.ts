@@ -1,0 +1,60 @@
+import type { FastifyInstance } from "fastify";
+import type { PullProgress, PullResult } from "../../models/pullModel.js";
+import { fromPullRequest } from "../../protocols/ollama/fromNativeRequest.js";
+import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
+import { abortSignalOf } from "../abortSignalOf.js";
+import { NdjsonWriter } from "../NdjsonWriter.js";
+import { toServerError } from "../toServerError.js";
+
+/** Pulls a model into the server's models directory (the composition root binds the settings). */
+export type PullModel = (reference: string, options: { signal?: AbortSignal; onProgress?: (progress: PullProgress) => void }) => Promise<PullResult>;
+
+/**
+ * `POST /api/pull`, the same pull as `modelhost pull`, with Ollama's progress stream: NDJSON
+ * `{status, digest, total, completed}` lines ending with `{"status":"success"}` (one object with
+ * `stream: false`). Refused to the hosted profile's tokens, like all model management.
+ */
+export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: PullModel }): void {
+  const config = { access: "operator" as const, errorShape: toOllamaError };
+
+  app.post("/api/pull", { config }, async (request, reply) => {
+    const { model, stream } = fromPullRequest(request.body);
+    // A client that goes away cancels the pull; what was downloaded stays, and the next pull resumes it.
+    const signal = abortSignalOf(reply);
+    if (!stream) {
+      await pull(model, { signal });
+      return { status: "success" };
+    }
+
+    const ndjson = new NdjsonWriter(reply);
+    // "pulling manifest" is held back until the files are known, so that an unknown repository or
+    // quantization is still an error with its own status (404, 400) rather than a line in a 200.
+    let held: PullProgress | undefined;
+    let written: Promise<unknown> = Promise.resolve();
+    const send = (progress: PullProgress) => {
+      written = written.then(() => ndjson.send(progress));
+    };
+    const onProgress = (progress: PullProgress) => {
+      if (!ndjson.started) {
+        if (progress.status === "pulling manifest") {
+          held = progress;
+          return;
+        }
+        ndjson.start();
+        if (held) send(held);
+      }
+      send(progress);
+    };
+    try {
+      await pull(model, { signal, onProgress });
+      await written;
+    } catch (error) {
+      await written;
+      if (!ndjson.started) throw error;
+      const serverError = toServerError(error);
+      request.log.warn({ err: error, model }, `pull failed: ${serverError.message}`);
+      await ndjson.send(toOllamaError(serverError));
+    }
+    ndjson.end();
+  });
+}

@@ -1,0 +1,84 @@
+import { readdir, readFile } from "node:fs/promises";
+import { Ollama, type ProgressResponse } from "ollama";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sha256, startFakeHub, type FakeHub } from "../support/fakeHub.js";
+import { startTestServer, type TestServer } from "../support/startTestServer.js";
+import { testModelPath } from "../support/testModels.js";
+
+// POST /api/pull as the official `ollama` client drives it, against the real server pulling from a
+// loopback stand-in for the Hugging Face hub.
+
+describe("POST /api/pull with the ollama client", () => {
+  let hub: FakeHub;
+  let server: TestServer;
+  let ollama: Ollama;
+  let model: Buffer;
+
+  beforeAll(async () => {
+    model = await readFile(await testModelPath("tiny"));
+    hub = await startFakeHub({
+      "test/Tiny-GGUF": [{ path: "Tiny-Q4_K_M.gguf", content: model }],
+      "test/Corrupt-GGUF": [{ path: "Corrupt-Q8_0.gguf", content: model, corruptWith: Buffer.alloc(model.length) }],
+    });
+    server = await startTestServer({ models: {}, config: { hfEndpoint: hub.url, contextSize: 256 } });
+    ollama = new Ollama({ host: server.url });
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await hub?.close();
+  });
+
+  it("streams Ollama's progress, ending with success, and the model is served at once", async () => {
+    const parts: ProgressResponse[] = [];
+    for await (const part of await ollama.pull({ model: "hf.co/test/Tiny-GGUF:Q4_K_M", stream: true })) parts.push(part);
+
+    const digest = `sha256:${sha256(model)}`;
+    expect(parts[0]).toEqual({ status: "pulling manifest" });
+    const layer = parts.filter((part) => part.digest === digest);
+    expect(layer.length).toBeGreaterThan(0);
+    for (const part of layer) expect(part).toMatchObject({ status: `pulling ${sha256(model).slice(0, 12)}`, total: model.length });
+    expect(layer.at(-1)?.completed).toBe(model.length);
+    expect(parts.slice(-3).map((part) => part.status)).toEqual(["verifying sha256 digest", "writing manifest", "success"]);
+
+    const { models } = await ollama.list();
+    expect(models.map((entry) => entry.name)).toEqual(["hf.co/test/Tiny-GGUF:Q4_K_M"]);
+    expect(models[0]?.digest).toBe(sha256(model));
+    const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "local", maxRetries: 0 });
+    const reply = await openai.chat.completions.create({ model: "hf.co/test/Tiny-GGUF:Q4_K_M", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 });
+    expect(reply.choices[0]?.message.content?.length).toBeGreaterThan(0);
+  });
+
+  it("answers one object with stream: false, and fetches nothing for a model it has", async () => {
+    const before = hub.bytesServed();
+    await expect(ollama.pull({ model: "hf.co/test/Tiny-GGUF:Q4_K_M", stream: false })).resolves.toEqual({ status: "success" });
+    expect(hub.bytesServed()).toBe(before);
+  });
+
+  it("gives an unknown quantization a 404 that lists what the repository has", async () => {
+    await expect(ollama.pull({ model: "hf.co/test/Tiny-GGUF:Q8_0", stream: true }).then(async (stream) => {
+      for await (const part of stream) void part;
+    })).rejects.toMatchObject({
+      status_code: 404,
+      error: 'The repository test/Tiny-GGUF has no file in quantization "Q8_0". Available: Q4_K_M (e.g. hf.co/test/Tiny-GGUF:Q4_K_M).',
+    });
+    await expect(ollama.pull({ model: "no such thing", stream: false })).rejects.toMatchObject({ status_code: 400 });
+  });
+
+  it("ends the stream with an error line when the download proves corrupt, and installs nothing", async () => {
+    const response = await fetch(`${server.url}/api/pull`, { method: "POST", body: JSON.stringify({ model: "hf.co/test/Corrupt-GGUF:Q8_0" }) });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^application\/x-ndjson/);
+    const lines = (await response.text()).trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines[0]).toEqual({ status: "pulling manifest" });
+    expect(lines.at(-1)?.error).toMatch(/^The SHA-256 of .* is [0-9a-f]{64}, not the [0-9a-f]{64} the server publishes/);
+    expect((await readdir(server.modelsDir)).filter((name) => name.includes("Corrupt"))).toEqual([]);
+    // The ollama client throws on such a line, as it does against Ollama.
+    await expect(
+      ollama.pull({ model: "hf.co/test/Corrupt-GGUF:Q8_0", stream: true }).then(async (stream) => {
+        for await (const part of stream) void part;
+      }),
+    ).rejects.toThrow(/SHA-256/);
+  });
+});
