@@ -28,6 +28,8 @@ export interface DownloadResult {
 }
 
 const maxRedirects = 10;
+/** Bytes received but not yet written that make the download wait for the disk (16 MiB). */
+const maxBytesInFlight = 16 * 1024 * 1024;
 
 /** A hub's SHA-256 in an ETag: `"<64 hex>"` (LFS files); a git blob's SHA-1 ETag is not one. */
 function sha256OfEtag(etag: string | null): string | undefined {
@@ -152,14 +154,29 @@ async function transfer(request: DownloadRequest, state: TransferState): Promise
   const file = await open(request.partialPath, "a");
   try {
     request.onProgress?.(state.have, state.total);
-    for await (const chunk of response.body) {
-      await file.write(chunk);
-      state.hash.update(chunk);
-      state.have += chunk.byteLength;
-      if (state.total !== undefined && state.have > state.total) {
-        throw new ServerError("download_failed", { message: `${displayUrl(request.url)} sent more bytes than the ${state.total} announced.` });
+    // The loop reads on while the disk writes: when a connection breaks, fetch drops the chunks
+    // still queued in the body stream, so keeping that queue empty means every byte that arrived
+    // is kept, and none is fetched again. Past `maxBytesInFlight`, the disk sets the pace.
+    let writing: Promise<unknown> = Promise.resolve();
+    let inFlight = 0;
+    try {
+      for await (const chunk of response.body) {
+        state.hash.update(chunk);
+        state.have += chunk.byteLength;
+        if (state.total !== undefined && state.have > state.total) {
+          throw new ServerError("download_failed", { message: `${displayUrl(request.url)} sent more bytes than the ${state.total} announced.` });
+        }
+        inFlight += chunk.byteLength;
+        writing = writing.then(async () => {
+          await file.write(chunk);
+          inFlight -= chunk.byteLength;
+        });
+        writing.catch(() => {}); // awaited below; this only keeps a failed write from counting as unhandled meanwhile
+        request.onProgress?.(state.have, state.total);
+        if (inFlight > maxBytesInFlight) await writing;
       }
-      request.onProgress?.(state.have, state.total);
+    } finally {
+      await writing; // what arrived is on disk before anything else happens, even after an error
     }
     await file.sync();
   } finally {
