@@ -30,17 +30,19 @@ export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: Pu
     // "pulling manifest" is held back until the files are known, so that an unknown repository or
     // quantization is still an error with its own status (404, 400) rather than a line in a 200.
     let held: PullProgress | undefined;
+    let started = false;
     let written: Promise<unknown> = Promise.resolve();
     const send = (progress: PullProgress) => {
       written = written.then(() => ndjson.send(progress));
     };
     const onProgress = (progress: PullProgress) => {
-      if (!ndjson.started) {
+      if (!started) {
         if (progress.status === "pulling manifest") {
           held = progress;
           return;
         }
         ndjson.start();
+        started = true;
         if (held) send(held);
       }
       send(progress);
@@ -50,7 +52,7 @@ export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: Pu
       await written;
     } catch (error) {
       await written;
-      if (!ndjson.started) throw error;
+      if (!started) throw error;
       const serverError = toServerError(error);
       request.log.warn({ err: error, model }, `pull failed: ${serverError.message}`);
       await ndjson.send(toOllamaError(serverError));
