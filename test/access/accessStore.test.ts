@@ -10,10 +10,9 @@ import type { AccessErrorCode, AccessStore, NewToken, UsageRow } from "../../src
 import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
 import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
 import { generateToken } from "../../src/access/tokenFormat.js";
-import { postgresAvailable, requirePostgresInCi, startPostgres } from "../support/startPostgres.js";
+import { needs } from "../support/debianPackages.js";
+import { startPostgres } from "../support/startPostgres.js";
 import type { TestPostgres } from "../support/startPostgres.js";
-
-requirePostgresInCi();
 
 /** One implementation: a server (or directory) for the file, and an empty store for each test. */
 interface Backend {
@@ -48,7 +47,7 @@ function postgresBackend(): Backend {
   let count = 0;
   return {
     name: "PostgresAccessStore",
-    available: postgresAvailable,
+    available: needs("postgresql"),
     start: async () => {
       server = await startPostgres();
       admin = new pg.Client(server.url);
@@ -93,7 +92,7 @@ function usageRow(accountId: string, tokenId: string, overrides: Partial<Omit<Us
 
 describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
   if (!backend.available) {
-    // Only on a developer machine without PostgreSQL: in CI, requirePostgresInCi() fails the file instead.
+    // Only without PostgreSQL, and not under CI, where needs() fails the file instead.
     it.skip("needs the PostgreSQL server binaries (apt-get install postgresql)", () => {});
     return;
   }

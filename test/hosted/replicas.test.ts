@@ -7,18 +7,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../../src/access/AccessService.js";
 import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
 import { defaultTiers } from "../../src/access/tiers.js";
-import { postgresAvailable, requirePostgresInCi, startPostgres, type TestPostgres } from "../support/startPostgres.js";
+import { needs } from "../support/debianPackages.js";
+import { startPostgres, type TestPostgres } from "../support/startPostgres.js";
 import { startRedis, type RunningRedis } from "../support/startRedis.js";
 import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
 import { testModelPath } from "../support/testModels.js";
 
 const run = promisify(execFile);
 const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
-requirePostgresInCi();
 
 // Two replicas share PostgreSQL (accounts, tokens, usage) and Redis (rate-limit counters).
-// Skipped only on a developer machine without PostgreSQL; CI installs it (and then fails instead).
-describe.skipIf(!postgresAvailable)("two replicas on PostgreSQL and Redis", () => {
+describe.skipIf(!needs("postgresql", "redis-server"))("two replicas on PostgreSQL and Redis", () => {
   let postgres: TestPostgres;
   let redis: RunningRedis;
   let modelsDir: string;

@@ -1,5 +1,5 @@
 // A throwaway PostgreSQL server for tests: its own cluster in a temporary directory, on a free
-// loopback port, deleted on stop(). Needs the server binaries (Debian: apt-get install postgresql).
+// loopback port, deleted on stop(). Needs the server binaries: tests call `needs("postgresql")` first.
 import { spawn } from "node:child_process";
 import type { ChildProcess, SpawnOptions } from "node:child_process";
 import fs from "node:fs";
@@ -7,6 +7,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { commandPath } from "./debianPackages.js";
 
 export interface TestPostgres {
   /** postgres://postgres@127.0.0.1:PORT/modelhost_test */
@@ -20,24 +21,8 @@ const READY_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 10_000;
 const PORT_ATTEMPTS = 3;
 
-/** The directory holding initdb and postgres, or undefined when PostgreSQL is not installed. */
-export const postgresBinDir: string | undefined = findBinDir();
-export const postgresAvailable = postgresBinDir !== undefined;
-
-/**
- * Skipping is for developer machines without PostgreSQL. CI installs it, so there a missing binary
- * is a broken setup, and the PostgreSQL tests must fail rather than quietly not run.
- */
-export function requirePostgresInCi(): void {
-  const ci = process.env.CI ?? "";
-  if (!["", "0", "false"].includes(ci.toLowerCase()) && !postgresAvailable) {
-    throw new Error("CI is set but the PostgreSQL server binaries (initdb, postgres) were not found: apt-get install postgresql.");
-  }
-}
-
 export async function startPostgres(): Promise<TestPostgres> {
-  const binDir = postgresBinDir;
-  if (binDir === undefined) throw new Error("PostgreSQL server binaries not found: apt-get install postgresql.");
+  const binDir = path.dirname(commandPath("postgresql", "postgres"));
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "modelhost-pg-"));
   const owner = serverUser();
   if (owner) fs.chownSync(dir, owner.uid, owner.gid);
@@ -63,32 +48,6 @@ export async function startPostgres(): Promise<TestPostgres> {
   } catch (error) {
     await stop();
     throw error;
-  }
-}
-
-/**
- * Debian installs the server binaries in /usr/lib/postgresql/VERSION/bin, outside PATH; elsewhere
- * (Homebrew, other distributions) they are on PATH. The newest Debian version wins.
- */
-function findBinDir(): string | undefined {
-  const debianRoot = "/usr/lib/postgresql";
-  const debian = fs.existsSync(debianRoot)
-    ? fs
-        .readdirSync(debianRoot)
-        .filter((version) => /^\d+$/.test(version))
-        .sort((a, b) => Number(b) - Number(a))
-        .map((version) => path.join(debianRoot, version, "bin"))
-    : [];
-  const onPath = (process.env.PATH ?? "").split(path.delimiter).filter(Boolean);
-  return [...debian, ...onPath].find((dir) => ["initdb", "postgres"].every((binary) => isExecutable(path.join(dir, binary))));
-}
-
-function isExecutable(file: string): boolean {
-  try {
-    fs.accessSync(file, fs.constants.X_OK);
-    return fs.statSync(file).isFile();
-  } catch {
-    return false;
   }
 }
 

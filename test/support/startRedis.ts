@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { commandPath } from "./debianPackages.js";
 
 export interface RunningRedis {
   /** e.g. redis://127.0.0.1:41234 */
@@ -21,19 +22,30 @@ const POLL_MS = 20;
 
 /**
  * A throwaway redis-server (the Debian package's binary) on a free loopback port: no persistence,
- * its working directory a temporary one. Resolves once it answers PING.
+ * its working directory a temporary one. Resolves once it answers PING. Tests call
+ * `needs("redis-server")` first; without it, this rejects with the install hint.
  */
 export async function startRedis(): Promise<RunningRedis> {
+  const binary = commandPath("redis-server", "redis-server");
   const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-redis-"));
   const port = await freePort();
   const args = ["--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--port", String(port), "--daemonize", "no", "--dir", dir];
-  const child = spawn("redis-server", args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // A binary that cannot start emits 'error' (and no 'exit'): unheard, that is an uncaught exception.
+  const exited = new Promise<void>((resolve) => {
+    child.once("exit", () => resolve());
+    child.once("error", (error) => {
+      output += error.message;
+      resolve();
+    });
+  });
+  let gone = false;
+  void exited.then(() => (gone = true));
   try {
-    await waitForPong(port, child, () => output);
+    await waitForPong(port, () => gone, () => output);
   } catch (error) {
     await end(child, exited, "SIGKILL");
     await rm(dir, { recursive: true, force: true });
@@ -70,10 +82,10 @@ function freePort(): Promise<number> {
   });
 }
 
-async function waitForPong(port: number, child: ChildProcess, output: () => string): Promise<void> {
+async function waitForPong(port: number, hasExited: () => boolean, output: () => string): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (!(await answersPing(port))) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`redis-server exited before answering PING:\n${output()}`);
+    if (hasExited()) throw new Error(`redis-server exited before answering PING:\n${output()}`);
     if (Date.now() > deadline) throw new Error(`redis-server did not answer PING within ${READY_TIMEOUT_MS} ms:\n${output()}`);
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
