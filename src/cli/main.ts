@@ -178,7 +178,7 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof ConfigError || error instanceof UsageError || isServerError(error) || (error as Error).name === "AccessError" || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+    if (error instanceof ConfigError || error instanceof UsageError || isServerError(error) || ["AccessError", "ServerResponseError"].includes((error as Error).name) || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       console.error(`modelhost: ${(error as Error).message}`);
       process.exitCode = 2;
     } else {

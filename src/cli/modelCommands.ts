@@ -1,3 +1,4 @@
+import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import type { Config } from "../config/settings.js";
@@ -54,6 +55,10 @@ export async function listCommand(args: string[], config: Config): Promise<strin
   const { registry, warnings } = openRegistry(config);
   const models = await recordsOf(config, await registry.list());
   if (values.json) return JSON.stringify(models, null, 2);
+  const partial = await partialDownloads(config.modelsDir);
+  if (partial.count > 0) {
+    warnings.push(`${partial.count} interrupted download(s) (${formatBytes(partial.bytes)}) wait in ${config.modelsDir} as .*.partial files: pull again to resume, or delete them.`);
+  }
   if (models.length === 0) return [...warnings, `No models in ${config.modelsDir}. Pull one (modelhost pull hf.co/OWNER/REPO:QUANT) or copy a .gguf file there.`].join("\n");
   const table = formatListing(models, false, ["ID", "ALIASES", "ARCH", "PARAMS", "CONTEXT", "SIZE", "TEMPLATE", "SERVES"], (model) => [
     model.id,
@@ -171,6 +176,17 @@ function until(expiresAt: string | undefined): string {
   if (ms <= 0) return "now";
   const minutes = Math.round(ms / 60_000);
   return minutes < 1 ? `${Math.ceil(ms / 1000)} seconds from now` : minutes < 120 ? `${minutes} minutes from now` : `${Math.round(minutes / 60)} hours from now`;
+}
+
+async function partialDownloads(directory: string): Promise<{ count: number; bytes: number }> {
+  let names: string[];
+  try {
+    names = (await readdir(directory)).filter((name) => name.startsWith(".") && name.endsWith(".partial"));
+  } catch {
+    return { count: 0, bytes: 0 };
+  }
+  const sizes = await Promise.all(names.map((name) => stat(path.join(directory, name)).then((stats) => stats.size, () => 0)));
+  return { count: names.length, bytes: sizes.reduce((sum, size) => sum + size, 0) };
 }
 
 function notInstalled(name: string, config: Config): UsageError {

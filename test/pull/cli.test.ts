@@ -1,10 +1,11 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "../support/fakeHub.js";
+import { startServerProcess } from "../support/startServerProcess.js";
 import { testModelPath } from "../support/testModels.js";
 
 const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
@@ -66,6 +67,13 @@ describe("model management from the command line", () => {
     expect(await readdir(modelsDir)).toEqual(["models.json"]);
     expect(JSON.parse((await modelhost("list", "--json", "--models-dir", modelsDir)).stdout)).toEqual([]);
 
+    // An interrupted download is never listed as a model, but list says it is there.
+    await writeFile(path.join(modelsDir, ".Other-Q8_0.gguf.0123456789ab.partial"), Buffer.alloc(10));
+    expect((await modelhost("list", "--models-dir", modelsDir)).stdout).toBe(
+      `1 interrupted download(s) (10 B) wait in ${modelsDir} as .*.partial files: pull again to resume, or delete them.\n` +
+        `No models in ${modelsDir}. Pull one (modelhost pull hf.co/OWNER/REPO:QUANT) or copy a .gguf file there.\n`,
+    );
+
     const missing = await modelhost("show", "tiny", "--models-dir", modelsDir);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('No model "tiny"');
@@ -79,6 +87,30 @@ describe("model management from the command line", () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("is not a model reference modelhost can pull");
     expect((await modelhost("pull", "--models-dir", modelsDir)).stderr).toContain("Usage: modelhost pull REF");
+  });
+
+  it("pulls with serve --pull, then serves the model; ps shows what the server has loaded", async () => {
+    const dir = path.join(home, "served");
+    const reference = "hf.co/test/Tiny-GGUF:Q4_K_M";
+    const server = await startServerProcess(["--pull", reference, "--hf-endpoint", hub.url, "--models-dir", dir, "--context-size", "64"]);
+    try {
+      expect(server.output()).toContain(`${reference}: downloaded 322.5 KiB`);
+      const port = new URL(server.url).port;
+      expect(JSON.parse((await modelhost("ps", "--json", "--port", port)).stdout)).toEqual([]);
+
+      const chat = await fetch(`${server.url}/api/chat`, { method: "POST", body: JSON.stringify({ model: reference, messages: [{ role: "user", content: "Hi" }], stream: false, options: { num_predict: 2 } }) });
+      expect(chat.status).toBe(200);
+      const loaded = JSON.parse((await modelhost("ps", "--json", "--port", port)).stdout) as { name: string }[];
+      expect(loaded).toMatchObject([{ name: reference }]);
+      const table = (await modelhost("ps", "--port", port)).stdout;
+      expect(table).toMatch(/^NAME\s+SIZE\s+PROCESSOR\s+CONTEXT\s+UNTIL\n/);
+      expect(table).toMatch(/hf\.co\/test\/Tiny-GGUF:Q4_K_M\s+.*100% CPU\s+.*minutes from now/);
+    } finally {
+      await server.stop();
+    }
+    const none = await modelhost("ps", "--port", "9");
+    expect(none.code).not.toBe(0);
+    expect(none.stderr).toContain("No modelhost server answers at http://127.0.0.1:9");
   });
 
   it("prints every listing of the hosted profile as JSON with --json", async () => {
