@@ -5,24 +5,12 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { needs } from "../support/debianPackages.js";
 import { startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
 import { testModelPath } from "../support/testModels.js";
 
 const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
-
-function hasTmux(): boolean {
-  try {
-    execFileSync("tmux", ["-V"], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const tmux = hasTmux();
-if (!tmux && process.env.CI) throw new Error("tmux is required for the terminal tests under CI (apt-get install -y tmux).");
-if (!tmux) console.warn("Skipping `modelhost run` terminal tests: tmux is not installed.");
 
 /** A terminal (a tmux pane) running one command, read as a person sees it. */
 class Terminal {
@@ -81,7 +69,7 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-describe.skipIf(!tmux)("modelhost run in a terminal", () => {
+describe.skipIf(!needs("tmux"))("modelhost run in a terminal", () => {
   let hub: FakeHub;
   let home: string;
 

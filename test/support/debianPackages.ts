@@ -20,6 +20,8 @@ export const debianPackages = {
   "g++": { commands: ["g++"], neededFor: "the native engine build test" },
   make: { commands: ["make"], neededFor: "the native engine build test" },
   git: { commands: ["git"], neededFor: "the native engine build test" },
+  // `modelhost run` is driven in a real terminal: a tmux pane, keys sent, the screen read.
+  tmux: { commands: ["tmux"], neededFor: "the `modelhost run` terminal test" },
 } as const satisfies Record<string, DebianPackage>;
 
 export type PackageName = keyof typeof debianPackages;
