@@ -150,8 +150,7 @@ export class LoadedModel {
       ticket?.settle({ promptTokens: 0, completionTokens: 0 });
       throw error;
     }
-    const progress = { completionTokens: 0 };
-    const events = streamCompletion({
+    const completion = streamCompletion({
       model: this.#model,
       sequence,
       promptTokens: tokens,
@@ -164,14 +163,13 @@ export class LoadedModel {
       tools: toolPlan,
       promptChunkSize: this.#options.batchSize,
       barrier: this.#barrier,
-      progress,
       signal,
       loadMs,
     });
-    return new SequenceLease(events, () => {
+    return new SequenceLease(completion.events, () => {
       this.#pool.release(sequence);
       // What was really used, also when the client left mid-stream.
-      ticket?.settle({ promptTokens: tokens.length, completionTokens: progress.completionTokens });
+      ticket?.settle({ promptTokens: tokens.length, completionTokens: completion.completionTokens });
     }, signal);
   }
 
