@@ -2,7 +2,7 @@
 // convert_hf_to_gguf.py writes all-MiniLM or bge (BertModel), with the project's WordPiece
 // vocabulary and seeded random weights.
 import { GgufWriter } from "../gguf/GgufWriter.js";
-import type { GgufTensor } from "../gguf/GgufWriter.js";
+import { addGeneralMetadata, addShapeMetadata, addSpecialTokenIds, addVocabulary, bool, constantTensor, f32, matrixMaker, u32, type BlockGains } from "./modelWriterParts.js";
 import type { BertPreset } from "./presets.js";
 import { randomTensor } from "./randomTensor.js";
 import type { WordPieceVocabulary } from "./wordPieceVocabulary.js";
@@ -18,28 +18,17 @@ export function bertModelWriter(preset: BertPreset, vocabulary: WordPieceVocabul
   return writer;
 }
 
-/** llama.cpp's llama_ftype for a file whose matrices are of the given type. */
-const FILE_TYPES: Record<BertPreset["matrixType"], number> = { F32: 0, F16: 1 };
-
 /** llama.cpp's llama_pooling_type values. */
 const POOLING_TYPES: Record<BertPreset["poolingType"], number> = { mean: 1, cls: 2 };
 
-/** The keys llama.cpp reads for the bert architecture; it insists on these exact value types. */
+/** The keys llama.cpp reads for the bert architecture. */
 function addModelMetadata(writer: GgufWriter, preset: BertPreset, vocabularySize: number): void {
-  const u32 = (value: number) => ({ type: "uint32", value }) as const;
+  addGeneralMetadata(writer, "bert", preset);
+  addShapeMetadata(writer, "bert", preset, ["context_length", "embedding_length", "feed_forward_length", "block_count", "attention.head_count"]);
   writer
-    .set("general.architecture", { type: "string", value: "bert" })
-    .set("general.name", { type: "string", value: preset.name })
-    .set("general.file_type", u32(FILE_TYPES[preset.matrixType]))
-    .set("general.quantization_version", u32(2))
-    .set("bert.context_length", u32(preset.contextLength))
-    .set("bert.embedding_length", u32(preset.embeddingLength))
-    .set("bert.feed_forward_length", u32(preset.feedForwardLength))
-    .set("bert.block_count", u32(preset.blockCount))
-    .set("bert.attention.head_count", u32(preset.headCount))
-    .set("bert.attention.layer_norm_epsilon", { type: "float32", value: preset.layerNormEpsilon })
+    .set("bert.attention.layer_norm_epsilon", f32(preset.layerNormEpsilon))
     // Both default to a causal model without pooling, which would make this a decoder.
-    .set("bert.attention.causal", { type: "bool", value: false })
+    .set("bert.attention.causal", bool(false))
     .set("bert.pooling_type", u32(POOLING_TYPES[preset.poolingType]))
     .set("bert.vocab_size", u32(vocabularySize));
 }
@@ -56,24 +45,22 @@ function addModelMetadata(writer: GgufWriter, preset: BertPreset, vocabularySize
  * it finds "[PAD]" by its text (Kimi-K2 spells its FIM pad so) and makes it one.
  */
 function addTokenizerMetadata(writer: GgufWriter, preset: BertPreset, vocabulary: WordPieceVocabulary): void {
-  const u32 = (value: number) => ({ type: "uint32", value }) as const;
-  const bool = (value: boolean) => ({ type: "bool", value }) as const;
-  writer
-    .set("tokenizer.ggml.model", { type: "string", value: vocabulary.model })
-    // Read only for BPE vocabularies; "default" is what the converter writes when it has no better name.
-    .set("tokenizer.ggml.pre", { type: "string", value: "default" })
-    .set("tokenizer.ggml.tokens", { type: "array", itemType: "string", values: vocabulary.tokens })
-    .set("tokenizer.ggml.token_type", { type: "array", itemType: "int32", values: vocabulary.tokenTypes })
-    // Without it llama.cpp refuses to load a bert model ("model needs to define token type count").
-    .set("tokenizer.ggml.token_type_count", u32(preset.tokenTypeCount))
-    .set("tokenizer.ggml.bos_token_id", u32(vocabulary.clsId))
-    .set("tokenizer.ggml.eos_token_id", u32(vocabulary.sepId))
-    .set("tokenizer.ggml.unknown_token_id", u32(vocabulary.unkId))
+  // The pre-tokenizer is read only for BPE vocabularies; "default" is what the converter writes
+  // when it has no better name.
+  addVocabulary(writer, { ...vocabulary, pre: "default" });
+  // Without it llama.cpp refuses to load a bert model ("model needs to define token type count").
+  writer.set("tokenizer.ggml.token_type_count", u32(preset.tokenTypeCount));
+  addSpecialTokenIds(writer, {
+    bos: vocabulary.clsId,
+    eos: vocabulary.sepId,
+    unknown: vocabulary.unkId,
     // Sic: llama.cpp's key is misspelt.
-    .set("tokenizer.ggml.seperator_token_id", u32(vocabulary.sepId))
-    .set("tokenizer.ggml.padding_token_id", u32(vocabulary.padId))
-    .set("tokenizer.ggml.cls_token_id", u32(vocabulary.clsId))
-    .set("tokenizer.ggml.mask_token_id", u32(vocabulary.maskId))
+    seperator: vocabulary.sepId,
+    padding: vocabulary.padId,
+    cls: vocabulary.clsId,
+    mask: vocabulary.maskId,
+  });
+  writer
     .set("tokenizer.ggml.add_bos_token", bool(true))
     .set("tokenizer.ggml.add_eos_token", bool(true))
     // Defaults to true for WordPiece; llama-server's reranking would then join a query and a
@@ -85,22 +72,20 @@ function addTokenizerMetadata(writer: GgufWriter, preset: BertPreset, vocabulary
 }
 
 /**
- * Standard deviations of the random weights, in the spirit of the llama models' WEIGHT_GAINS: a
- * matrix applied to a layer-normalized hidden state gets gain / sqrt(inputs), so its outputs
- * have about the gain as standard deviation. Token vectors are unit-scale and position vectors
- * much smaller, so the words, not the length, decide the embedding; queries and keys are large
- * enough for attention to prefer some tokens, so the context changes a token's vector; block
- * outputs are halved so two blocks mix the tokens without washing out their identity. Biases are
- * small but not zero, so every bias tensor takes part.
+ * Gains of the random weights (see matrixMaker; the embeddings' and biases' are their standard
+ * deviations), in the spirit of the llama models' WEIGHT_GAINS. Token vectors are unit-scale and
+ * position vectors much smaller, so the words, not the length, decide the embedding; queries and
+ * keys are large enough for attention to prefer some tokens, so the context changes a token's
+ * vector; block outputs are halved so two blocks mix the tokens without washing out their
+ * identity. Biases are small but not zero, so every bias tensor takes part.
  */
-const WEIGHT_GAINS = {
+const WEIGHT_GAINS: BlockGains & { token: number; position: number; tokenType: number; bias: number } = {
   token: 1,
   position: 0.2,
   tokenType: 0.1,
   queryKey: 2,
   value: 1,
   feedForward: 1,
-  /** Attention output and feed-forward down projections, which add to the residual stream. */
   residual: 0.5,
   bias: 0.1,
 };
@@ -113,17 +98,10 @@ const WEIGHT_GAINS = {
 function addBertTensors(writer: GgufWriter, preset: BertPreset, vocabularySize: number, seed: number): void {
   const hidden = preset.embeddingLength;
   const ffn = preset.feedForwardLength;
-  const matrix = (name: string, inputs: number, outputs: number, gain: number) =>
-    randomTensor(name, [inputs, outputs], preset.matrixType, gain / Math.sqrt(inputs), seed);
+  const matrix = matrixMaker(preset, seed);
   const bias = (name: string, size: number) => randomTensor(name, [size], "F32", WEIGHT_GAINS.bias, seed);
-  const constant = (name: string, value: number): GgufTensor => ({
-    name,
-    dims: [hidden],
-    type: "F32",
-    values: () => new Float32Array(hidden).fill(value),
-  });
   // Layer norms as initialized: scale one, shift zero.
-  const layerNorm = (name: string) => [constant(`${name}.weight`, 1), constant(`${name}.bias`, 0)];
+  const layerNorm = (name: string) => [constantTensor(`${name}.weight`, hidden, 1), constantTensor(`${name}.bias`, hidden, 0)];
 
   writer
     .addTensor(randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.token, seed))

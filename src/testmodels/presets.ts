@@ -1,17 +1,22 @@
 // Shapes of the generated test models. Each preset is a record with a `kind` naming the llama.cpp
 // architecture it is written in: `llama` for the chat models, `bert` for the embedding model.
 
-/** A decoder-only model in llama.cpp's `llama` architecture. */
-export interface LlamaPreset {
-  readonly kind: "llama";
+/** The shape both architectures share. */
+interface TransformerShape {
   /** `general.name` */
   readonly name: string;
+  /** Tokens per sequence; for bert, also the number of position embeddings. */
   readonly contextLength: number;
-  /** Hidden size. */
+  /** Hidden size; for bert, also the length of the embedding vectors. */
   readonly embeddingLength: number;
   readonly blockCount: number;
   readonly feedForwardLength: number;
   readonly headCount: number;
+}
+
+/** A decoder-only model in llama.cpp's `llama` architecture. */
+export interface LlamaPreset extends TransformerShape {
+  readonly kind: "llama";
   /** Fewer key/value heads than query heads means grouped-query attention. */
   readonly headCountKv: number;
   readonly rmsNormEpsilon: number;
@@ -25,17 +30,8 @@ export interface LlamaPreset {
  * bge: learned position embeddings, bidirectional attention, post-layer-norm blocks with biases,
  * a GELU feed-forward network, and the token vectors pooled into one embedding.
  */
-export interface BertPreset {
+export interface BertPreset extends TransformerShape {
   readonly kind: "bert";
-  /** `general.name` */
-  readonly name: string;
-  /** Also the number of position embeddings. */
-  readonly contextLength: number;
-  /** Hidden size, and so the length of the embedding vectors. */
-  readonly embeddingLength: number;
-  readonly blockCount: number;
-  readonly feedForwardLength: number;
-  readonly headCount: number;
   readonly layerNormEpsilon: number;
   /** Rows of the token-type (segment) embedding; llama.cpp always uses row 0. */
   readonly tokenTypeCount: number;

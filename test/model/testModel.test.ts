@@ -2,7 +2,7 @@ import { stat } from "node:fs/promises";
 import { getLlama, JinjaTemplateChatWrapper, LlamaLogLevel, LlamaText, resolveChatWrapper } from "node-llama-cpp";
 import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TEST_MODEL_CHAT_TEMPLATE } from "../../src/testmodels/makeTestModel.js";
+import { TEST_MODEL_CHAT_TEMPLATE } from "../../src/testmodels/testChatTemplate.js";
 import { testModelPath } from "../support/testModels.js";
 import { describeDeterministicGeneration } from "../support/describeDeterministicGeneration.js";
 

@@ -2,7 +2,7 @@ import { GeneralChatWrapper, JinjaTemplateChatWrapper } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../src/core/ChatRequest.js";
 import { toChatHistory } from "../../src/engine/toChatHistory.js";
-import { TEST_MODEL_CHAT_TEMPLATE } from "../../src/testmodels/makeTestModel.js";
+import { TEST_MODEL_CHAT_TEMPLATE } from "../../src/testmodels/testChatTemplate.js";
 
 const conversation: ChatMessage[] = [
   { role: "user", content: "Weather in Paris?" },

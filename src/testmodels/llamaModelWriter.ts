@@ -1,0 +1,99 @@
+// Writes the chat test models: GGUF files in llama.cpp's `llama` architecture with the project's
+// byte-level BPE vocabulary, a ChatML chat template with tool calling, and seeded random weights.
+import { GgufWriter } from "../gguf/GgufWriter.js";
+import { addGeneralMetadata, addShapeMetadata, addSpecialTokenIds, addVocabulary, bool, constantTensor, f32, matrixMaker, text, u32, type BlockGains } from "./modelWriterParts.js";
+import type { LlamaPreset } from "./presets.js";
+import { randomTensor } from "./randomTensor.js";
+import { TEST_MODEL_CHAT_TEMPLATE } from "./testChatTemplate.js";
+import { TokenType } from "./testVocabulary.js";
+import type { TestVocabulary } from "./testVocabulary.js";
+
+export function llamaModelWriter(preset: LlamaPreset, vocabulary: TestVocabulary, seed: number): GgufWriter {
+  const writer = new GgufWriter();
+  addModelMetadata(writer, preset, vocabulary.tokens.length);
+  addTokenizerMetadata(writer, vocabulary);
+  addLlamaTensors(writer, preset, vocabulary, seed);
+  return writer;
+}
+
+/** The keys llama.cpp reads for the llama architecture. */
+function addModelMetadata(writer: GgufWriter, preset: LlamaPreset, vocabularySize: number): void {
+  addGeneralMetadata(writer, "llama", preset);
+  addShapeMetadata(writer, "llama", preset, ["context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count"]);
+  writer
+    .set("llama.attention.head_count_kv", u32(preset.headCountKv))
+    // llama.cpp rejects a llama model whose rotary dimension differs from the head size.
+    .set("llama.rope.dimension_count", u32(preset.embeddingLength / preset.headCount))
+    .set("llama.attention.layer_norm_rms_epsilon", f32(preset.rmsNormEpsilon))
+    .set("llama.rope.freq_base", f32(preset.ropeFreqBase))
+    .set("llama.vocab_size", u32(vocabularySize));
+}
+
+function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary): void {
+  addVocabulary(writer, vocabulary);
+  writer.set("tokenizer.ggml.merges", { type: "array", itemType: "string", values: vocabulary.merges });
+  addSpecialTokenIds(writer, {
+    bos: vocabulary.bosId,
+    eos: vocabulary.eosId,
+    // Without it llama.cpp picks <|im_end|> or <|endoftext|> as end-of-turn by hash-map order.
+    eot: vocabulary.eotId,
+    padding: vocabulary.padId,
+  });
+  writer
+    .set("tokenizer.ggml.add_bos_token", bool(false))
+    .set("tokenizer.chat_template", text(TEST_MODEL_CHAT_TEMPLATE));
+}
+
+/**
+ * Gains of the random weights (see matrixMaker; the embedding's is its standard deviation). With
+ * std 0.02 everywhere, as when training starts, greedy decoding of the 12-layer bench model locks
+ * into one repeated token or a loop of a few. With these gains, 200 greedy tokens from various
+ * prompts, seeds and both presets stay varied (over 120 distinct tokens): a unit-scale embedding
+ * keeps each token's identity strong in the residual stream, halved block outputs keep 12 layers
+ * from drowning it, and larger queries and keys give sharper attention, so the context matters.
+ * The output gain makes sampled distributions peaky, like a trained model's, rather than nearly
+ * uniform (it does not change which token is greedy).
+ */
+const WEIGHT_GAINS: BlockGains & { embedding: number; output: number } = { embedding: 1, queryKey: 3, value: 1, feedForward: 1, residual: 0.5, output: 8 };
+
+/** Tensor names and shapes as llama.cpp's llama architecture loads them (dims in ggml order: [in, out]). */
+function addLlamaTensors(writer: GgufWriter, preset: LlamaPreset, vocabulary: TestVocabulary, seed: number): void {
+  const hidden = preset.embeddingLength;
+  const kvWidth = (hidden / preset.headCount) * preset.headCountKv;
+  const ffn = preset.feedForwardLength;
+  const vocabularySize = vocabulary.tokens.length;
+  const matrix = matrixMaker(preset, seed);
+  // RMS norm weights of one leave the normalized hidden state as it is.
+  const norm = (name: string) => constantTensor(name, hidden, 1);
+
+  writer.addTensor(randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.embedding, seed));
+  for (let block = 0; block < preset.blockCount; block++) {
+    const prefix = `blk.${block}`;
+    writer
+      .addTensor(norm(`${prefix}.attn_norm.weight`))
+      .addTensor(matrix(`${prefix}.attn_q.weight`, hidden, hidden, WEIGHT_GAINS.queryKey))
+      .addTensor(matrix(`${prefix}.attn_k.weight`, hidden, kvWidth, WEIGHT_GAINS.queryKey))
+      .addTensor(matrix(`${prefix}.attn_v.weight`, hidden, kvWidth, WEIGHT_GAINS.value))
+      .addTensor(matrix(`${prefix}.attn_output.weight`, hidden, hidden, WEIGHT_GAINS.residual))
+      .addTensor(norm(`${prefix}.ffn_norm.weight`))
+      .addTensor(matrix(`${prefix}.ffn_gate.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))
+      .addTensor(matrix(`${prefix}.ffn_up.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))
+      .addTensor(matrix(`${prefix}.ffn_down.weight`, ffn, hidden, WEIGHT_GAINS.residual));
+  }
+  writer.addTensor(norm("output_norm.weight"));
+  const output = matrix("output.weight", hidden, vocabularySize, WEIGHT_GAINS.output);
+  writer.addTensor({ ...output, values: () => silenceAddedTokens(output.values(), hidden, vocabulary) });
+}
+
+/**
+ * Zeroes the output rows of the control and tool-call tokens. Their logits are then 0 while the
+ * best of the others is far above (output gain 8), so the model never ends a turn or starts a
+ * tool call by itself: generation runs to the requested length, and tests that need a stop or a
+ * tool call ask for one explicitly.
+ */
+function silenceAddedTokens(output: Float32Array, hidden: number, vocabulary: TestVocabulary): Float32Array {
+  vocabulary.tokenTypes.forEach((type, id) => {
+    if (type !== TokenType.normal) output.fill(0, id * hidden, (id + 1) * hidden);
+  });
+  return output;
+}
