@@ -7,6 +7,7 @@ import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { formatBytes } from "../models/formatBytes.js";
 import { deleteModel, readManifest, removeAlias, type ManifestEntry } from "../models/modelsManifest.js";
 import { pullModel } from "../models/pullModel.js";
+import { formatParameterCount } from "../protocols/ollama/toModelResponses.js";
 import { formatListing, formatTable } from "./formatTable.js";
 import { progressPrinter } from "./pullProgress.js";
 import { ServerClient, serverUrl } from "./serverClient.js";
@@ -60,11 +61,12 @@ export async function listCommand(args: string[], config: Config): Promise<strin
     warnings.push(`${partial.count} interrupted download(s) (${formatBytes(partial.bytes)}) wait in ${config.modelsDir} as .*.partial files: pull again to resume, or delete them.`);
   }
   if (models.length === 0) return [...warnings, `No models in ${config.modelsDir}. Pull one (modelhost pull hf.co/OWNER/REPO:QUANT) or copy a .gguf file there.`].join("\n");
-  const table = formatListing(models, false, ["ID", "ALIASES", "ARCH", "PARAMS", "CONTEXT", "SIZE", "TEMPLATE", "SERVES"], (model) => [
+  const table = formatListing(models, false, ["ID", "ALIASES", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SIZE", "TEMPLATE", "SERVES"], (model) => [
     model.id,
     model.aliases.join(",") || "-",
     model.architecture,
-    model.parameterCount ? humanCount(model.parameterCount) : "-",
+    model.parameterCount ? formatParameterCount(model.parameterCount) : "-",
+    model.quantization ?? "-",
     model.contextLength ? String(model.contextLength) : "-",
     formatBytes(model.sizeBytes),
     model.hasChatTemplate ? "yes" : "no",
@@ -89,7 +91,8 @@ export async function showCommand(args: string[], config: Config): Promise<strin
     ["file", model!.path],
     ["size", formatBytes(model!.sizeBytes)],
     ["architecture", model!.architecture],
-    ["parameters", model!.parameterCount ? humanCount(model!.parameterCount) : undefined],
+    ["parameters", model!.parameterCount ? formatParameterCount(model!.parameterCount) : undefined],
+    ["quantization", model!.quantization],
     ["context length", model!.contextLength?.toString()],
     ["embedding length", model!.embeddingLength?.toString()],
     ["chat template", model!.hasChatTemplate ? "yes (from the file)" : "no (a general format is used)"],
@@ -191,11 +194,4 @@ async function partialDownloads(directory: string): Promise<{ count: number; byt
 
 function notInstalled(name: string, config: Config): UsageError {
   return new UsageError(`No model "${name}" in ${config.modelsDir}. \`modelhost list\` shows the installed ones; \`modelhost pull REF\` adds one.`);
-}
-
-function humanCount(count: number): string {
-  if (count >= 1e9) return `${(count / 1e9).toFixed(1)}B`;
-  if (count >= 1e6) return `${(count / 1e6).toFixed(1)}M`;
-  if (count >= 1e3) return `${(count / 1e3).toFixed(1)}K`;
-  return String(count);
 }

@@ -52,7 +52,7 @@ describe("model management from the command line", () => {
     expect(pulled.stdout + pulled.stderr).not.toContain("hf_cli_token");
 
     const table = await modelhost("list", "--models-dir", modelsDir);
-    expect(table.stdout).toMatch(/^ID\s+ALIASES\s+ARCH\s+PARAMS\s+CONTEXT\s+SIZE\s+TEMPLATE\s+SERVES\nhf\.co\/test\/Tiny-GGUF:Q4_K_M\s+tiny\s+llama\s/);
+    expect(table.stdout).toMatch(/^ID\s+ALIASES\s+ARCH\s+PARAMS\s+QUANT\s+CONTEXT\s+SIZE\s+TEMPLATE\s+SERVES\nhf\.co\/test\/Tiny-GGUF:Q4_K_M\s+tiny\s+llama\s/);
     for (const command of ["list", "models"]) {
       const listed = JSON.parse((await modelhost(command, "--json", "--models-dir", modelsDir)).stdout) as { id: string; aliases: string[]; sha256: string }[];
       expect(listed).toMatchObject([{ id: "hf.co/test/Tiny-GGUF:Q4_K_M", aliases: ["tiny"], architecture: "llama", sizeBytes: model.length }]);
