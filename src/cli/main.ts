@@ -119,6 +119,7 @@ async function main(argv: string[]): Promise<number> {
       const server = await serve(config);
       // Said whatever the log level, for people and for scripts that wait for the server.
       process.stderr.write(`modelhost: listening on ${server.url} (${config.profile} profile)\n`);
+      if (server.models.length === 0) process.stderr.write(`modelhost: ${noModelsHint(config.modelsDir)}\n`);
       const stop = () => void server.close().then(() => process.exit(0));
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
@@ -187,3 +188,8 @@ main(process.argv.slice(2)).then(
     }
   },
 );
+
+/** What a newcomer who started the server with nothing to serve does next: one line. */
+function noModelsHint(modelsDir: string): string {
+  return `no models in ${modelsDir} yet. Add one: \`npx modelhost pull hf.co/OWNER/REPO:QUANT\`, or copy a .gguf file there, or make a tiny test model: \`npm run make-test-model -- --preset tiny --out ${modelsDir}/tiny.gguf\``;
+}

@@ -15,12 +15,14 @@ export interface RunningServer {
   app: FastifyInstance;
   /** The address actually bound, e.g. http://127.0.0.1:11434 (useful with --port 0). */
   url: string;
+  /** The installed models' names when it started. */
+  models: string[];
   close(): Promise<void>;
 }
 
 /** Composition root of the server: the real engine behind the HTTP app, listening. */
 export async function serve(config: Config, options: { logDestination?: DestinationStream } = {}): Promise<RunningServer> {
-  const logger = createLogger(config.logLevel, options.logDestination);
+  const logger = createLogger(config.logLevel, { format: config.logFormat, ...(options.logDestination ? { destination: options.logDestination } : {}) });
   const { llama, backend, threads } = await loadLlama({
     engine: config.engine,
     gpu: config.gpu,
@@ -57,13 +59,14 @@ export async function serve(config: Config, options: { logDestination?: Destinat
   const boundPort = typeof address === "object" && address ? address.port : port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
   const url = `http://${host}:${boundPort}`;
-  const models = await registry.list();
-  logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models: models.map((model) => model.id) }, "modelhost listening");
+  const models = (await registry.list()).map((model) => model.id);
+  logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models }, "modelhost listening");
 
   let closing: Promise<void> | undefined;
   return {
     app,
     url,
+    models,
     close: () => (closing ??= app.close().then(() => Promise.all([engine.close(), access?.close()])).then(() => undefined)),
   };
 }

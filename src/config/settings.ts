@@ -271,6 +271,14 @@ export const settings = {
     schema: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]),
     commands: ["serve"],
   }),
+  logFormat: setting({
+    flag: "log-format",
+    env: "MODELHOST_LOG_FORMAT",
+    default: "auto",
+    description: "Log format: pretty (one short line per request, for a person), json (one JSON object per line, for a log collector), or auto: pretty when stdout is a terminal, else json.",
+    schema: z.enum(["auto", "pretty", "json"]),
+    commands: ["serve"],
+  }),
 } as const;
 
 export type SettingKey = keyof typeof settings;
