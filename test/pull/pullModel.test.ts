@@ -27,7 +27,10 @@ beforeAll(async () => {
       { path: "Tiny-Q4_K_M.gguf", content: model },
       { path: "mmproj-Tiny-F16.gguf", content: emptyGguf },
     ],
-    "test/Corrupt-GGUF": [{ path: "Corrupt-Q4_K_M.gguf", content: model, corruptWith: Buffer.concat([model.subarray(0, 1000), Buffer.from("x"), model.subarray(1001)]) }],
+    "test/Corrupt-GGUF": [
+      { path: "Corrupt-Q4_K_M.gguf", content: model, corruptWith: Buffer.concat([model.subarray(0, 1000), Buffer.from("x"), model.subarray(1001)]) },
+      { path: "Corrupt-Q8_0.gguf", content: model, corruptWith: Buffer.alloc(model.length), unlisted: true },
+    ],
     "test/Split-GGUF": modelFileParts("Q8_0/Big-Q8_0-00001-of-00003.gguf").map((part, index) => ({ path: part, content: index === 0 ? model : emptyGguf })),
   });
 });
@@ -146,6 +149,13 @@ describe("pulling a model from a hub", () => {
 
   it("rejects a download whose SHA-256 does not match, leaving nothing in the models directory", async () => {
     const error = await failure(pull("hf.co/test/Corrupt-GGUF:Q4_K_M").result);
+    expect(error.code).toBe("download_failed");
+    expect(error.message).toContain(`not the ${sha256(model)} the server publishes`);
+    expect(await readdir(modelsDir)).toEqual([]);
+  });
+
+  it("checks the X-Linked-Etag SHA-256 when the file list has none", async () => {
+    const error = await failure(pull("hf.co/test/Corrupt-GGUF:Q8_0").result);
     expect(error.code).toBe("download_failed");
     expect(error.message).toContain(`not the ${sha256(model)} the server publishes`);
     expect(await readdir(modelsDir)).toEqual([]);

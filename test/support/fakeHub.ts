@@ -13,6 +13,8 @@ export interface HubFile {
   content: Buffer;
   /** Serve these bytes instead of `content` (whose SHA-256 is still published): a corrupted transfer. */
   corruptWith?: Buffer;
+  /** Leave the SHA-256 out of the file list (as for a file not in LFS): only `X-Linked-Etag` carries it. */
+  unlisted?: boolean;
 }
 
 export interface FakeHub {
@@ -84,7 +86,7 @@ export async function startFakeHub(repos: Record<string, HubFile[]>): Promise<Fa
             oid: sha1(file.content),
             size: file.content.length,
             path: file.path,
-            lfs: { oid: sha256(file.content), size: file.content.length, pointerSize: 134 },
+            ...(file.unlisted ? {} : { lfs: { oid: sha256(file.content), size: file.content.length, pointerSize: 134 } }),
           })),
         );
       }
