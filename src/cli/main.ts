@@ -9,20 +9,24 @@ import { UsageError } from "./UsageError.js";
 // Commands import their modules lazily: node-llama-cpp takes most of a second to load, and
 // `--help` or a mistyped flag should answer at once.
 
-const commands: Record<string, { summary: string; usage: string }> = {
-  serve: { summary: "Start the API server (OpenAI-compatible, under /v1).", usage: "modelhost serve [options]" },
+const jsonOption: [string, string] = ["--json", "Print JSON for scripts instead of a table."];
+
+/** Each command's summary and usage; `options` lists its own options, beside the settings' flags. */
+const commands: Record<string, { summary: string; usage: string; options?: [string, string][] }> = {
+  serve: { summary: "Start the API server (OpenAI-compatible under /v1, Ollama's native API under /api).", usage: "modelhost serve [options]" },
   pull: {
     summary: "Download a model from Hugging Face (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf) or a URL.",
     usage: "modelhost pull REF [--alias NAME]… [options]",
+    options: [["--alias <name>", "Another name for the model, beside REF as typed (repeatable)."]],
   },
   run: {
     summary: "Chat with a model in the terminal, or answer one PROMPT (pulls the model if missing; starts a server if none runs).",
     usage: "modelhost run MODEL [PROMPT] [options of serve]",
   },
-  list: { summary: "List the installed models (also `models`).", usage: "modelhost list [--json] [options]" },
-  show: { summary: "Show one installed model's details.", usage: "modelhost show MODEL [--json] [options]" },
+  list: { summary: "List the installed models (also `models`).", usage: "modelhost list [--json] [options]", options: [jsonOption] },
+  show: { summary: "Show one installed model's details.", usage: "modelhost show MODEL [--json] [options]", options: [jsonOption] },
   rm: { summary: "Remove a model (its files), or one of its aliases.", usage: "modelhost rm MODEL [options]" },
-  ps: { summary: "List the models the running server has loaded.", usage: "modelhost ps [--json] [options]" },
+  ps: { summary: "List the models the running server has loaded.", usage: "modelhost ps [--json] [options]", options: [jsonOption] },
   engine: {
     summary: "Build llama.cpp natively for this CPU (`engine build`), or show which binary loads (`engine status`).",
     usage: "modelhost engine <build|status> [options]",
@@ -64,8 +68,8 @@ const modelCommandSettings = { pull: "pull", run: "serve", list: "models", model
 
 function commandHelp(name: string, settingsOf: CommandName = name as CommandName): string {
   const command = commands[name];
-  const json = /--json/.test(command?.usage ?? "") ? "\n  --json\n      Print JSON for scripts instead of a table." : "";
-  return [command?.summary ?? "", "", `Usage: ${command?.usage ?? name}`, "", "Options:", formatSettingsHelp(settingsOf) + json].join("\n");
+  const own = (command?.options ?? []).map(([flag, description]) => `  ${flag}\n      ${description}`);
+  return [command?.summary ?? "", "", `Usage: ${command?.usage ?? name}`, "", "Options:", ...own, formatSettingsHelp(settingsOf)].join("\n");
 }
 
 /** Parses the flags a command accepts, from its settings; unknown flags are an error. */
