@@ -6,12 +6,16 @@
 // The tool phase is unstreamed: run each requested function, append the assistant message and one
 // tool message per call, ask again while the model wants tools (at most MAX_ROUNDS times). Then the
 // final answer streams to the terminal. TOOL_CHOICE=required forces a call in the first round
-// (handy with small models that rarely decide to call on their own); MAX_TOKENS caps each reply.
+// (handy with small models that rarely decide to call on their own); MAX_TOKENS caps each reply;
+// TEMPERATURE sets the sampling temperature (0 makes a run repeatable).
 import OpenAI from "openai";
 
 const MAX_ROUNDS = 5;
-/** Optional cap on each reply's length (MAX_TOKENS), e.g. for tests. */
-const limit = process.env.MAX_TOKENS ? { max_tokens: Number(process.env.MAX_TOKENS) } : {};
+/** Optional cap on each reply's length (MAX_TOKENS) and sampling temperature (TEMPERATURE), e.g. for tests. */
+const limit = {
+  ...(process.env.MAX_TOKENS ? { max_tokens: Number(process.env.MAX_TOKENS) } : {}),
+  ...(process.env.TEMPERATURE ? { temperature: Number(process.env.TEMPERATURE) } : {}),
+};
 
 const tools: OpenAI.ChatCompletionTool[] = [
   {

@@ -9,20 +9,15 @@ interface Health {
 
 const messages = [{ role: "user" as const, content: "Write a very long essay." }];
 
-async function health(server: TestServer): Promise<Health> {
-  return (await (await fetch(`${server.url}/health`)).json()) as Health;
+/** The tiny model's decoding and waiting requests, as /health reports them. */
+async function slots(server: TestServer): Promise<{ active: number; queued: number }> {
+  const health = (await (await fetch(`${server.url}/health`)).json()) as Health;
+  const model = health.loaded.find((entry) => entry.id === "tiny");
+  return { active: model?.active ?? 0, queued: model?.queued ?? 0 };
 }
 
-/** Polls /health until the model shows these counts; the server learns of a disconnect asynchronously. */
-async function waitForSlots(server: TestServer, expected: { active: number; queued: number }): Promise<void> {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const model = (await health(server)).loaded.find((entry) => entry.id === "tiny");
-    if (model && model.active === expected.active && model.queued === expected.queued) return;
-    if (Date.now() > deadline) throw new Error(`slots stayed at ${JSON.stringify(model)}, expected ${JSON.stringify(expected)}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
+/** The server learns of a disconnect asynchronously, so counts are polled for, within this bound. */
+const SETTLE = { timeout: 5000, interval: 10 };
 
 /** Starts a long streamed generation and resolves once its first content has arrived. */
 async function startLongStream(server: TestServer): Promise<AbortController> {
@@ -51,7 +46,7 @@ describe("one sequence, short queue", () => {
   it("answers 503 with Retry-After when the queue is full, and serves the queued request later", async () => {
     const running = await startLongStream(server);
     const queued = client.chat.completions.create({ model: "tiny", messages, max_tokens: 4 });
-    await waitForSlots(server, { active: 1, queued: 1 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 1, queued: 1 });
 
     const refused = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4 });
     expect(refused.status).toBe(503);
@@ -66,7 +61,7 @@ describe("one sequence, short queue", () => {
     running.abort();
     const reply = await queued;
     expect(reply.usage?.completion_tokens).toBe(4);
-    await waitForSlots(server, { active: 0, queued: 0 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
   });
 
   it("frees the sequence of a client that aborts mid-stream, every time (20 rounds)", async () => {
@@ -77,7 +72,7 @@ describe("one sequence, short queue", () => {
       const reply = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 2 });
       expect(reply.usage?.completion_tokens).toBe(2);
     }
-    await waitForSlots(server, { active: 0, queued: 0 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
   });
 
   it("aborts through the official client's own signal too", async () => {
@@ -87,27 +82,27 @@ describe("one sequence, short queue", () => {
     // The client ends the iteration quietly once its signal aborts.
     for await (const _chunk of stream) if (++chunks === 3) controller.abort();
     expect(chunks).toBe(3);
-    await waitForSlots(server, { active: 0, queued: 0 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
   });
 
   it("stops a non-streamed generation whose client leaves", async () => {
     const controller = new AbortController();
     const pending = postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 100_000 }, { signal: controller.signal });
-    await waitForSlots(server, { active: 1, queued: 0 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 1, queued: 0 });
     controller.abort();
     await expect(pending).rejects.toThrow();
-    await waitForSlots(server, { active: 0, queued: 0 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
   });
 
   it("drops a queued request whose client leaves before it is served", async () => {
     const running = await startLongStream(server);
     const controller = new AbortController();
     const waiting = postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4 }, { signal: controller.signal });
-    await waitForSlots(server, { active: 1, queued: 1 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 1, queued: 1 });
     controller.abort();
     await expect(waiting).rejects.toThrow();
-    await waitForSlots(server, { active: 1, queued: 0 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 1, queued: 0 });
     running.abort();
-    await waitForSlots(server, { active: 0, queued: 0 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
   });
 });

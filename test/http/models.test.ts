@@ -16,14 +16,6 @@ async function health(server: TestServer): Promise<Health> {
   return (await (await fetch(`${server.url}/health`)).json()) as Health;
 }
 
-async function until(check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 const hello = [{ role: "user" as const, content: "Hello" }];
 
 describe("model listing", () => {
@@ -112,7 +104,7 @@ describe("model residency", () => {
     await server.client.chat.completions.create({ model: "a", messages: hello, max_tokens: 1 });
     const [loaded] = (await health(server)).loaded;
     expect(loaded?.expiresAt).toBeGreaterThan(Date.now());
-    await until(async () => (await health(server)).loaded.length === 0, "the model to unload");
+    await expect.poll(async () => (await health(server)).loaded, { timeout: 5000 }).toEqual([]);
     // And it loads again on demand.
     const reply = await server.client.chat.completions.create({ model: "a", messages: hello, max_tokens: 1 });
     expect(reply.usage?.completion_tokens).toBe(1);

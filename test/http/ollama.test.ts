@@ -113,14 +113,12 @@ describe("native API (/api) with the ollama client", () => {
     const reader = response.body?.getReader();
     expect((await reader?.read())?.done).toBe(false);
     controller.abort();
-    // Within a bounded number of polls the model reports no request decoding or waiting.
-    let busy = true;
-    for (let poll = 0; poll < 100 && busy; poll++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    // Within a bounded time the model reports no request decoding or waiting.
+    const busy = async () => {
       const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ id: string; active: number; queued: number }> };
-      busy = health.loaded.some((model) => model.id === "tiny:1b" && model.active + model.queued > 0);
-    }
-    expect(busy).toBe(false);
+      return health.loaded.some((model) => model.id === "tiny:1b" && model.active + model.queued > 0);
+    };
+    await expect.poll(busy, { timeout: 2000, interval: 20 }).toBe(false);
   });
 
   it("resolves name:tag, with :latest implied", async () => {
