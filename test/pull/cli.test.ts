@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -77,6 +77,29 @@ describe("model management from the command line", () => {
     const missing = await modelhost("show", "tiny", "--models-dir", modelsDir);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('No model "tiny"');
+  });
+
+  it("stops on Ctrl-C keeping the partial download, and the same command resumes it", async () => {
+    const dir = path.join(home, "interrupted");
+    const half = Math.floor(model.length / 2);
+    const before = hub.bytesServed();
+    hub.stallNextAfter(half);
+    const args = [bin, "pull", "hf.co/test/Tiny-GGUF:Q4_K_M", "--models-dir", dir, "--hf-endpoint", hub.url];
+    const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (data: Buffer) => (stderr += data.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const deadline = Date.now() + 30_000;
+    while (!stderr.includes("pulling 9503b9b5fdee: 50%") && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    child.kill("SIGINT");
+    expect(await exited).toBe(2);
+    expect(stderr).toContain("modelhost: Interrupted. Run the same command again to resume the download.");
+    expect((await readdir(dir)).filter((name) => name.endsWith(".partial"))).toHaveLength(1);
+
+    const resumed = await modelhost(...args.slice(1));
+    // Only the second half: 165,136 bytes.
+    expect(resumed.stdout).toBe(`hf.co/test/Tiny-GGUF:Q4_K_M: downloaded 161.3 KiB, in ${dir}.\n`);
+    expect(hub.bytesServed() - before).toBe(model.length);
   });
 
   it("says what went wrong, with exit code 2, for an unknown quantization or a bad reference", async () => {
