@@ -1,0 +1,70 @@
+// The Vitest part of `npm test`, in two runs: every suite but test/engine, then test/engine alone
+// (the native build takes minutes and holds node-llama-cpp's build lock, which would stall model
+// tests running beside it). The second runs even when the first failed, so one `npm test` reports
+// on everything; then one closing line adds both up, and the exit code is non-zero if either failed.
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+
+interface Stage {
+  name: string;
+  args: string[];
+}
+
+const stages: Stage[] = [
+  { name: "all but test/engine", args: ["--exclude", "test/engine/**"] },
+  { name: "test/engine (native llama.cpp build)", args: ["test/engine"] },
+];
+
+/** The parts of Vitest's JSON report read here. */
+interface JsonReport {
+  numPassedTests: number;
+  numFailedTests: number;
+  numPendingTests: number;
+  numTodoTests: number;
+  testResults: { status: string; assertionResults: { status: string }[] }[];
+}
+
+const vitest = path.resolve(import.meta.dirname, "../node_modules/vitest/vitest.mjs");
+const reportDir = fs.mkdtempSync(path.join(os.tmpdir(), "modelhost-test-report-"));
+const summaries: string[] = [];
+const totals = { passed: 0, failed: 0, skipped: 0 };
+let failed = false;
+try {
+  for (const [index, stage] of stages.entries()) {
+    const reportFile = path.join(reportDir, `${index}.json`);
+    console.log(`\n== vitest: ${stage.name}`);
+    const result = spawnSync(process.execPath, [vitest, "run", ...stage.args, "--reporter=default", "--reporter=json", `--outputFile.json=${reportFile}`], { stdio: "inherit" });
+    const report = readReport(reportFile);
+    if (result.status !== 0 || report === undefined) failed = true;
+    if (report === undefined) {
+      summaries.push(`${stage.name}: no report (vitest exited with ${result.status ?? result.signal})`);
+      continue;
+    }
+    // A file that failed as a whole (it could not load: a missing service under CI; a failing hook)
+    // may have no failed test of its own: it counts as one failure.
+    const brokenFiles = report.testResults.filter((file) => file.status === "failed" && !file.assertionResults.some((test) => test.status === "failed")).length;
+    const counts = { passed: report.numPassedTests, failed: report.numFailedTests + brokenFiles, skipped: report.numPendingTests + report.numTodoTests };
+    totals.passed += counts.passed;
+    totals.failed += counts.failed;
+    totals.skipped += counts.skipped;
+    const broken = brokenFiles > 0 ? ` (${brokenFiles} of them a whole file)` : "";
+    summaries.push(`${stage.name}: ${counts.passed} passed, ${counts.failed} failed${broken}, ${counts.skipped} skipped`);
+  }
+} finally {
+  fs.rmSync(reportDir, { recursive: true, force: true });
+}
+
+console.log(`\n${summaries.join("\n")}`);
+// The plain closing line that any CI reads: "N passed, N failed, N skipped".
+console.log(`tests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);
+process.exit(failed ? 1 : 0);
+
+function readReport(file: string): JsonReport | undefined {
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8")) as JsonReport;
+  } catch {
+    return undefined;
+  }
+}
