@@ -66,6 +66,10 @@ async function pullIfMissing(client: ServerClient, model: string): Promise<void>
   const progress = progressPrinter(process.stderr);
   try {
     for await (const event of client.stream("/api/pull", { model, stream: true })) progress.update(event as unknown as PullProgress);
+  } catch (error) {
+    // Most often a name typed wrong: say first that no such model is installed.
+    if (error instanceof ServerResponseError && error.status === 400) throw new UsageError(`No model "${model}" is installed. ${error.message}`);
+    throw error;
   } finally {
     progress.finish();
   }

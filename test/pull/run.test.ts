@@ -148,5 +148,8 @@ describe("modelhost run with a prompt", () => {
     // The model is only in the server's directory: an answer proves run used the running server.
     const { stdout } = await promisify(execFile)(process.execPath, [bin, "run", "tiny", "Say hello.", "--port", new URL(server.url).port, "--models-dir", emptyDir]);
     expect(stdout.trim().length).toBeGreaterThan(0);
+
+    const unknown = await promisify(execFile)(process.execPath, [bin, "run", "nosuch", "Hi", "--port", new URL(server.url).port]).catch((error: { code: number; stderr: string }) => error);
+    expect(unknown).toMatchObject({ code: 2, stderr: expect.stringContaining('modelhost: No model "nosuch" is installed. "nosuch" is not a model reference modelhost can pull.') });
   });
 });
