@@ -6,6 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/cli/createLogger.js";
+import { needs } from "../support/debianPackages.js";
 import { startServerProcess } from "../support/startServerProcess.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -72,7 +73,7 @@ describe("modelhost serve, as a newcomer starts it", () => {
     expect(server.output()).not.toContain(SECRET);
   });
 
-  it("logs one short line per request on a terminal, and keeps the listening line", async () => {
+  it.skipIf(!needs("bsdutils"))("logs one short line per request on a terminal, and keeps the listening line", async () => {
     // `script` runs the server in a pseudo-terminal and copies what it shows to our pipe. The
     // shell says its process id first, so the test can stop the server itself (it runs in a
     // session of its own, out of reach of a signal to script's process group).

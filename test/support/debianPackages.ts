@@ -20,6 +20,8 @@ export const debianPackages = {
   "g++": { commands: ["g++"], neededFor: "the native engine build test" },
   make: { commands: ["make"], neededFor: "the native engine build test" },
   git: { commands: ["git"], neededFor: "the native engine build test" },
+  // `script` runs the server in a pseudo-terminal (Essential in Debian: always there).
+  bsdutils: { commands: ["script"], neededFor: "the start command's terminal-log test" },
   // `modelhost run` is driven in a real terminal: a tmux pane, keys sent, the screen read.
   tmux: { commands: ["tmux"], neededFor: "the `modelhost run` terminal test" },
 } as const satisfies Record<string, DebianPackage>;
