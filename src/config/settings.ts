@@ -182,7 +182,7 @@ export const settings = {
     flag: "batch-size",
     env: "MODELHOST_BATCH_SIZE",
     default: "512",
-    description: "Tokens evaluated per llama.cpp decode call (prompt processing chunk size).",
+    description: "Tokens evaluated per llama.cpp decode call (prompt processing chunk size); also the longest embedding input.",
     schema: integer(1),
     commands: ["serve"],
   }),

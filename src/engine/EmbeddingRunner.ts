@@ -6,7 +6,7 @@ import { checkTokenIds } from "./checkTokenIds.js";
 import { SlotPool } from "./SlotPool.js";
 
 export interface EmbeddingOptions {
-  /** Tokens per input, special tokens included; capped at the model's trained length by the caller. */
+  /** Tokens per input, special tokens included: at most one batch, and the model's trained length. */
   contextSize: number;
   threads: number;
   maxQueue: number;
@@ -110,7 +110,7 @@ export class EmbeddingRunner {
     this.#embedding ??= (async () => {
       this.#embeddingLoads++;
       try {
-        // A non-causal model (BERT) must see a whole input in one batch.
+        // Pooling reads the outputs of one decode call, so an input must fit in one batch.
         const context = await this.#model.createEmbeddingContext({
           contextSize: this.contextSize,
           batchSize: this.contextSize,

@@ -50,7 +50,14 @@ export class LoadedModel {
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
     this.#pool = new SlotPool(sequences, options.maxQueue);
     this.#prompts = new ChatPromptRenderer(model);
-    this.#embeddings = new EmbeddingRunner(model, { contextSize: this.contextSize, threads: options.threads, maxQueue: options.maxQueue });
+    // An embedding input is evaluated in one decode call (llama.cpp pools the outputs of one call,
+    // so a longer input cannot be split), and every token of that call is an output: llama.cpp
+    // computes and stores logits for each, 2 × 4 bytes × vocabulary per token. With the context as
+    // the batch, one 4,095-token input on a 32,000-token vocabulary took RSS from 161 MB to 1.19 GB.
+    // An input is therefore at most one batch long, as llama-server's embeddings are (see
+    // docs/performance.md).
+    const embeddingContextSize = Math.min(this.contextSize, options.batchSize);
+    this.#embeddings = new EmbeddingRunner(model, { contextSize: embeddingContextSize, threads: options.threads, maxQueue: options.maxQueue });
   }
 
   static async load(llama: Llama, info: ModelInfo, options: ModelRuntimeOptions): Promise<LoadedModel> {

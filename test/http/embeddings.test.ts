@@ -156,6 +156,26 @@ describe("POST /v1/embeddings", () => {
   });
 });
 
+// Every token of an embedding input is an output with logits (8 bytes × vocabulary each), so an
+// input is at most one batch long: that bounds the memory one request can take.
+describe("embedding inputs are at most one batch long", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { batchSize: 64 } });
+  });
+  afterAll(() => server?.close());
+
+  it("refuses a longer input naming the limit, and cuts it to the batch with truncate", async () => {
+    const long = Array.from({ length: 200 }, (_, i) => 100 + i);
+    const refused = await postJson(`${server.url}/v1/embeddings`, { model: "tiny", input: long });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(/context holds 63/);
+    const cut = await postJson(`${server.url}/v1/embeddings`, { model: "tiny", input: long, truncate: true });
+    expect(cut.status).toBe(200);
+    expect(((await cut.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBe(63);
+  });
+});
+
 const sharedModel = path.resolve(import.meta.dirname, "../../../shared/models/llama-2-tiny-random.gguf");
 
 // A GGUF we did not write (real Llama 2 vocabulary); the shared folder is absent outside this workplace.
