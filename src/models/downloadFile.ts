@@ -30,6 +30,7 @@ export interface DownloadResult {
 const maxRedirects = 10;
 /** Bytes received but not yet written that make the download wait for the disk (16 MiB). */
 const maxBytesInFlight = 16 * 1024 * 1024;
+const writeBatchBytes = 1024 * 1024;
 
 /** A hub's SHA-256 in an ETag: `"<64 hex>"` (LFS files); a git blob's SHA-1 ETag is not one. */
 function sha256OfEtag(etag: string | null): string | undefined {
@@ -156,9 +157,24 @@ async function transfer(request: DownloadRequest, state: TransferState): Promise
     request.onProgress?.(state.have, state.total);
     // The loop reads on while the disk writes: when a connection breaks, fetch drops the chunks
     // still queued in the body stream, so keeping that queue empty means every byte that arrived
-    // is kept, and none is fetched again. Past `maxBytesInFlight`, the disk sets the pace.
+    // is kept, and none is fetched again. Past `maxBytesInFlight`, the disk sets the pace. Chunks
+    // (16-64 KiB) are written in batches of `writeBatchBytes`: a write per chunk made the
+    // download 4 times slower than curl.
     let writing: Promise<unknown> = Promise.resolve();
     let inFlight = 0;
+    let batch: Uint8Array[] = [];
+    let batchBytes = 0;
+    const flush = () => {
+      if (batchBytes === 0) return;
+      const data = Buffer.concat(batch, batchBytes);
+      batch = [];
+      batchBytes = 0;
+      writing = writing.then(async () => {
+        await file.writeFile(data); // appends (the file is open in "a" mode), retrying short writes
+        inFlight -= data.byteLength;
+      });
+      writing.catch(() => {}); // awaited below; this only keeps a failed write from counting as unhandled meanwhile
+    };
     try {
       for await (const chunk of response.body) {
         state.hash.update(chunk);
@@ -166,16 +182,15 @@ async function transfer(request: DownloadRequest, state: TransferState): Promise
         if (state.total !== undefined && state.have > state.total) {
           throw new ServerError("download_failed", { message: `${displayUrl(request.url)} sent more bytes than the ${state.total} announced.` });
         }
+        batch.push(chunk);
+        batchBytes += chunk.byteLength;
         inFlight += chunk.byteLength;
-        writing = writing.then(async () => {
-          await file.write(chunk);
-          inFlight -= chunk.byteLength;
-        });
-        writing.catch(() => {}); // awaited below; this only keeps a failed write from counting as unhandled meanwhile
+        if (batchBytes >= writeBatchBytes) flush();
         request.onProgress?.(state.have, state.total);
         if (inFlight > maxBytesInFlight) await writing;
       }
     } finally {
+      flush();
       await writing; // what arrived is on disk before anything else happens, even after an error
     }
     await file.sync();
