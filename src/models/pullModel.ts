@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
-import { mkdir, readdir, rename, rm, stat, statfs } from "node:fs/promises";
+import { mkdir, open, readdir, rename, rm, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { ServerError } from "../core/ServerError.js";
 import { chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
-import { downloadFile } from "./downloadFile.js";
+import { displayUrl, downloadFile } from "./downloadFile.js";
 import { withFileLock } from "./fileLock.js";
 import { formatBytes } from "./formatBytes.js";
 import { parseModelRef, type ModelRef } from "./modelRef.js";
@@ -249,6 +249,7 @@ async function downloadPart(
       onProgress: progress.update,
     });
     progress.update(result.size, result.size);
+    await assertGguf(partialPath, file);
     return { downloadedBytes: result.size - startedWith, sha256: result.sha256 };
   } finally {
     progress.flush();
@@ -281,6 +282,23 @@ function throttled<A extends unknown[]>(intervalMs: number, emit: (...args: A) =
     },
     flush,
   };
+}
+
+/**
+ * Every GGUF file (each part of a split one too) begins with the magic "GGUF". A URL that answers
+ * with something else (an HTML page, a safetensors file) is refused rather than installed.
+ */
+async function assertGguf(partialPath: string, file: PlannedFile): Promise<void> {
+  const handle = await open(partialPath, "r");
+  const magic = Buffer.alloc(4);
+  try {
+    await handle.read(magic, 0, 4, 0);
+  } finally {
+    await handle.close();
+  }
+  if (magic.toString("latin1") === "GGUF") return;
+  await rm(partialPath, { force: true });
+  throw new ServerError("download_failed", { message: `${displayUrl(file.url)} is not a GGUF file (it does not begin with "GGUF"); it was not installed.` });
 }
 
 /** Ollama names a layer by the first 12 hex digits of its digest; a file of unknown digest by its name. */

@@ -27,6 +27,8 @@ beforeAll(async () => {
       { path: "Tiny-Q4_K_M.gguf", content: model },
       { path: "mmproj-Tiny-F16.gguf", content: emptyGguf },
     ],
+    // Served at /files/README.gguf: a page where a model was expected.
+    "test/Page": [{ path: "README.gguf", content: Buffer.from("<html>Not here</html>") }],
     "test/Corrupt-GGUF": [
       { path: "Corrupt-Q4_K_M.gguf", content: model, corruptWith: Buffer.concat([model.subarray(0, 1000), Buffer.from("x"), model.subarray(1001)]) },
       { path: "Corrupt-Q8_0.gguf", content: model, corruptWith: Buffer.alloc(model.length), unlisted: true },
@@ -158,6 +160,12 @@ describe("pulling a model from a hub", () => {
     const error = await failure(pull("hf.co/test/Corrupt-GGUF:Q8_0").result);
     expect(error.code).toBe("download_failed");
     expect(error.message).toContain(`not the ${sha256(model)} the server publishes`);
+    expect(await readdir(modelsDir)).toEqual([]);
+  });
+
+  it("refuses a file that is not a GGUF model", async () => {
+    const error = await failure(pull(`${hub.url}/files/README.gguf`).result);
+    expect(error).toEqual({ code: "download_failed", message: `${hub.url}/files/README.gguf is not a GGUF file (it does not begin with "GGUF"); it was not installed.` });
     expect(await readdir(modelsDir)).toEqual([]);
   });
 
