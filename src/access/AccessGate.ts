@@ -1,6 +1,8 @@
 import type { AdmissionRequest, AdmissionTicket } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
 import type { AccessStore, AccessToken, Account, UsageRow } from "./AccessStore.js";
+import { HEARTBEAT_MS } from "./limitFigures.js";
+import { LimiterUnavailableError } from "./RateLimiter.js";
 import type { LimitName, LimitState, RateLimiter } from "./RateLimiter.js";
 import { resolveLimits, type Endpoint, type TiersConfig } from "./tiers.js";
 import { hashToken, isWellFormedToken, tokensEqual } from "./tokenFormat.js";
@@ -32,6 +34,7 @@ export class AccessGate {
   readonly #touched = new Map<string, number>();
   readonly #usage: UsageBuffer;
   readonly #touchTimer: NodeJS.Timeout;
+  readonly #heartbeatTimer: NodeJS.Timeout;
 
   constructor(store: AccessStore, limiter: RateLimiter, tiers: TiersConfig, options: { logger: GateLogger; now?: () => number }) {
     this.#store = store;
@@ -42,6 +45,9 @@ export class AccessGate {
     this.#usage = new UsageBuffer(store, (error) => this.#logger.error({ err: error }, "usage ledger write failed"));
     this.#touchTimer = setInterval(() => void this.#flushTouches(), TOUCH_INTERVAL_MS);
     this.#touchTimer.unref();
+    // Keeps this server's reservations its own, and releases those of servers that died.
+    this.#heartbeatTimer = setInterval(() => void this.#limiter.heartbeat().catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter heartbeat failed")), HEARTBEAT_MS);
+    this.#heartbeatTimer.unref();
   }
 
   /**
@@ -70,20 +76,14 @@ export class AccessGate {
    * `onState` receives the limit state for the x-ratelimit-* headers, refused or not.
    */
   async admit(caller: Caller, model: string, endpoint: Endpoint, request: AdmissionRequest, onState: (state: LimitState) => void): Promise<AdmissionTicket> {
-    const limits = resolveLimits(this.#tiers, caller.account.id, caller.account.tier, model, endpoint);
+    const limits = resolveLimits(this.#tiers, caller.account.id, caller.account.tier, { endpoint, model });
     if (limits.maxInputTokens !== undefined && request.promptTokens > limits.maxInputTokens) {
       throw new ServerError("tokens_limit_reached", {
         message: `Request too large: the prompt has ${request.promptTokens} tokens, and your tier allows ${limits.maxInputTokens} per request.`,
       });
     }
     const maxOutputTokens = Math.min(request.maxOutputTokens, limits.maxOutputTokens ?? Infinity);
-    let admission;
-    try {
-      admission = await this.#limiter.admit(limits.key, limits.policy, request.promptTokens + maxOutputTokens);
-    } catch (error) {
-      this.#logger.error({ err: error }, "rate limiter unavailable");
-      throw new ServerError("limiter_unavailable", { retryAfter: 1, cause: error });
-    }
+    const admission = await this.#unlessUnavailable(this.#limiter.admit(limits.key, limits.policy, request.promptTokens + maxOutputTokens, request.promptTokens));
     onState(admission.state);
     if (!admission.allowed) throw rateLimited(admission.limit, admission.retryAfterSeconds, admission.state, request.promptTokens + maxOutputTokens);
 
@@ -107,15 +107,39 @@ export class AccessGate {
     return this.#store.usage({ accountId: caller.account.id, since });
   }
 
-  /** The caller's limits as they stand, for responses that consume nothing. */
+  /**
+   * The caller's limits as they stand, for responses that consume nothing: those a chat request to
+   * a model no override names is held to (the tier's own, or its `@chat` group's).
+   */
   async state(caller: Caller): Promise<LimitState> {
-    const { key, policy } = resolveLimits(this.#tiers, caller.account.id, caller.account.tier, "", "chat");
-    return this.#limiter.peek(key, policy);
+    const { key, policy } = resolveLimits(this.#tiers, caller.account.id, caller.account.tier, { endpoint: "chat" });
+    return this.#unlessUnavailable(this.#limiter.peek(key, policy));
+  }
+
+  /**
+   * Names this server to the limiter (host and listening address) once it listens: the
+   * reservations this instance left unsettled before a restart are released at once. Should the
+   * limiter fail now, they are released when their lease runs out instead: this only logs.
+   */
+  async claimInstance(name: string): Promise<void> {
+    await this.#limiter.claimInstance(name).catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter instance claim failed"));
   }
 
   async close(): Promise<void> {
     clearInterval(this.#touchTimer);
+    clearInterval(this.#heartbeatTimer);
     await Promise.all([this.#flushTouches(), this.#usage.flush()]);
+  }
+
+  /** The limiter's answer; its being unavailable is a 503 (fail closed). Anything else it throws is a bug, and stays one. */
+  async #unlessUnavailable<T>(answer: Promise<T>): Promise<T> {
+    try {
+      return await answer;
+    } catch (error) {
+      if (!(error instanceof LimiterUnavailableError)) throw error;
+      this.#logger.error({ err: error }, "rate limiter unavailable");
+      throw new ServerError("limiter_unavailable", { retryAfter: 1, cause: error });
+    }
   }
 
   async #flushTouches(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { AccessStore, AccessToken, Account, UsageQuery, UsageRow } from "./AccessStore.js";
-import { AccessError } from "./AccessStore.js";
+import { AccessError, accountNotFound } from "./AccessError.js";
 import { parseExpiry } from "./parseExpiry.js";
 import { generateToken } from "./tokenFormat.js";
 import type { TiersConfig } from "./tiers.js";
@@ -83,8 +83,7 @@ export class AccessService {
 
   async #account(nameOrId: string): Promise<Account> {
     const account = await this.#store.findAccount(nameOrId);
-    if (!account) throw new AccessError("account_not_found", `No account named "${nameOrId}".`);
-    return account;
+    return account ?? accountNotFound(nameOrId);
   }
 
   #checkTier(tier: string): void {

@@ -51,10 +51,18 @@ export interface NewToken {
   expiresAt: number | null;
 }
 
+/** A token found by its hash, with its account and the stored hash (compared by the caller in constant time). */
+export interface FoundToken {
+  token: AccessToken;
+  account: Account;
+  hash: string;
+}
+
 /**
  * Accounts, tokens and the usage ledger. Implemented on SQLite (the embedded default, one file in
  * the data directory, WAL) and on PostgreSQL (several replicas). Every write is durable when the
- * promise resolves. Errors for the caller's mistakes are `AccessError`s.
+ * promise resolves. Errors for the caller's mistakes are `AccessError`s;
+ * what the two stores share beyond the storage lives in storeRows.ts.
  */
 export interface AccessStore {
   createAccount(name: string, tier: string): Promise<Account>;
@@ -73,7 +81,7 @@ export interface AccessStore {
    * The token with this hash and its account, whatever their state (the caller checks expiry,
    * revocation, disabling). `hash` is the stored hash, which the caller compares in constant time.
    */
-  findTokenByHash(hash: string): Promise<{ token: AccessToken; account: Account; hash: string } | undefined>;
+  findTokenByHash(hash: string): Promise<FoundToken | undefined>;
   /** Records when tokens were last used; may be batched by the caller. */
   touchTokens(lastUsed: ReadonlyMap<string, number>): Promise<void>;
 
@@ -82,25 +90,4 @@ export interface AccessStore {
   usage(query: UsageQuery): Promise<UsageRow[]>;
 
   close(): Promise<void>;
-}
-
-export type AccessErrorCode =
-  | "account_exists"
-  | "account_not_found"
-  | "account_invalid"
-  | "tier_not_found"
-  | "token_not_found"
-  | "token_ambiguous"
-  | "expiry_invalid"
-  | "date_invalid";
-
-/** A mistake in a request to the store: the CLI prints the message; nothing was changed. */
-export class AccessError extends Error {
-  readonly code: AccessErrorCode;
-
-  constructor(code: AccessErrorCode, message: string) {
-    super(message);
-    this.name = "AccessError";
-    this.code = code;
-  }
 }

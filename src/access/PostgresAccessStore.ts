@@ -1,9 +1,9 @@
 import pg from "pg";
 import type { Pool, PoolClient } from "pg";
-import { randomBase62 } from "../core/randomBase62.js";
-import { AccessError } from "./AccessStore.js";
-import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
-import { accountNotFound, singleToken, tokenNotFound } from "./storeErrors.js";
+import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
+import type { AccessStore, AccessToken, Account, FoundToken, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
+import { newAccessToken, newAccount, toAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import type { AccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
  * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
@@ -65,7 +65,6 @@ const MIGRATION_LOCK = 0x6d686163;
 const UNIQUE_VIOLATION = "23505";
 const FOREIGN_KEY_VIOLATION = "23503";
 
-const TOKEN_COLUMNS = "id, account_id, name, prefix, created_at, expires_at, last_used_at, revoked_at";
 /** An id wins over a name: a name can be anything, so it may look like another account's id. */
 const ACCOUNT_ID_BY_KEY = "SELECT id FROM accounts WHERE id = $1 OR name = $1 ORDER BY id = $1 DESC LIMIT 1";
 
@@ -109,45 +108,12 @@ const SQL = {
 
 type Statement = keyof typeof SQL;
 
-/** bigint columns arrive as strings (they may exceed 2^53); ours are ms timestamps and counters, far below. */
-type BigintText = string;
-
-interface AccountRow {
-  id: string;
-  name: string;
-  tier: string;
-  disabled: boolean;
-  created_at: BigintText;
-}
-
-interface TokenRow {
-  id: string;
-  account_id: string;
-  name: string;
-  prefix: string;
-  created_at: BigintText;
-  expires_at: BigintText | null;
-  last_used_at: BigintText | null;
-  revoked_at: BigintText | null;
-}
-
-interface TokenWithAccountRow extends TokenRow {
+interface TokenWithAccountColumns extends TokenColumns {
   hash: string;
   account_name: string;
   account_tier: string;
   account_disabled: boolean;
-  account_created_at: BigintText;
-}
-
-interface UsageLedgerRow {
-  account_id: string;
-  account_name: string;
-  token_id: string;
-  model: string;
-  day: string;
-  requests: BigintText;
-  prompt_tokens: BigintText;
-  completion_tokens: BigintText;
+  account_created_at: string;
 }
 
 /**
@@ -179,48 +145,37 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async createAccount(name: string, tier: string): Promise<Account> {
-    const account: Account = { id: `acct_${randomBase62(16)}`, name, tier, disabled: false, createdAt: Date.now() };
+    const account = newAccount(name, tier);
     try {
       await this.query("insertAccount", [account.id, name, tier, account.disabled, account.createdAt]);
       return account;
     } catch (error) {
-      if (isViolation(error, UNIQUE_VIOLATION, "accounts_name_key")) {
-        throw new AccessError("account_exists", `An account named "${name}" already exists.`);
-      }
+      if (isViolation(error, UNIQUE_VIOLATION, "accounts_name_key")) accountExists(name);
       throw error;
     }
   }
 
   async listAccounts(): Promise<Account[]> {
-    return (await this.query<AccountRow>("selectAccounts", [])).map(toAccount);
+    return (await this.query<AccountColumns>("selectAccounts", [])).map(toAccount);
   }
 
   async findAccount(nameOrId: string): Promise<Account | undefined> {
-    const [row] = await this.query<AccountRow>("selectAccount", [nameOrId]);
+    const [row] = await this.query<AccountColumns>("selectAccount", [nameOrId]);
     return row && toAccount(row);
   }
 
   async setAccountDisabled(nameOrId: string, disabled: boolean): Promise<Account> {
-    const [row] = await this.query<AccountRow>("updateDisabled", [nameOrId, disabled]);
+    const [row] = await this.query<AccountColumns>("updateDisabled", [nameOrId, disabled]);
     return toAccount(row ?? accountNotFound(nameOrId));
   }
 
   async setAccountTier(nameOrId: string, tier: string): Promise<Account> {
-    const [row] = await this.query<AccountRow>("updateTier", [nameOrId, tier]);
+    const [row] = await this.query<AccountColumns>("updateTier", [nameOrId, tier]);
     return toAccount(row ?? accountNotFound(nameOrId));
   }
 
   async createToken(token: NewToken): Promise<AccessToken> {
-    const created: AccessToken = {
-      id: `tok_${randomBase62(16)}`,
-      accountId: token.accountId,
-      name: token.name,
-      prefix: token.prefix,
-      createdAt: Date.now(),
-      expiresAt: token.expiresAt,
-      lastUsedAt: null,
-      revokedAt: null,
-    };
+    const created = newAccessToken(token);
     try {
       await this.query("insertToken", [created.id, created.accountId, created.name, created.prefix, token.hash, created.createdAt, created.expiresAt]);
       return created;
@@ -231,20 +186,20 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async listTokens(accountId?: string): Promise<AccessToken[]> {
-    const rows = accountId === undefined ? await this.query<TokenRow>("selectTokens", []) : await this.query<TokenRow>("selectAccountTokens", [accountId]);
+    const rows = accountId === undefined ? await this.query<TokenColumns>("selectTokens", []) : await this.query<TokenColumns>("selectAccountTokens", [accountId]);
     return rows.map(toToken);
   }
 
   async revokeToken(idOrPrefix: string): Promise<AccessToken> {
-    const match = singleToken(await this.query<TokenRow>("selectTokensByIdOrPrefix", [idOrPrefix]), idOrPrefix);
-    const [row] = await this.query<TokenRow>("updateRevoked", [match.id, Date.now()]);
+    const match = singleToken(await this.query<TokenColumns>("selectTokensByIdOrPrefix", [idOrPrefix]), idOrPrefix);
+    const [row] = await this.query<TokenColumns>("updateRevoked", [match.id, Date.now()]);
     return toToken(row ?? tokenNotFound(idOrPrefix));
   }
 
-  async findTokenByHash(hash: string): Promise<{ token: AccessToken; account: Account; hash: string } | undefined> {
-    const [row] = await this.query<TokenWithAccountRow>("selectTokenByHash", [hash]);
+  async findTokenByHash(hash: string): Promise<FoundToken | undefined> {
+    const [row] = await this.query<TokenWithAccountColumns>("selectTokenByHash", [hash]);
     if (!row) return undefined;
-    const account: AccountRow = { id: row.account_id, name: row.account_name, tier: row.account_tier, disabled: row.account_disabled, created_at: row.account_created_at };
+    const account: AccountColumns = { id: row.account_id, name: row.account_name, tier: row.account_tier, disabled: row.account_disabled, created_at: row.account_created_at };
     return { token: toToken(row), account: toAccount(account), hash: row.hash };
   }
 
@@ -264,7 +219,7 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async usage(query: UsageQuery): Promise<UsageRow[]> {
-    return (await this.query<UsageLedgerRow>("selectUsage", [query.accountId ?? null, query.since ?? null])).map(toUsageRow);
+    return (await this.query<UsageColumns>("selectUsage", [query.accountId ?? null, query.since ?? null])).map(toUsageRow);
   }
 
   async close(): Promise<void> {
@@ -323,38 +278,4 @@ async function schemaVersion(client: PoolClient): Promise<number> {
 
 function isViolation(error: unknown, code: string, constraint: string): boolean {
   return error instanceof pg.DatabaseError && error.code === code && error.constraint === constraint;
-}
-
-function toNumber(value: BigintText | null): number | null {
-  return value === null ? null : Number(value);
-}
-
-function toAccount(row: AccountRow): Account {
-  return { id: row.id, name: row.name, tier: row.tier, disabled: row.disabled, createdAt: Number(row.created_at) };
-}
-
-function toToken(row: TokenRow): AccessToken {
-  return {
-    id: row.id,
-    accountId: row.account_id,
-    name: row.name,
-    prefix: row.prefix,
-    createdAt: Number(row.created_at),
-    expiresAt: toNumber(row.expires_at),
-    lastUsedAt: toNumber(row.last_used_at),
-    revokedAt: toNumber(row.revoked_at),
-  };
-}
-
-function toUsageRow(row: UsageLedgerRow): UsageRow {
-  return {
-    accountId: row.account_id,
-    accountName: row.account_name,
-    tokenId: row.token_id,
-    model: row.model,
-    day: row.day,
-    requests: Number(row.requests),
-    promptTokens: Number(row.prompt_tokens),
-    completionTokens: Number(row.completion_tokens),
-  };
 }

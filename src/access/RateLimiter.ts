@@ -40,11 +40,49 @@ export interface Reservation {
  * `admit` reserves the request's worst case (prompt + maximum output); `settle` replaces the
  * reservation with what was really used (for a stream, up to its end or the client's abort) and
  * frees the concurrency slot. The day's tokens never exceed the limit, whatever the concurrency.
+ *
+ * Holders. Each limiter instance (a server process) holds the reservations it admitted, under a
+ * lease it renews with `heartbeat`. A holder that dies (kill -9, a crashed machine) never settles;
+ * once its lease has run out, the next heartbeat of any other holder releases its reservations:
+ * each is charged its prompt (what a started request is known to have used), the rest of its
+ * reservation goes back to the day's budget, and its concurrency slot is freed. Its request unit
+ * stays counted, in the minute window and in the day: the request did start. An instance that
+ * restarts on the same host and address releases its predecessor's reservations at once
+ * (`claimInstance`). Failures to reach the storage are `LimiterUnavailableError`s.
  */
 export interface RateLimiter {
-  admit(key: string, policy: LimitPolicy, tokens: number): Promise<Admission>;
+  /**
+   * Admits a request of at most `tokens` (its prompt plus its maximum output), or refuses it.
+   * `promptTokens`, part of `tokens`, is what the request is charged if this limiter's holder dies
+   * before settling it.
+   */
+  admit(key: string, policy: LimitPolicy, tokens: number, promptTokens?: number): Promise<Admission>;
   settle(reservation: Reservation, usedTokens: number): Promise<void>;
   /** The state without admitting anything, for responses that consume no unit. */
   peek(key: string, policy: LimitPolicy): Promise<LimitState>;
+  /**
+   * Renews this holder's lease, and releases the reservations of holders whose lease has run out.
+   * Call it every HEARTBEAT_MS: a holder that has not for its lease (LEASE_MS) is taken for dead.
+   */
+  heartbeat(): Promise<void>;
+  /**
+   * Names the instance this holder serves: its host and the address it listens on, which no other
+   * live server can share. Reservations of earlier holders of that name (this instance before a
+   * restart) are released at once. Call it once listening.
+   */
+  claimInstance(name: string): Promise<void>;
+  /** Ends this holder's lease: what it has not settled is released by the next heartbeat of another holder. */
   close(): Promise<void>;
+}
+
+/**
+ * The limiter could not answer (its storage unreachable, locked or too slow): the caller refuses
+ * the request with a 503, never lets it through. Limits fail closed. Any other error a limiter
+ * throws is a bug.
+ */
+export class LimiterUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`rate limiter unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = "LimiterUnavailableError";
+  }
 }

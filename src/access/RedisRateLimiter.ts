@@ -1,31 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
+import { assertTokenCount, LEASE_MS, MINUTE_MS, RESERVATION_TTL_MS, retryAfterSeconds, stateOf } from "./limitFigures.js";
+import type { LimiterTimings } from "./limitFigures.js";
+import { LimiterUnavailableError } from "./RateLimiter.js";
 import type { Admission, LimitName, LimitPolicy, LimitState, RateLimiter, Reservation } from "./RateLimiter.js";
 
-/**
- * The limiter could not answer (Redis unreachable, or too slow): the caller refuses the request
- * with a 503, never lets it through. Limits fail closed.
- */
-export class LimiterUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super(`rate limiter unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
-    this.name = "LimiterUnavailableError";
-  }
-}
-
-export interface RedisRateLimiterOptions {
-  /** The sliding window's length; shorter in tests. */
-  minuteMs?: number;
+export interface RedisRateLimiterOptions extends LimiterTimings {
   /** Prepended to every key, to share a Redis with other applications or isolate tests. */
   keyPrefix?: string;
-  /** How long an unsettled reservation holds its concurrency slot (a crashed replica never settles). */
-  reservationTtlMs?: number;
   /** Bound on connecting and on each command: past it the operation fails with LimiterUnavailableError. */
   timeoutMs?: number;
 }
 
-const DEFAULT_MINUTE_MS = 60_000;
-const DEFAULT_RESERVATION_TTL_MS = 3_600_000;
 const DEFAULT_TIMEOUT_MS = 500;
 const MAX_RECONNECT_DELAY_MS = 1_000;
 const LIMIT_NAMES: readonly LimitName[] = ["requests_per_day", "tokens_per_day", "requests_per_minute", "concurrent_requests"];
@@ -33,7 +19,8 @@ const LIMIT_NAMES: readonly LimitName[] = ["requests_per_day", "tokens_per_day",
 /**
  * Lua shared by the scripts. Times are Redis's own (`TIME`), in ms, so replicas' clocks never
  * matter. Days are whole UTC days since the epoch; a key's day hash is `<base><day>`. The window
- * holds the requests with a score (admission time) in (now − minute, now].
+ * holds the requests with a score (admission time) in (now − minute, now]. A held reservation is
+ * "<day>:<tokens>:<prompt tokens>:<holder>" (one from before holders were kept: "<day>:<tokens>").
  */
 export const LIMITER_LUA = `
 local DAY_MS = 86400000
@@ -57,15 +44,33 @@ local function day_counts(key)
   local row = redis.call('HMGET', key, 'requests', 'tokens')
   return tonumber(row[1] or 0), tonumber(row[2] or 0)
 end
+local function parse_held(entry)
+  local day, tokens, prompt, holder = string.match(entry, '^(%d+):(%d+):?(%d*):?(.*)$')
+  return day, tonumber(tokens), tonumber(prompt) or 0, holder
+end
+-- Replaces a reservation's tokens with the used ones (at most the reserved: see SqliteRateLimiter)
+-- in the day it was admitted on, and frees its slot. 1, or 0 when there is no such open reservation.
+local function settle_held(open, held, day_base, id, used)
+  local entry = redis.call('HGET', held, id)
+  if not entry then return 0 end
+  local day, reserved = parse_held(entry)
+  local refund = reserved - math.min(used, reserved)
+  local day_hash = day_base .. day
+  -- An expired day hash stays expired: recreating it would make a counter without an expiry.
+  if refund > 0 and redis.call('EXISTS', day_hash) == 1 then redis.call('HINCRBY', day_hash, 'tokens', -refund) end
+  redis.call('HDEL', held, id)
+  redis.call('ZREM', open, id)
+  return 1
+end
 `;
 
 /**
  * KEYS: window (sorted set: reservation id scored by admission time), open (sorted set: open
- * reservation ids by admission time), held (hash: reservation id → "<day>:<tokens>").
+ * reservation ids by admission time), held (hash: reservation id → held entry).
  * ARGV: day key base, minute ms, reservation ttl ms, then the limits (−1: unlimited) requests per
- * minute, requests per day, tokens per day, concurrent requests, then tokens, reservation id.
- * Returns {allowed, limit index (1-based in LIMIT_NAMES) or 0, wait ms, now, window count,
- * window wait ms, day tokens}, the counts after the admission when allowed.
+ * minute, requests per day, tokens per day, concurrent requests, then tokens, reservation id,
+ * prompt tokens, holder. Returns {allowed, limit index (1-based in LIMIT_NAMES) or 0, wait ms,
+ * now, window count, window wait ms, day tokens}, the counts after the admission when allowed.
  */
 const ADMIT_LUA = `${LIMITER_LUA}
 local window, open, held = KEYS[1], KEYS[2], KEYS[3]
@@ -101,29 +106,49 @@ redis.call('HINCRBY', today, 'tokens', ARGV[8])
 -- Kept past midnight: a reservation from yesterday may still settle today.
 redis.call('EXPIRE', today, 172800)
 redis.call('ZADD', open, now, id)
-redis.call('HSET', held, id, utc_day(now) .. ':' .. ARGV[8])
+redis.call('HSET', held, id, utc_day(now) .. ':' .. ARGV[8] .. ':' .. ARGV[10] .. ':' .. ARGV[11])
 redis.call('PEXPIRE', open, ttl)
 redis.call('PEXPIRE', held, ttl)
 return {1, 0, 0, now, count + 1, window_wait(window, now, minute, count + 1, rpm), day_tokens + tokens}
 `;
 
+/** KEYS: open, held. ARGV: day key base, reservation id, used tokens. See settle_held. */
+const SETTLE_LUA = `${LIMITER_LUA}
+return settle_held(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))
+`;
+
+/** KEYS: open, held. ARGV: day key base, holder. Settles each of the holder's reservations at its prompt; returns how many. */
+const RELEASE_LUA = `${LIMITER_LUA}
+local released = 0
+local entries = redis.call('HGETALL', KEYS[2])
+for i = 1, #entries, 2 do
+  local _, _, prompt, holder = parse_held(entries[i + 1])
+  if holder == ARGV[2] then released = released + settle_held(KEYS[1], KEYS[2], ARGV[1], entries[i], prompt) end
+end
+return released
+`;
+
 /**
- * KEYS: open, held. ARGV: day key base, reservation id, used tokens. Replaces the reservation's
- * tokens with the used ones (at most the reserved: see SqliteRateLimiter) in the day it was
- * admitted on, and frees its slot. Returns 1, or 0 when there is no such open reservation.
+ * KEYS: leases (sorted set: holder → lease end, ms), instances (hash: holder → instance name).
+ * ARGV: holder, lease ms, instance name ('' if none claimed). Renews the holder's lease; returns
+ * the dead holders: leases that have run out, and earlier holders of the same instance name.
  */
-const SETTLE_LUA = `
-local held = redis.call('HGET', KEYS[2], ARGV[2])
-if not held then return 0 end
-local sep = string.find(held, ':', 1, true)
-local day, reserved = string.sub(held, 1, sep - 1), tonumber(string.sub(held, sep + 1))
-local refund = reserved - math.min(tonumber(ARGV[3]), reserved)
-local day_key = ARGV[1] .. day
--- An expired day hash stays expired: recreating it would make a counter without an expiry.
-if refund > 0 and redis.call('EXISTS', day_key) == 1 then redis.call('HINCRBY', day_key, 'tokens', -refund) end
-redis.call('HDEL', KEYS[2], ARGV[2])
-redis.call('ZREM', KEYS[1], ARGV[2])
-return 1
+const HEARTBEAT_LUA = `${LIMITER_LUA}
+local me, instance = ARGV[1], ARGV[3]
+local now = clock()
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), me)
+if instance ~= '' then redis.call('HSET', KEYS[2], me, instance) end
+local dead = {}
+for _, holder in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+  if holder ~= me then table.insert(dead, holder) end
+end
+if instance ~= '' then
+  local claimed = redis.call('HGETALL', KEYS[2])
+  for i = 1, #claimed, 2 do
+    if claimed[i] ~= me and claimed[i + 1] == instance then table.insert(dead, claimed[i]) end
+  end
+end
+return dead
 `;
 
 /** KEYS: window. ARGV: day key base, minute ms, requests per minute (−1: unlimited). Writes nothing. Returns {now, window count, window wait ms, day tokens}. */
@@ -139,6 +164,8 @@ return {now, count, window_wait(KEYS[1], now, minute, count, rpm), day_tokens}
 interface LimiterCommands {
   limiterAdmit(...args: (string | number)[]): Promise<unknown>;
   limiterSettle(...args: (string | number)[]): Promise<unknown>;
+  limiterRelease(...args: (string | number)[]): Promise<unknown>;
+  limiterHeartbeat(...args: (string | number)[]): Promise<unknown>;
   limiterPeek(...args: (string | number)[]): Promise<unknown>;
 }
 
@@ -153,8 +180,15 @@ type LimiterRedis = Redis & LimiterCommands;
  * - `<prefix>{K}:window`: sorted set, the sliding window's requests (id → admission ms);
  * - `<prefix>{K}:day:<day>`: hash {requests, tokens} of UTC day <day>, expiring after 2 days;
  * - `<prefix>{K}:open`: sorted set, open reservations (id → admission ms), for concurrency;
- * - `<prefix>{K}:reservations`: hash, id → "<day>:<tokens>", for settle.
- * The window and reservation keys expire once nothing in them can count any more.
+ * - `<prefix>{K}:reservations`: hash, id → held entry (see LIMITER_LUA), for settle.
+ * The window and reservation keys expire once nothing in them can count any more. For holders
+ * (RateLimiter), scripts of their own, each on keys of one slot:
+ * - `<prefix>leases`: sorted set, holder → end of its lease (Redis's clock, ms);
+ * - `<prefix>instances`: hash, holder → the instance name it claimed;
+ * - `<prefix>holder:<H>:keys`: sorted set, the limiter keys holder H admitted into (→ when, by
+ *   H's clock), so that its reservations can be found once it is dead. H adds K before each admit
+ *   into K (a crash between the two leaves an entry without a reservation: harmless) and prunes
+ *   what is older than a reservation's lifetime at each heartbeat.
  *
  * Failure: the client never queues commands while disconnected and bounds every command, so
  * when Redis is down or hung, `admit` and `peek` reject with LimiterUnavailableError within
@@ -167,15 +201,24 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #minuteMs: number;
   readonly #keyPrefix: string;
   readonly #reservationTtlMs: number;
+  readonly #leaseMs: number;
+  /** This holder: random per limiter, so per server process. */
+  readonly #holder = randomUUID();
+  /** The instance name claimed, or "" until then. */
+  #instance = "";
 
   private constructor(redis: LimiterRedis, options: RedisRateLimiterOptions) {
     this.#redis = redis;
-    this.#minuteMs = options.minuteMs ?? DEFAULT_MINUTE_MS;
+    this.#minuteMs = options.minuteMs ?? MINUTE_MS;
     this.#keyPrefix = options.keyPrefix ?? "modelhost:rl:";
-    this.#reservationTtlMs = options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS;
+    this.#reservationTtlMs = options.reservationTtlMs ?? RESERVATION_TTL_MS;
+    this.#leaseMs = options.leaseMs ?? LEASE_MS;
   }
 
-  /** Connects first, so a server started with Redis down fails at startup, not on its first request. */
+  /**
+   * Connects and starts holding (its lease taken, dead holders' reservations released) first, so a
+   * server started with Redis down fails at startup, not on its first request.
+   */
   static async connect(url: string, options: RedisRateLimiterOptions = {}): Promise<RedisRateLimiter> {
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const redis = new Redis(url, {
@@ -194,24 +237,31 @@ export class RedisRateLimiter implements RateLimiter {
     redis.on("error", () => undefined);
     redis.defineCommand("limiterAdmit", { numberOfKeys: 3, lua: ADMIT_LUA });
     redis.defineCommand("limiterSettle", { numberOfKeys: 2, lua: SETTLE_LUA });
+    redis.defineCommand("limiterRelease", { numberOfKeys: 2, lua: RELEASE_LUA });
+    redis.defineCommand("limiterHeartbeat", { numberOfKeys: 2, lua: HEARTBEAT_LUA });
     redis.defineCommand("limiterPeek", { numberOfKeys: 1, lua: PEEK_LUA });
+    const limiter = new RedisRateLimiter(redis as LimiterRedis, options);
     try {
       await redis.connect();
+      await limiter.heartbeat();
     } catch (error) {
       redis.disconnect();
-      throw new LimiterUnavailableError(error);
+      throw error instanceof LimiterUnavailableError ? error : new LimiterUnavailableError(error);
     }
-    return new RedisRateLimiter(redis as LimiterRedis, options);
+    return limiter;
   }
 
-  async admit(key: string, policy: LimitPolicy, tokens: number): Promise<Admission> {
-    assertTokenCount(tokens);
+  async admit(key: string, policy: LimitPolicy, tokens: number, promptTokens = 0): Promise<Admission> {
+    assertTokenCount(tokens, promptTokens);
     const keys = this.#keys(key);
     const id = randomUUID();
     const limits = [policy.requestsPerMinute, policy.requestsPerDay, policy.tokensPerDay, policy.concurrentRequests].map((limit) => limit ?? -1);
     let reply: unknown;
     try {
-      reply = await this.#redis.limiterAdmit(keys.window, keys.open, keys.held, keys.dayBase, this.#minuteMs, this.#reservationTtlMs, ...limits, tokens, id);
+      // Sent on one connection, so the key is listed before the reservation exists.
+      const listed = this.#redis.zadd(this.#holderKeys(this.#holder), Date.now(), key);
+      const admitted = this.#redis.limiterAdmit(keys.window, keys.open, keys.held, keys.dayBase, this.#minuteMs, this.#reservationTtlMs, ...limits, tokens, id, promptTokens, this.#holder);
+      [, reply] = await Promise.all([listed, admitted]);
     } catch (error) {
       // A timed-out script was sent and may still run once a stalled Redis resumes, reserving for
       // a request that was refused: its reservation would hold a concurrency slot until it expired.
@@ -227,7 +277,7 @@ export class RedisRateLimiter implements RateLimiter {
     return { allowed: false, limit, retryAfterSeconds: retryAfterSeconds(figures.waitMs), state };
   }
 
-  /** Settling twice, or a reservation that expired, changes nothing. Rejects when Redis fails: the caller logs it. */
+  /** Settling twice, or a reservation that expired or was released as its holder's, changes nothing. Rejects when Redis fails: the caller logs it. */
   async settle(reservation: Reservation, usedTokens: number): Promise<void> {
     assertTokenCount(usedTokens);
     const keys = this.#keys(reservation.key);
@@ -240,9 +290,40 @@ export class RedisRateLimiter implements RateLimiter {
     return stateOf(policy, readReply(reply, ["now", "windowCount", "windowWaitMs", "dayTokens"]));
   }
 
-  /** Waits for replies still due (a settle in flight), unless Redis is gone. */
+  /**
+   * Renews the lease, then releases each dead holder's reservations key by key and forgets it.
+   * Two holders releasing the same dead one at once is harmless: a reservation is settled once.
+   */
+  async heartbeat(): Promise<void> {
+    const { leases, instances } = this.#holderRegistry();
+    const mine = this.#holderKeys(this.#holder);
+    const [dead] = await unavailableOnFailure(
+      Promise.all([
+        this.#redis.limiterHeartbeat(leases, instances, this.#holder, this.#leaseMs, this.#instance),
+        this.#redis.zremrangebyscore(mine, "-inf", String(Date.now() - this.#reservationTtlMs)),
+      ]),
+    );
+    if (!Array.isArray(dead)) throw new LimiterUnavailableError(`unexpected reply ${JSON.stringify(dead)}`);
+    for (const holder of new Set(dead.map(String))) {
+      const holderKeys = this.#holderKeys(holder);
+      const keys = await unavailableOnFailure(this.#redis.zrange(holderKeys, "0", "-1"));
+      for (const key of keys) {
+        const { open, held, dayBase } = this.#keys(key);
+        await unavailableOnFailure(this.#redis.limiterRelease(open, held, dayBase, holder));
+      }
+      await unavailableOnFailure(Promise.all([this.#redis.zrem(leases, holder), this.#redis.hdel(instances, holder), this.#redis.del(holderKeys)]));
+    }
+  }
+
+  async claimInstance(name: string): Promise<void> {
+    this.#instance = name;
+    await this.heartbeat();
+  }
+
+  /** Ends the lease (what is left unsettled is then another holder's to release), then waits for replies still due, unless Redis is gone. */
   async close(): Promise<void> {
     try {
+      await this.#redis.zadd(this.#holderRegistry().leases, 0, this.#holder);
       await this.#redis.quit();
     } catch {
       this.#redis.disconnect();
@@ -253,40 +334,14 @@ export class RedisRateLimiter implements RateLimiter {
     const base = `${this.#keyPrefix}{${key}}:`;
     return { window: `${base}window`, open: `${base}open`, held: `${base}reservations`, dayBase: `${base}day:` };
   }
-}
 
-interface Figures {
-  now: number;
-  windowCount: number;
-  windowWaitMs: number;
-  dayTokens: number;
-}
-
-/**
- * `requests`: the sliding window; resetSeconds is until it next gives a unit back (0 when empty),
- * which on a refusal is the Retry-After. `tokens`: the UTC day; resetSeconds is until midnight.
- */
-function stateOf(policy: LimitPolicy, figures: Figures): LimitState {
-  const state: LimitState = {};
-  if (policy.requestsPerMinute !== undefined) {
-    const limit = policy.requestsPerMinute;
-    state.requests = { limit, remaining: Math.max(0, limit - figures.windowCount), resetSeconds: figures.windowWaitMs / 1000 };
+  #holderRegistry() {
+    return { leases: `${this.#keyPrefix}leases`, instances: `${this.#keyPrefix}instances` };
   }
-  if (policy.tokensPerDay !== undefined) {
-    const limit = policy.tokensPerDay;
-    const msUntilMidnight = 86_400_000 - (figures.now % 86_400_000);
-    state.tokens = { limit, remaining: Math.max(0, limit - figures.dayTokens), resetSeconds: msUntilMidnight / 1000 };
+
+  #holderKeys(holder: string): string {
+    return `${this.#keyPrefix}holder:${holder}:keys`;
   }
-  return state;
-}
-
-/** Whole seconds, at least 1: Retry-After is an integer, and 0 would invite an immediate retry that fails. */
-function retryAfterSeconds(waitMs: number): number {
-  return Math.max(1, Math.ceil(waitMs / 1000));
-}
-
-function assertTokenCount(tokens: number): void {
-  if (!Number.isSafeInteger(tokens) || tokens < 0) throw new RangeError(`token count must be a non-negative integer, not ${tokens}`);
 }
 
 /** Any failure to get an answer, connection, timeout or script error alike, is the limiter being unavailable. */

@@ -2,11 +2,11 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
-import { randomBase62 } from "../core/randomBase62.js";
-import { AccessError } from "./AccessStore.js";
-import type { AccessStore, AccessToken, Account, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
+import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
+import type { AccessStore, AccessToken, Account, FoundToken, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
 import { migrateSqlite } from "./migrateSqlite.js";
-import { accountNotFound, singleToken, tokenNotFound } from "./storeErrors.js";
+import { newAccessToken, newAccount, toAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import type { AccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
  * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
@@ -61,39 +61,6 @@ const SCHEMA_COMPONENT = "access";
  */
 const BUSY_TIMEOUT_MS = 5_000;
 
-interface AccountRow {
-  id: string;
-  name: string;
-  tier: string;
-  disabled: number;
-  created_at: number;
-}
-
-interface TokenRow {
-  id: string;
-  account_id: string;
-  name: string;
-  prefix: string;
-  created_at: number;
-  expires_at: number | null;
-  last_used_at: number | null;
-  revoked_at: number | null;
-}
-
-interface UsageLedgerRow {
-  account_id: string;
-  account_name: string;
-  token_id: string;
-  model: string;
-  day: string;
-  requests: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-}
-
-type FoundToken = { token: AccessToken; account: Account; hash: string };
-
-const TOKEN_COLUMNS = "id, account_id, name, prefix, created_at, expires_at, last_used_at, revoked_at";
 /** An id wins over a name: a name can be anything, so it may look like another account's id. */
 const ACCOUNT_BY_KEY = "SELECT * FROM accounts WHERE id = @key OR name = @key ORDER BY id = @key DESC LIMIT 1";
 
@@ -113,36 +80,37 @@ const ACCOUNT_BY_KEY = "SELECT * FROM accounts WHERE id = @key OR name = @key OR
  */
 export class SqliteAccessStore implements AccessStore {
   private readonly db: Connection;
-  private readonly insertAccount: Statement<[AccountRow]>;
-  private readonly selectAccounts: Statement<[], AccountRow>;
-  private readonly selectAccount: Statement<[{ key: string }], AccountRow>;
-  private readonly updateDisabled: Statement<[{ key: string; disabled: number }], AccountRow>;
-  private readonly updateTier: Statement<[{ key: string; tier: string }], AccountRow>;
-  private readonly insertToken: Statement<[TokenRow & { hash: string }]>;
-  private readonly selectTokens: Statement<[], TokenRow>;
-  private readonly selectAccountTokens: Statement<[string], TokenRow>;
-  private readonly selectTokensByIdOrPrefix: Statement<[{ key: string }], TokenRow>;
-  private readonly updateRevoked: Statement<[{ id: string; at: number }], TokenRow>;
-  private readonly selectTokenByHash: Statement<[string], TokenRow & { hash: string }>;
-  private readonly selectAccountById: Statement<[string], AccountRow>;
+  private readonly insertAccount: Statement<[Account]>;
+  private readonly selectAccounts: Statement<[], AccountColumns>;
+  private readonly selectAccount: Statement<[{ key: string }], AccountColumns>;
+  private readonly updateDisabled: Statement<[{ key: string; disabled: number }], AccountColumns>;
+  private readonly updateTier: Statement<[{ key: string; tier: string }], AccountColumns>;
+  private readonly insertToken: Statement<[AccessToken & { hash: string }]>;
+  private readonly selectTokens: Statement<[], TokenColumns>;
+  private readonly selectAccountTokens: Statement<[string], TokenColumns>;
+  private readonly selectTokensByIdOrPrefix: Statement<[{ key: string }], TokenColumns>;
+  private readonly updateRevoked: Statement<[{ id: string; at: number }], TokenColumns>;
+  private readonly selectTokenByHash: Statement<[string], TokenColumns & { hash: string }>;
+  private readonly selectAccountById: Statement<[string], AccountColumns>;
   private readonly updateLastUsed: Statement<[{ id: string; at: number }]>;
-  private readonly upsertUsage: Statement<[Omit<UsageLedgerRow, "account_name">]>;
-  private readonly selectUsage: Statement<[{ accountId: string | null; since: string | null }], UsageLedgerRow>;
+  private readonly upsertUsage: Statement<[Omit<UsageRow, "accountName">]>;
+  private readonly selectUsage: Statement<[{ accountId: string | null; since: string | null }], UsageColumns>;
   private readonly readTokenAndAccount: Transaction<(hash: string) => FoundToken | undefined>;
   private readonly touchAll: Transaction<(lastUsed: ReadonlyMap<string, number>) => void>;
 
   private constructor(db: Connection) {
     this.db = db;
     this.insertAccount = db.prepare(
-      "INSERT INTO accounts (id, name, tier, disabled, created_at) VALUES (@id, @name, @tier, @disabled, @created_at)",
+      // A new account is enabled (see newAccount).
+      "INSERT INTO accounts (id, name, tier, disabled, created_at) VALUES (@id, @name, @tier, 0, @createdAt)",
     );
     this.selectAccounts = db.prepare("SELECT * FROM accounts ORDER BY name");
     this.selectAccount = db.prepare(ACCOUNT_BY_KEY);
     this.updateDisabled = db.prepare(`UPDATE accounts SET disabled = @disabled WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`);
     this.updateTier = db.prepare(`UPDATE accounts SET tier = @tier WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`);
     this.insertToken = db.prepare(
-      `INSERT INTO access_tokens (${TOKEN_COLUMNS}, hash)
-       VALUES (@id, @account_id, @name, @prefix, @created_at, @expires_at, @last_used_at, @revoked_at, @hash)`,
+      `INSERT INTO access_tokens (id, account_id, name, prefix, hash, created_at, expires_at)
+       VALUES (@id, @accountId, @name, @prefix, @hash, @createdAt, @expiresAt)`,
     );
     this.selectTokens = db.prepare(`SELECT ${TOKEN_COLUMNS} FROM access_tokens ORDER BY seq DESC`);
     this.selectAccountTokens = db.prepare(`SELECT ${TOKEN_COLUMNS} FROM access_tokens WHERE account_id = ? ORDER BY seq DESC`);
@@ -158,7 +126,7 @@ export class SqliteAccessStore implements AccessStore {
     this.updateLastUsed = db.prepare("UPDATE access_tokens SET last_used_at = max(coalesce(last_used_at, 0), @at) WHERE id = @id");
     this.upsertUsage = db.prepare(
       `INSERT INTO usage_ledger (account_id, token_id, model, day, requests, prompt_tokens, completion_tokens)
-       VALUES (@account_id, @token_id, @model, @day, @requests, @prompt_tokens, @completion_tokens)
+       VALUES (@accountId, @tokenId, @model, @day, @requests, @promptTokens, @completionTokens)
        ON CONFLICT (account_id, token_id, model, day) DO UPDATE SET
          requests = requests + excluded.requests,
          prompt_tokens = prompt_tokens + excluded.prompt_tokens,
@@ -196,16 +164,14 @@ export class SqliteAccessStore implements AccessStore {
   }
 
   async createAccount(name: string, tier: string): Promise<Account> {
-    const row: AccountRow = { id: `acct_${randomBase62(16)}`, name, tier, disabled: 0, created_at: Date.now() };
+    const account = newAccount(name, tier);
     try {
-      this.insertAccount.run(row);
+      this.insertAccount.run(account);
     } catch (error) {
-      if (isConstraintError(error, "SQLITE_CONSTRAINT_UNIQUE")) {
-        throw new AccessError("account_exists", `An account named "${name}" already exists.`);
-      }
+      if (isConstraintError(error, "SQLITE_CONSTRAINT_UNIQUE")) accountExists(name);
       throw error;
     }
-    return toAccount(row);
+    return account;
   }
 
   async listAccounts(): Promise<Account[]> {
@@ -226,23 +192,14 @@ export class SqliteAccessStore implements AccessStore {
   }
 
   async createToken(token: NewToken): Promise<AccessToken> {
-    const row: TokenRow = {
-      id: `tok_${randomBase62(16)}`,
-      account_id: token.accountId,
-      name: token.name,
-      prefix: token.prefix,
-      created_at: Date.now(),
-      expires_at: token.expiresAt,
-      last_used_at: null,
-      revoked_at: null,
-    };
+    const created = newAccessToken(token);
     try {
-      this.insertToken.run({ ...row, hash: token.hash });
+      this.insertToken.run({ ...created, hash: token.hash });
     } catch (error) {
       if (isConstraintError(error, "SQLITE_CONSTRAINT_FOREIGNKEY")) accountNotFound(token.accountId);
       throw error;
     }
-    return toToken(row);
+    return created;
   }
 
   async listTokens(accountId?: string): Promise<AccessToken[]> {
@@ -268,17 +225,7 @@ export class SqliteAccessStore implements AccessStore {
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
     // One transaction, so one fsync, for the whole batch.
     this.db.transaction(() => {
-      for (const row of rows) {
-        this.upsertUsage.run({
-          account_id: row.accountId,
-          token_id: row.tokenId,
-          model: row.model,
-          day: row.day,
-          requests: row.requests,
-          prompt_tokens: row.promptTokens,
-          completion_tokens: row.completionTokens,
-        });
-      }
+      for (const row of rows) this.upsertUsage.run(row);
     }).immediate();
   }
 
@@ -302,34 +249,4 @@ function configure(db: Connection): void {
 
 function isConstraintError(error: unknown, code: string): boolean {
   return error instanceof Database.SqliteError && error.code === code;
-}
-
-function toAccount(row: AccountRow): Account {
-  return { id: row.id, name: row.name, tier: row.tier, disabled: row.disabled === 1, createdAt: row.created_at };
-}
-
-function toToken(row: TokenRow): AccessToken {
-  return {
-    id: row.id,
-    accountId: row.account_id,
-    name: row.name,
-    prefix: row.prefix,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    lastUsedAt: row.last_used_at,
-    revokedAt: row.revoked_at,
-  };
-}
-
-function toUsageRow(row: UsageLedgerRow): UsageRow {
-  return {
-    accountId: row.account_id,
-    accountName: row.account_name,
-    tokenId: row.token_id,
-    model: row.model,
-    day: row.day,
-    requests: row.requests,
-    promptTokens: row.prompt_tokens,
-    completionTokens: row.completion_tokens,
-  };
 }

@@ -3,28 +3,24 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
+import { assertTokenCount, CONCURRENCY_RETRY_MS, LEASE_MS, MINUTE_MS, msUntilUtcMidnight, RESERVATION_TTL_MS, retryAfterSeconds, stateOf, utcDay } from "./limitFigures.js";
+import type { Figures, LimiterTimings } from "./limitFigures.js";
+import { LimiterUnavailableError } from "./RateLimiter.js";
 import type { Admission, LimitName, LimitPolicy, LimitState, RateLimiter, Reservation } from "./RateLimiter.js";
 import { migrateSqlite } from "./migrateSqlite.js";
 
-export interface SqliteRateLimiterOptions {
+export interface SqliteRateLimiterOptions extends LimiterTimings {
   /** The clock (ms since the epoch); tests move it instead of sleeping. */
   now?: () => number;
-  /** The sliding window's length; shorter in tests. */
-  minuteMs?: number;
-  /**
-   * How long an unsettled reservation holds its concurrency slot. A holder that crashed never
-   * settles; past this age its slot is free again (its tokens stay counted: the worst case).
-   */
-  reservationTtlMs?: number;
 }
 
-const DAY_MS = 86_400_000;
-const DEFAULT_MINUTE_MS = 60_000;
-const DEFAULT_RESERVATION_TTL_MS = 3_600_000;
-/** A refused concurrent request may retry this soon: slots free as other requests end. */
-const CONCURRENCY_RETRY_MS = 1_000;
 /** Long enough for another process's commit (tens of µs) or checkpoint; short, as the wait blocks the event loop. */
 const BUSY_TIMEOUT_MS = 2_000;
+/**
+ * SQLite failing to use the file (locked past the busy timeout, disk full or failing, read-only):
+ * the limiter is unavailable. Any other SqliteError (a constraint, misused SQL) is a bug.
+ */
+const UNAVAILABLE_CODES = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|READONLY|CANTOPEN|PROTOCOL)/;
 
 /** This limiter's row in `schema_versions`, the table the limiter shares with the access store in one file. */
 const SCHEMA_COMPONENT = "rate_limiter";
@@ -59,20 +55,28 @@ const MIGRATIONS: readonly string[] = [
      at INTEGER NOT NULL,
      PRIMARY KEY (key, id)
    ) STRICT, WITHOUT ROWID;`,
+  `-- holder: the limiter instance (a server process) that admitted the reservation; prompt_tokens:
+   -- what it is charged if that holder dies before settling it. Found by a scan of the whole table
+   -- (open reservations only: a few hundred at most), so no index costs every admit a page write.
+   -- Reservations from before this migration have neither: their holder holds no lease, so the
+   -- next heartbeat releases them, charging nothing.
+   ALTER TABLE rate_reservations ADD COLUMN holder TEXT NOT NULL DEFAULT '';
+   ALTER TABLE rate_reservations ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
+
+   -- One row per live holder: its lease, renewed by its heartbeats, and the instance it claimed.
+   CREATE TABLE rate_holders (
+     holder TEXT PRIMARY KEY,
+     instance TEXT,
+     lease_until INTEGER NOT NULL
+   ) STRICT, WITHOUT ROWID;`,
 ];
 
 /**
  * One key's counters at one instant: everything a decision and the reported state depend on. The
  * window and the open reservations are only counted when the policy limits them (0 otherwise).
  */
-interface Figures {
-  now: number;
-  /** Requests in the sliding window. */
-  windowCount: number;
-  /** ms until the window next gives a request unit back (see `windowWaitMs`). */
-  windowWaitMs: number;
+interface KeyFigures extends Figures {
   dayRequests: number;
-  dayTokens: number;
   /** Unexpired open reservations. */
   open: number;
 }
@@ -80,6 +84,13 @@ interface Figures {
 interface ReservationRow {
   day: number;
   tokens: number;
+}
+
+/** A reservation whose holder is dead, and what it is charged. */
+interface OrphanRow {
+  key: string;
+  id: string;
+  prompt_tokens: number;
 }
 
 /**
@@ -98,34 +109,44 @@ interface ReservationRow {
  * whole limiter. The fsyncs left are the WAL checkpoints' (every ~1000 pages written, a few
  * hundred admits): they are the slowest percent of admits, milliseconds on a busy disk.
  *
- * The clock is this process's: processes sharing the file share a machine, so one clock.
+ * The clock is this process's: processes sharing the file share a machine, so one clock. Each
+ * limiter is a holder (RateLimiter): its lease is a row of `rate_holders`, written when it opens.
  */
 export class SqliteRateLimiter implements RateLimiter {
   readonly #db: Connection;
   readonly #now: () => number;
   readonly #minuteMs: number;
   readonly #reservationTtlMs: number;
+  readonly #leaseMs: number;
+  /** This holder: random per limiter, so per server process. */
+  readonly #holder = randomUUID();
+  /** The instance name claimed, or null until then. */
+  #instance: string | null = null;
   readonly #statements: ReturnType<typeof prepareStatements>;
-  readonly #admit: Transaction<(key: string, policy: LimitPolicy, tokens: number) => Admission>;
+  readonly #admit: Transaction<(key: string, policy: LimitPolicy, tokens: number, promptTokens: number) => Admission>;
   readonly #settle: Transaction<(key: string, id: string, usedTokens: number) => void>;
   readonly #peek: Transaction<(key: string, policy: LimitPolicy) => LimitState>;
+  readonly #heartbeat: Transaction<() => void>;
   /** The UTC day housekeeping last ran for: it runs once a day per process, in the first admit of the day. */
   #housekeptDay = -1;
 
   private constructor(db: Connection, options: SqliteRateLimiterOptions) {
     this.#db = db;
     this.#now = options.now ?? Date.now;
-    this.#minuteMs = options.minuteMs ?? DEFAULT_MINUTE_MS;
-    this.#reservationTtlMs = options.reservationTtlMs ?? DEFAULT_RESERVATION_TTL_MS;
+    this.#minuteMs = options.minuteMs ?? MINUTE_MS;
+    this.#reservationTtlMs = options.reservationTtlMs ?? RESERVATION_TTL_MS;
+    this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.#statements = prepareStatements(db);
-    this.#admit = db.transaction((key: string, policy: LimitPolicy, tokens: number) => this.#admitNow(key, policy, tokens));
+    this.#admit = db.transaction((key: string, policy: LimitPolicy, tokens: number, promptTokens: number) => this.#admitNow(key, policy, tokens, promptTokens));
     this.#settle = db.transaction((key: string, id: string, usedTokens: number) => this.#settleNow(key, id, usedTokens));
     this.#peek = db.transaction((key: string, policy: LimitPolicy) => {
       const figures = this.#figures(key, policy, this.#now());
       return stateOf(policy, figures);
     });
+    this.#heartbeat = db.transaction(() => this.#heartbeatNow());
   }
 
+  /** Opens the limiter in `file`, and starts holding: its lease taken, dead holders' reservations released. */
   static open(file: string, options: SqliteRateLimiterOptions = {}): SqliteRateLimiter {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
@@ -133,35 +154,51 @@ export class SqliteRateLimiter implements RateLimiter {
       db.pragma("journal_mode = WAL");
       db.pragma("synchronous = NORMAL");
       migrateSqlite(db, SCHEMA_COMPONENT, MIGRATIONS);
-      return new SqliteRateLimiter(db, options);
+      const limiter = new SqliteRateLimiter(db, options);
+      limiter.#heartbeat.immediate();
+      return limiter;
     } catch (error) {
       db.close();
       throw error;
     }
   }
 
-  async admit(key: string, policy: LimitPolicy, tokens: number): Promise<Admission> {
-    assertTokenCount(tokens);
+  async admit(key: string, policy: LimitPolicy, tokens: number, promptTokens = 0): Promise<Admission> {
+    assertTokenCount(tokens, promptTokens);
     // IMMEDIATE: the write lock before the first read, so no other admit changes the counters between our check and our write.
-    return this.#admit.immediate(key, policy, tokens);
+    return unavailableOnFailure(() => this.#admit.immediate(key, policy, tokens, promptTokens));
   }
 
-  /** Settling twice, or a reservation this file does not hold (expired and swept), changes nothing. */
+  /** Settling twice, or a reservation this file does not hold (expired, or released as its holder's), changes nothing. */
   async settle(reservation: Reservation, usedTokens: number): Promise<void> {
     assertTokenCount(usedTokens);
-    this.#settle.immediate(reservation.key, reservation.id, usedTokens);
+    unavailableOnFailure(() => this.#settle.immediate(reservation.key, reservation.id, usedTokens));
   }
 
   async peek(key: string, policy: LimitPolicy): Promise<LimitState> {
     // A read transaction: the window and the day from one snapshot.
-    return this.#peek.deferred(key, policy);
+    return unavailableOnFailure(() => this.#peek.deferred(key, policy));
+  }
+
+  async heartbeat(): Promise<void> {
+    unavailableOnFailure(() => this.#heartbeat.immediate());
+  }
+
+  async claimInstance(name: string): Promise<void> {
+    this.#instance = name;
+    await this.heartbeat();
   }
 
   async close(): Promise<void> {
-    this.#db.close();
+    if (!this.#db.open) return;
+    try {
+      this.#statements.endLease.run(this.#holder);
+    } finally {
+      this.#db.close();
+    }
   }
 
-  #admitNow(key: string, policy: LimitPolicy, tokens: number): Admission {
+  #admitNow(key: string, policy: LimitPolicy, tokens: number, promptTokens: number): Admission {
     const now = this.#now();
     const day = utcDay(now);
     if (day !== this.#housekeptDay) this.#housekeep(now, day);
@@ -174,8 +211,8 @@ export class SqliteRateLimiter implements RateLimiter {
     const id = randomUUID();
     this.#statements.logRequest.run(key, now, id);
     this.#statements.chargeDay.run(key, day, tokens);
-    this.#statements.reserve.run(key, id, day, tokens, now);
-    const after: Figures = {
+    this.#statements.reserve.run({ key, id, day, tokens, at: now, holder: this.#holder, promptTokens });
+    const after: KeyFigures = {
       ...figures,
       windowCount: figures.windowCount + 1,
       windowWaitMs: this.#windowWaitMs(key, policy, now, figures.windowCount + 1),
@@ -196,8 +233,17 @@ export class SqliteRateLimiter implements RateLimiter {
     this.#statements.release.run(key, id);
   }
 
+  /** Renews this holder's lease; settles every reservation of a dead holder at its prompt, and forgets the dead. */
+  #heartbeatNow(): void {
+    const now = this.#now();
+    const holders = { holder: this.#holder, instance: this.#instance, now };
+    this.#statements.renewLease.run({ ...holders, until: now + this.#leaseMs });
+    for (const orphan of this.#statements.orphans.all(holders)) this.#settleNow(orphan.key, orphan.id, orphan.prompt_tokens);
+    this.#statements.forgetDead.run(holders);
+  }
+
   /** Counts as of `now`, reading only rows inside the window and the reservation lifetime, so it needs no prior pruning (peek prunes nothing). */
-  #figures(key: string, policy: LimitPolicy, now: number): Figures {
+  #figures(key: string, policy: LimitPolicy, now: number): KeyFigures {
     const s = this.#statements;
     const windowCount = policy.requestsPerMinute === undefined ? 0 : s.countWindow.get(key, now - this.#minuteMs)!;
     const dayRow = s.dayRow.get(key, utcDay(now));
@@ -236,6 +282,13 @@ export class SqliteRateLimiter implements RateLimiter {
   }
 }
 
+/** This holder, the instance it claimed, and the time: what tells live holders from dead ones. */
+interface Holders {
+  holder: string;
+  instance: string | null;
+  now: number;
+}
+
 function prepareStatements(db: Connection) {
   return {
     pruneWindow: db.prepare<[string, number]>("DELETE FROM rate_requests WHERE key = ? AND at <= ?"),
@@ -248,13 +301,28 @@ function prepareStatements(db: Connection) {
       `INSERT INTO rate_days (key, day, requests, tokens) VALUES (?, ?, 1, ?)
        ON CONFLICT (key, day) DO UPDATE SET requests = requests + 1, tokens = tokens + excluded.tokens`,
     ),
-    reserve: db.prepare<[string, string, number, number, number]>("INSERT INTO rate_reservations (key, id, day, tokens, at) VALUES (?, ?, ?, ?, ?)"),
+    reserve: db.prepare<[{ key: string; id: string; day: number; tokens: number; at: number; holder: string; promptTokens: number }]>(
+      "INSERT INTO rate_reservations (key, id, day, tokens, at, holder, prompt_tokens) VALUES (@key, @id, @day, @tokens, @at, @holder, @promptTokens)",
+    ),
     findReservation: db.prepare<[string, string], ReservationRow>("SELECT day, tokens FROM rate_reservations WHERE key = ? AND id = ?"),
     refundDay: db.prepare<[number, string, number]>("UPDATE rate_days SET tokens = tokens - ? WHERE key = ? AND day = ?"),
     release: db.prepare<[string, string]>("DELETE FROM rate_reservations WHERE key = ? AND id = ?"),
     sweepWindows: db.prepare<[number]>("DELETE FROM rate_requests WHERE at <= ?"),
     sweepReservations: db.prepare<[number]>("DELETE FROM rate_reservations WHERE at <= ?"),
     sweepDays: db.prepare<[number]>("DELETE FROM rate_days WHERE day < ?"),
+    renewLease: db.prepare<[{ holder: string; instance: string | null; until: number }]>(
+      `INSERT INTO rate_holders (holder, instance, lease_until) VALUES (@holder, @instance, @until)
+       ON CONFLICT (holder) DO UPDATE SET instance = excluded.instance, lease_until = excluded.lease_until`,
+    ),
+    // Dead: a lease that has run out or was never taken, or an earlier holder of this instance's name.
+    orphans: db.prepare<[Holders], OrphanRow>(
+      `SELECT key, id, prompt_tokens FROM rate_reservations r WHERE holder != @holder AND NOT EXISTS (
+         SELECT 1 FROM rate_holders h WHERE h.holder = r.holder AND h.lease_until > @now AND (@instance IS NULL OR h.instance IS NOT @instance))`,
+    ),
+    forgetDead: db.prepare<[Holders]>(
+      "DELETE FROM rate_holders WHERE holder != @holder AND (lease_until <= @now OR (@instance IS NOT NULL AND instance = @instance))",
+    ),
+    endLease: db.prepare<[string]>("DELETE FROM rate_holders WHERE holder = ?"),
   } satisfies Record<string, Statement<never[], unknown>>;
 }
 
@@ -262,7 +330,7 @@ function prepareStatements(db: Connection) {
  * The limit that refuses this request, if any. When several do, the one that lasts longest: the
  * request cannot pass before all of them allow it, so that is the honest Retry-After.
  */
-function refusal(policy: LimitPolicy, figures: Figures, tokens: number): { limit: LimitName; waitMs: number } | undefined {
+function refusal(policy: LimitPolicy, figures: KeyFigures, tokens: number): { limit: LimitName; waitMs: number } | undefined {
   const untilMidnight = msUntilUtcMidnight(figures.now);
   const { requestsPerDay, tokensPerDay, requestsPerMinute, concurrentRequests } = policy;
   const checks: [LimitName, boolean, number][] = [
@@ -278,37 +346,12 @@ function refusal(policy: LimitPolicy, figures: Figures, tokens: number): { limit
   return worst;
 }
 
-/**
- * `requests`: the sliding window; resetSeconds is until it next gives a unit back (0 when empty),
- * which on a refusal is the Retry-After. `tokens`: the UTC day; resetSeconds is until midnight.
- */
-function stateOf(policy: LimitPolicy, figures: Figures): LimitState {
-  const state: LimitState = {};
-  if (policy.requestsPerMinute !== undefined) {
-    const limit = policy.requestsPerMinute;
-    state.requests = { limit, remaining: Math.max(0, limit - figures.windowCount), resetSeconds: figures.windowWaitMs / 1000 };
+/** Runs a statement or transaction; SQLite failing to use the file is the limiter being unavailable. */
+function unavailableOnFailure<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof Database.SqliteError && UNAVAILABLE_CODES.test(error.code)) throw new LimiterUnavailableError(error);
+    throw error;
   }
-  if (policy.tokensPerDay !== undefined) {
-    const limit = policy.tokensPerDay;
-    state.tokens = { limit, remaining: Math.max(0, limit - figures.dayTokens), resetSeconds: msUntilUtcMidnight(figures.now) / 1000 };
-  }
-  return state;
 }
-
-/** Whole seconds, at least 1: Retry-After is an integer, and 0 would invite an immediate retry that fails. */
-function retryAfterSeconds(waitMs: number): number {
-  return Math.max(1, Math.ceil(waitMs / 1000));
-}
-
-function utcDay(ms: number): number {
-  return Math.floor(ms / DAY_MS);
-}
-
-function msUntilUtcMidnight(ms: number): number {
-  return (utcDay(ms) + 1) * DAY_MS - ms;
-}
-
-function assertTokenCount(tokens: number): void {
-  if (!Number.isSafeInteger(tokens) || tokens < 0) throw new RangeError(`token count must be a non-negative integer, not ${tokens}`);
-}
-

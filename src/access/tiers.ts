@@ -1,5 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { z } from "zod";
+import { AccessError } from "./AccessError.js";
 import type { LimitPolicy } from "./RateLimiter.js";
 
 const positive = z.int().min(1);
@@ -39,20 +40,23 @@ export const defaultTiers: TiersConfig = {
   tiers: { free: { requestsPerMinute: 15, tokensPerDay: 150_000, models: {} } },
 };
 
+/** The tiers in `file` (JSON), or the built-in ones without a file. A file that cannot be read or is not valid is an AccessError `tiers_file_invalid` naming what is wrong. */
 export async function loadTiers(file: string | undefined): Promise<TiersConfig> {
   if (!file) return defaultTiers;
   let raw: unknown;
   try {
     raw = JSON.parse(await readFile(file, "utf8"));
   } catch (error) {
-    throw new Error(`Cannot read the tiers file ${file}: ${(error as Error).message}`, { cause: error });
+    throw new AccessError("tiers_file_invalid", `Cannot read the tiers file ${file}: ${(error as Error).message}`, { cause: error });
   }
   const parsed = tiersFileSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new Error(`Invalid tiers file ${file}: ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
+    throw new AccessError("tiers_file_invalid", `Invalid tiers file ${file}: ${issue?.path.join(".") || "(root)"}: ${issue?.message}`);
   }
-  if (!parsed.data.tiers[parsed.data.default]) throw new Error(`Invalid tiers file ${file}: default tier "${parsed.data.default}" is not defined.`);
+  if (!parsed.data.tiers[parsed.data.default]) {
+    throw new AccessError("tiers_file_invalid", `Invalid tiers file ${file}: default tier "${parsed.data.default}" is not defined.`);
+  }
   return parsed.data;
 }
 
@@ -66,15 +70,23 @@ export interface ResolvedLimits {
   maxOutputTokens?: number;
 }
 
+/** What a request asks for: an endpoint, and the model, which model-name globs are matched against (without one, only the endpoint's group applies). */
+export interface LimitTarget {
+  endpoint: Endpoint;
+  model?: string;
+}
+
 /**
- * The limits for an account's request to a model: the tier's, or the first matching override's
- * (tier values filling what it leaves unset), counted separately per override.
+ * The limits for an account's request: the tier's, or the first matching override's (tier values
+ * filling what it leaves unset), counted separately per override.
  */
-export function resolveLimits(tiers: TiersConfig, accountId: string, tierName: string, model: string, endpoint: Endpoint): ResolvedLimits {
+export function resolveLimits(tiers: TiersConfig, accountId: string, tierName: string, target: LimitTarget): ResolvedLimits {
   const tier = tiers.tiers[tierName] ?? tiers.tiers[tiers.default];
   if (!tier) return { key: accountId, policy: {} };
   const { models, ...base } = tier;
-  const match = Object.entries(models).find(([pattern]) => (pattern.startsWith("@") ? pattern === `@${endpoint}` : globMatches(pattern, model)));
+  const { endpoint, model } = target;
+  const matches = ([pattern]: [string, TierLimits]) => (pattern.startsWith("@") ? pattern === `@${endpoint}` : model !== undefined && globMatches(pattern, model));
+  const match = Object.entries(models).find(matches);
   const limits: TierLimits = match ? { ...base, ...match[1] } : base;
   const { maxInputTokens, maxOutputTokens, ...policy } = limits;
   return { key: match ? `${accountId}:${match[0]}` : accountId, policy, maxInputTokens, maxOutputTokens };

@@ -3,7 +3,7 @@ import type { AccessToken, Account, UsageRow } from "../access/AccessStore.js";
 import { AccessService, DEFAULT_TOKEN_EXPIRY } from "../access/AccessService.js";
 import type { Config } from "../config/settings.js";
 import { formatListing } from "./formatTable.js";
-import { openStore } from "./openAccess.js";
+import { openStore, openTiers } from "./openAccess.js";
 import { UsageError } from "./UsageError.js";
 
 export const accessUsage = `Manage the hosted profile's accounts, personal access tokens and usage (same data directory or
@@ -37,7 +37,8 @@ export async function accessCommand(command: "account" | "token" | "usage", args
     allowPositionals: true,
     strict: true,
   });
-  const { store, tiers } = await openStore(config);
+  const tiers = await openTiers(config);
+  const store = await openStore(config);
   const service = new AccessService(store, tiers);
   try {
     const [action, ...rest] = command === "usage" ? ["show"] : positionals;

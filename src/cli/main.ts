@@ -1,9 +1,10 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig, settingsFor } from "../config/loadConfig.js";
+import { loadConfig, settingsFor } from "../config/loadConfig.js";
 import { formatSettingsHelp } from "../config/formatSettingsHelp.js";
 import { settings, type CommandName } from "../config/settings.js";
-import { isServerError } from "../core/ServerError.js";
+import { CodedError } from "../core/CodedError.js";
+import { ServerResponseError } from "./serverClient.js";
 import { UsageError } from "./UsageError.js";
 
 // Commands import their modules lazily: node-llama-cpp takes most of a second to load, and
@@ -183,7 +184,9 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (error: unknown) => {
-    if (error instanceof ConfigError || error instanceof UsageError || isServerError(error) || ["AccessError", "ServerResponseError"].includes((error as Error).name) || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+    // A user's mistake, or a failure they can act on (a server's error answer): the message alone.
+    // Anything else is a bug: the stack too.
+    if (error instanceof CodedError || error instanceof ServerResponseError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
       console.error(`modelhost: ${(error as Error).message}`);
       process.exitCode = 2;
     } else {

@@ -1,15 +1,15 @@
+import os from "node:os";
 import type { FastifyInstance } from "fastify";
 import type { DestinationStream } from "pino";
 import type { Config } from "../config/settings.js";
 import { LlamaEngine } from "../engine/LlamaEngine.js";
 import { loadLlama } from "../engine/loadLlama.js";
 import { ModelRegistry } from "../engine/ModelRegistry.js";
-import { AccessGate } from "../access/AccessGate.js";
 import { buildApp } from "../http/buildApp.js";
 import type { PullModel } from "../http/routes/modelManagementRoutes.js";
 import { pullModel } from "../models/pullModel.js";
 import { createLogger } from "./createLogger.js";
-import { openLimiter, openStore } from "./openAccess.js";
+import { openGate } from "./openAccess.js";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -59,6 +59,7 @@ export async function serve(config: Config, options: { logDestination?: Destinat
   const boundPort = typeof address === "object" && address ? address.port : port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
   const url = `http://${host}:${boundPort}`;
+  await access?.gate.claimInstance(`${os.hostname()} ${url}`);
   const models = (await registry.list()).map((model) => model.id);
   logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models }, "modelhost listening");
 
@@ -68,22 +69,5 @@ export async function serve(config: Config, options: { logDestination?: Destinat
     url,
     models,
     close: () => (closing ??= app.close().then(() => Promise.all([engine.close(), access?.close()])).then(() => undefined)),
-  };
-}
-
-/** The hosted profile's store, limiter and gate. */
-async function openGate(config: Config, logger: ReturnType<typeof createLogger>): Promise<{ gate: AccessGate; close(): Promise<void> }> {
-  const { store, tiers } = await openStore(config);
-  const limiter = await openLimiter(config).catch(async (error: unknown) => {
-    await store.close();
-    throw error;
-  });
-  const gate = new AccessGate(store, limiter, tiers, { logger });
-  return {
-    gate,
-    async close() {
-      await gate.close();
-      await Promise.all([limiter.close(), store.close()]);
-    },
   };
 }

@@ -1,3 +1,4 @@
+import { CodedError } from "../core/CodedError.js";
 import { settings, type CommandName, type Config, type SettingKey } from "./settings.js";
 
 export interface ConfigSources {
@@ -9,8 +10,9 @@ export interface ConfigSources {
 }
 
 /** A setting has a value its schema refuses; the message names the flag or variable it came from. */
-export class ConfigError extends Error {
+export class ConfigError extends CodedError<"invalid_setting"> {
   override name = "ConfigError";
+  readonly code = "invalid_setting";
 }
 
 /** Resolves every setting: override, then flag, then environment variable, then default. */

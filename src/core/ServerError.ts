@@ -1,3 +1,5 @@
+import { CodedError } from "./CodedError.js";
+
 /**
  * Every failure a client can see has one of these codes. HTTP status and the wire body are chosen
  * per protocol by the error handler; docs/errors.md documents each code (a test keeps it complete).
@@ -60,7 +62,7 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
   internal_error: () => "The server had an error while processing your request.",
 };
 
-export class ServerError extends Error {
+export class ServerError extends CodedError<ErrorCode> {
   readonly code: ErrorCode;
   readonly details: ErrorDetails;
 

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RateLimiter } from "../../src/access/RateLimiter.js";
-import { LIMITER_LUA, LimiterUnavailableError, RedisRateLimiter } from "../../src/access/RedisRateLimiter.js";
+import { LimiterUnavailableError, type RateLimiter } from "../../src/access/RateLimiter.js";
+import { LIMITER_LUA, RedisRateLimiter } from "../../src/access/RedisRateLimiter.js";
 import { needs } from "../support/debianPackages.js";
 import { admitted, DAY_MS, describeRateLimiterContract, sleep, type Backend } from "../support/rateLimiterContract.js";
 import { startRedis, type RunningRedis } from "../support/startRedis.js";
@@ -18,9 +18,13 @@ afterAll(async () => {
   await redisServer.stop();
 });
 
-/** Redis with a one-second "minute" and real waits; a key prefix of its own isolates each test. */
+/**
+ * Redis with a one-second "minute", a one-second lease and real waits (the lease long enough that
+ * a loaded machine's timer delays cannot make a live holder look dead); a key prefix of its own
+ * isolates each test.
+ */
 async function redisBackend(): Promise<Backend> {
-  const options = { minuteMs: 1_000, reservationTtlMs: 400, keyPrefix: `test:${randomUUID()}:` };
+  const options = { minuteMs: 1_000, reservationTtlMs: 1_500, leaseMs: 1_000, keyPrefix: `test:${randomUUID()}:` };
   const limiters: RateLimiter[] = [];
   return {
     ...options,

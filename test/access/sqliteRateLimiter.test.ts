@@ -18,6 +18,7 @@ async function sqliteBackend(start = Date.UTC(2030, 0, 1, 12, 0, 36)): Promise<B
   return {
     minuteMs: 60_000,
     reservationTtlMs: 3_600_000,
+    leaseMs: 60_000,
     async open() {
       const limiter = SqliteRateLimiter.open(path.join(dir, "modelhost.db"), { now: () => clock });
       limiters.push(limiter);

@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, symlink } from "node:fs/promises";
+import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -64,6 +64,17 @@ describe("hosted profile CLI and crash safety (SQLite)", () => {
     expect((await modelhost("token", "revoke", secret.slice(0, 10))).stdout).toMatch(/revoked/);
     expect((await modelhost("token", "create", "--account", "alice", "--expires", "3d")).stderr).toMatch(/Invalid expiry "3d"/);
     expect((await modelhost("token", "create", "--account", "nobody")).code).toBe(2);
+  });
+
+  it("refuses a bad tiers file with one clear line and exit status 2, in serve and in the account commands", async () => {
+    const tiersFile = path.join(dataDir, "bad-tiers.json");
+    await writeFile(tiersFile, JSON.stringify({ tiers: { free: { rpm: 15 } } }));
+    for (const command of [["serve", "--profile", "hosted", "--port", "0", "--models-dir", modelsDir], ["account", "list"]]) {
+      const result = await modelhost(...command, "--tiers-file", tiersFile);
+      expect(result.code, command[0]).toBe(2);
+      expect(result.stderr.trim()).toMatch(/^modelhost: Invalid tiers file .*bad-tiers\.json: tiers\.free: /);
+      expect(result.stderr).not.toMatch(/^\s+at /m);
+    }
   });
 
   it("keeps every committed token and usage row through kill -9 of the server, and the CLI works beside it", async () => {

@@ -6,8 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../../src/access/AccessService.js";
 import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
 import { generateToken } from "../../src/access/tokenFormat.js";
-import { loadTiers } from "../../src/access/tiers.js";
+import { defaultTiers, loadTiers } from "../../src/access/tiers.js";
 import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { needs } from "../support/debianPackages.js";
+import { startRedis, type RunningRedis } from "../support/startRedis.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -28,11 +30,22 @@ describe("hosted profile over HTTP", () => {
   let service: AccessService;
   let store: SqliteAccessStore;
   const logs: string[] = [];
-  const tokens: Record<string, string> = {};
+  /** Every token handed out, for the log check. */
+  const issued: string[] = [];
+  let accounts = 0;
 
   const client = (token: string) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 });
   const chat = (token: string, body: object = {}) =>
     postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2, ...body }, { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
+  /** A new account of the tier, and a token for it: each test counts against limits of its own. */
+  const newAccount = async (tier: keyof typeof tiers.tiers) => {
+    const name = `${tier}-${++accounts}`;
+    await service.createAccount(name, tier);
+    const token = (await service.createToken(name, { name: "test" })).secret;
+    issued.push(token);
+    return { name, token };
+  };
+  const tokensUsed = async (account: string) => (await service.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-hosted-"));
@@ -40,10 +53,6 @@ describe("hosted profile over HTTP", () => {
     await writeFile(tiersFile, JSON.stringify(tiers));
     store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
     service = new AccessService(store, await loadTiers(tiersFile));
-    for (const [name, tier] of [["alice", "free"], ["bob", "budget"], ["carol", "capped"], ["dave", "free"], ["erin", "free"]] as const) {
-      await service.createAccount(name, tier);
-      tokens[name] = (await service.createToken(name, { name: "test" })).secret;
-    }
     server = await startTestServer({
       models: { tiny: await testModelPath("tiny") },
       config: { profile: "hosted", dataDir, tiersFile, logLevel: "info", parallel: 4, maxQueue: 256 },
@@ -57,7 +66,8 @@ describe("hosted profile over HTTP", () => {
   });
 
   it("serves a valid token through the official client, with rate-limit headers", async () => {
-    const { data, response } = await client(tokens.erin!).chat.completions.create({ model: "tiny", messages, max_tokens: 2 }).withResponse();
+    const { token } = await newAccount("free");
+    const { data, response } = await client(token).chat.completions.create({ model: "tiny", messages, max_tokens: 2 }).withResponse();
     expect(data.choices[0]?.message.content).toBeTypeOf("string");
     expect(response.headers.get("x-ratelimit-limit-requests")).toBe("15");
     expect(Number(response.headers.get("x-ratelimit-remaining-requests"))).toBe(14);
@@ -65,31 +75,33 @@ describe("hosted profile over HTTP", () => {
     expect(response.headers.get("x-ratelimit-limit-tokens")).toBe("150000");
     expect(Number(response.headers.get("x-ratelimit-remaining-tokens"))).toBeLessThan(150_000);
     // Even responses that consume nothing carry them.
-    const models = await fetch(`${server.url}/v1/models`, { headers: { authorization: `Bearer ${tokens.erin}` } });
+    const models = await fetch(`${server.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } });
     expect(models.status).toBe(200);
     expect(models.headers.get("x-ratelimit-limit-requests")).toBe("15");
   });
 
   it("sets the headers before a stream's first byte", async () => {
-    const response = await chat(tokens.erin!, { stream: true });
+    const { token } = await newAccount("free");
+    const response = await chat(token, { stream: true });
     expect(response.headers.get("content-type")).toMatch(/text\/event-stream/);
     expect(response.headers.get("x-ratelimit-remaining-requests")).not.toBeNull();
     await response.text();
   });
 
   it("refuses every kind of bad credential with the same 401, never echoing it", async () => {
-    const revoked = await service.createToken("erin", { name: "revoked" });
+    const { name, token } = await newAccount("free");
+    const revoked = await service.createToken(name, { name: "revoked" });
     await service.revokeToken(revoked.token.id);
     const expired = generateToken();
-    const account = await store.findAccount("erin");
+    const account = await store.findAccount(name);
     await store.createToken({ accountId: account!.id, name: "old", prefix: expired.prefix, hash: expired.hash, expiresAt: Date.now() - 1000 });
-    await service.createAccount("mallory");
-    const disabled = (await service.createToken("mallory")).secret;
-    await service.disableAccount("mallory");
-    const typo = tokens.erin!.slice(0, -1) + (tokens.erin!.endsWith("A") ? "B" : "A");
+    const mallory = await newAccount("free");
+    await service.disableAccount(mallory.name);
+    const disabled = mallory.token;
+    const typo = token.slice(0, -1) + (token.endsWith("A") ? "B" : "A");
     const cases: Array<[string, Record<string, string>]> = [
       ["missing", {}],
-      ["not bearer", { authorization: `Basic ${tokens.erin}` }],
+      ["not bearer", { authorization: `Basic ${token}` }],
       ["malformed", { authorization: "Bearer sk-not-ours" }],
       ["checksum typo", { authorization: `Bearer ${typo}` }],
       ["unknown", { authorization: `Bearer ${generateToken().token}` }],
@@ -106,14 +118,15 @@ describe("hosted profile over HTTP", () => {
       expect(response.status, what).toBe(401);
       const text = await response.text();
       expect(JSON.parse(text)).toMatchObject({ error: { type: "invalid_request_error", code: "invalid_api_key", param: null } });
-      for (const secret of [tokens.erin!, typo, revoked.secret, disabled, expired.token]) expect(text).not.toContain(secret.slice(3));
+      for (const secret of [token, typo, revoked.secret, disabled, expired.token]) expect(text).not.toContain(secret.slice(3));
     }
     const viaClient = await client("mh_wrong").models.list().catch((error: unknown) => error);
     expect(viaClient).toBeInstanceOf(OpenAI.AuthenticationError);
   });
 
   it("admits exactly 15 of 100 simultaneous requests within a minute", async () => {
-    const responses = await Promise.all(Array.from({ length: 100 }, () => chat(tokens.alice!, { max_tokens: 1 })));
+    const { token } = await newAccount("free");
+    const responses = await Promise.all(Array.from({ length: 100 }, () => chat(token, { max_tokens: 1 })));
     const statuses = responses.map((response) => response.status);
     expect(statuses.filter((status) => status === 200)).toHaveLength(15);
     expect(statuses.filter((status) => status === 429)).toHaveLength(85);
@@ -128,7 +141,10 @@ describe("hosted profile over HTTP", () => {
   });
 
   it("raises RateLimitError in the official client, with the headers", async () => {
-    const error = await client(tokens.alice!).chat.completions.create({ model: "tiny", messages, max_tokens: 1 }).catch((e: unknown) => e);
+    const { token } = await newAccount("free");
+    // The minute's 15 requests, used up here.
+    for (let i = 0; i < 15; i++) expect((await chat(token, { max_tokens: 1 })).status).toBe(200);
+    const error = await client(token).chat.completions.create({ model: "tiny", messages, max_tokens: 1 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     const headers = (error as InstanceType<typeof OpenAI.RateLimitError>).headers;
     expect(headers?.get("retry-after")).toMatch(/^\d+$/);
@@ -136,8 +152,9 @@ describe("hosted profile over HTTP", () => {
   });
 
   it("never exceeds the day's token budget under 20 concurrent streams, and settles to real usage", async () => {
+    const { name, token } = await newAccount("budget");
     // 1000 tokens a day: each stream reserves its prompt + 100; only some fit at once.
-    const streams = await Promise.all(Array.from({ length: 20 }, () => chat(tokens.bob!, { max_tokens: 100, stream: true, stream_options: { include_usage: true } })));
+    const streams = await Promise.all(Array.from({ length: 20 }, () => chat(token, { max_tokens: 100, stream: true, stream_options: { include_usage: true } })));
     const admitted = streams.filter((response) => response.status === 200);
     const refused = streams.filter((response) => response.status === 429);
     expect(admitted.length).toBeGreaterThan(0);
@@ -155,44 +172,93 @@ describe("hosted profile over HTTP", () => {
     }
     expect(used).toBeLessThanOrEqual(1000);
     // The ledger holds exactly what was used, once every request has settled.
-    await expect.poll(async () => (await service.usage({ account: "bob" })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0)).toBe(used);
-    const usage = await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${tokens.bob}` } })).json();
-    expect(usage).toMatchObject({ object: "usage", account: { name: "bob", tier: "budget" }, limits: { tokens_per_day: { limit: 1000, remaining: 1000 - used } } });
+    await expect.poll(() => tokensUsed(name)).toBe(used);
+    const usage = await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${token}` } })).json();
+    expect(usage).toMatchObject({ object: "usage", account: { name, tier: "budget" }, limits: { tokens_per_day: { limit: 1000, remaining: 1000 - used } } });
   });
 
   it("charges an aborted stream what it generated", async () => {
-    const before = (await service.usage({ account: "dave" })).reduce((sum, row) => sum + row.completionTokens, 0);
+    const { name, token } = await newAccount("free");
+    const completionTokens = async () => (await service.usage({ account: name })).reduce((sum, row) => sum + row.completionTokens, 0);
+    const before = await completionTokens();
     const controller = new AbortController();
-    const response = await chat(tokens.dave!, { max_tokens: 5000, stream: true, temperature: 0 });
-    const reader = response.body!.getReader();
+    const stream = await client(token).chat.completions.create({ model: "tiny", messages, max_tokens: 5000, stream: true, temperature: 0 }, { signal: controller.signal });
     let received = 0;
-    while (received < 20) {
-      const { value } = await reader.read();
-      received += (new TextDecoder().decode(value).match(/"content":"/g) ?? []).length;
+    let finishReason: string | null | undefined;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content !== undefined) received++;
+      finishReason ??= chunk.choices[0]?.finish_reason;
+      if (received === 20) controller.abort();
     }
-    controller.abort();
-    await reader.cancel();
-    await expect.poll(async () => (await service.usage({ account: "dave" })).reduce((sum, row) => sum + row.completionTokens, 0) - before, { timeout: 5000 }).toBeGreaterThanOrEqual(19);
-    const charged = (await service.usage({ account: "dave" })).reduce((sum, row) => sum + row.completionTokens, 0) - before;
+    // The client's own signal ended the stream (the client ends its iteration quietly then), not the server.
+    expect(controller.signal.aborted).toBe(true);
+    expect(finishReason ?? null).toBeNull();
+    expect(received).toBeGreaterThanOrEqual(20);
+    await expect.poll(async () => (await completionTokens()) - before, { timeout: 5000 }).toBeGreaterThanOrEqual(19);
+    const charged = (await completionTokens()) - before;
     expect(charged).toBeLessThan(5000);
   });
 
   it("answers 413 for a prompt over the tier's per-request cap, and caps max_tokens", async () => {
-    const long = await chat(tokens.carol!, { messages: [{ role: "user", content: "word ".repeat(100) }] });
+    const { token } = await newAccount("capped");
+    const long = await chat(token, { messages: [{ role: "user", content: "word ".repeat(100) }] });
     expect(long.status).toBe(413);
     expect(((await long.json()) as { error: { code: string } }).error.code).toBe("tokens_limit_reached");
-    const capped = await client(tokens.carol!).chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 50 });
+    const capped = await client(token).chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 50 });
     expect(capped.usage?.completion_tokens).toBe(5);
     expect(capped.choices[0]?.finish_reason).toBe("length");
   });
 
-  it("keeps tokens and Authorization headers out of the logs", () => {
-    expect(logs.length).toBeGreaterThan(10);
+  it("keeps tokens and Authorization headers out of the logs", async () => {
+    const { token } = await newAccount("free");
+    const start = logs.length;
+    // Logged requests of every kind: admitted, streamed, refused as unauthenticated, consuming nothing.
+    expect((await chat(token)).status).toBe(200);
+    expect((await chat(token, { max_tokens: 1 })).status).toBe(200);
+    await (await chat(token, { stream: true })).text();
+    expect((await chat(token.slice(0, -1))).status).toBe(401);
+    expect((await fetch(`${server.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    expect((await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    await expect.poll(() => logs.length - start).toBeGreaterThan(10);
     const all = logs.join("\n");
-    for (const token of Object.values(tokens)) {
-      expect(all).not.toContain(token);
-      expect(all).not.toContain(token.slice(10)); // the secret part, without the display prefix
+    for (const secret of issued) {
+      expect(all).not.toContain(secret);
+      expect(all).not.toContain(secret.slice(10)); // the secret part, without the display prefix
     }
     expect(all).not.toMatch(/authorization/i);
+  });
+});
+
+describe.skipIf(!needs("redis-server"))("hosted profile with its rate limiter in Redis, when Redis goes down", () => {
+  let dataDir: string;
+  let redis: RunningRedis;
+  let server: TestServer;
+  let token: string;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-hosted-redis-"));
+    redis = await startRedis();
+    const store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    const service = new AccessService(store, defaultTiers);
+    await service.createAccount("alice");
+    token = (await service.createToken("alice")).secret;
+    await store.close();
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { profile: "hosted", dataDir, redisUrl: redis.url } });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await redis?.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("answers GET /v1/usage and chat with 503 limiter_unavailable, never a 500", async () => {
+    const usage = () => fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${token}` } });
+    expect((await usage()).status).toBe(200);
+    await redis.kill();
+    for (const response of [await usage(), await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 1 }, { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } })]) {
+      expect(response.status).toBe(503);
+      expect(response.headers.get("retry-after")).toBe("1");
+      expect(await response.json()).toMatchObject({ error: { code: "limiter_unavailable", type: "server_error" } });
+    }
   });
 });

@@ -11,7 +11,9 @@ export interface Backend {
   /** The sliding window's length here. */
   minuteMs: number;
   reservationTtlMs: number;
-  /** A limiter on this backend's shared counters; each call is another process or replica. */
+  /** A holder's lease here, shorter than reservationTtlMs: what releases a dead holder's reservations is its lease. */
+  leaseMs: number;
+  /** A limiter on this backend's shared counters; each call is another process or replica (another holder). */
   open(): Promise<RateLimiter>;
   /** The limiter's clock now. */
   now(): number;
@@ -199,6 +201,74 @@ export function describeRateLimiterContract(name: string, create: () => Promise<
 
       expect(reservationsOf(admissions)).toHaveLength(15);
       expect(refusalsOf(admissions)).toHaveLength(85);
+    });
+
+    describe("reservations of a holder that died", () => {
+      const policy = { tokensPerDay: 10_000, concurrentRequests: 2, requestsPerDay: 4 };
+
+      it("are released once its lease has run out: charged their prompts, slots freed, request units still counted", async () => {
+        const dead = await backend.open();
+        const first = admitted(await dead.admit(key, policy, 4_000, 100));
+        admitted(await dead.admit(key, policy, 4_000, 300));
+        expect(await limiter.admit(key, policy, 1)).toMatchObject({ allowed: false, limit: "concurrent_requests" });
+        expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(2_000);
+
+        await backend.advance(backend.leaseMs + 100);
+        await limiter.heartbeat();
+        expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(10_000 - 400);
+        // Both slots are free again; the two requests that started still count for the day.
+        admitted(await limiter.admit(key, policy, 1));
+        admitted(await limiter.admit(key, policy, 1));
+        expect(await limiter.admit(key, policy, 1)).toMatchObject({ allowed: false, limit: "requests_per_day" });
+
+        // Should the holder come back and settle after all, nothing is given back twice.
+        await dead.settle(first, 0);
+        expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(10_000 - 400 - 2);
+      });
+
+      it("stay held while their holder's heartbeats renew its lease", async () => {
+        const live = await backend.open();
+        const reservation = admitted(await live.admit(key, policy, 4_000, 100));
+        admitted(await live.admit(key, policy, 4_000, 100));
+        await backend.advance(backend.leaseMs * 0.6);
+        await live.heartbeat();
+        await backend.advance(backend.leaseMs * 0.6);
+
+        await limiter.heartbeat();
+        expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(2_000);
+        expect(await limiter.admit(key, policy, 1)).toMatchObject({ allowed: false, limit: "concurrent_requests" });
+        await live.settle(reservation, 1_000);
+        expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(5_000);
+      });
+
+      it("are released at once when the same instance restarts, and by no other instance", async () => {
+        await limiter.claimInstance("host-a http://127.0.0.1:8080");
+        admitted(await limiter.admit(key, policy, 4_000, 100));
+
+        const other = await backend.open();
+        await other.claimInstance("host-a http://127.0.0.1:8081");
+        expect((await other.peek(key, policy)).tokens?.remaining).toBe(6_000);
+
+        // The crashed instance's lease has not run out, but it no longer listens where it did.
+        const restarted = await backend.open();
+        await restarted.claimInstance("host-a http://127.0.0.1:8080");
+        expect((await restarted.peek(key, policy)).tokens?.remaining).toBe(9_900);
+        expect((await restarted.admit(key, policy, 1)).allowed).toBe(true);
+      });
+
+      it("are released by the next heartbeat of another holder once their holder has closed", async () => {
+        const closing = await backend.open();
+        admitted(await closing.admit(key, policy, 4_000, 250));
+        await closing.close();
+
+        await limiter.heartbeat();
+        expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(9_750);
+      });
+    });
+
+    it("refuses a prompt larger than its reservation as the caller's bug, not as unavailability", async () => {
+      await expect(limiter.admit(key, {}, 10, 11)).rejects.toBeInstanceOf(RangeError);
+      await expect(limiter.admit(key, {}, -1)).rejects.toBeInstanceOf(RangeError);
     });
   });
 }

@@ -3,11 +3,11 @@
 import { spawn } from "node:child_process";
 import type { ChildProcess, SpawnOptions } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { commandPath } from "./debianPackages.js";
+import { freePort } from "./freePort.js";
 
 export interface TestPostgres {
   /** postgres://postgres@127.0.0.1:PORT/modelhost_test */
@@ -135,17 +135,6 @@ function readLog(dir: string): string {
   } catch {
     return "(no log)";
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
 }
 
 /** Polls with real connections: the log's wording depends on the version and locale, a login does not. */

@@ -4,6 +4,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { commandPath } from "./debianPackages.js";
+import { freePort } from "./freePort.js";
 
 export interface RunningRedis {
   /** e.g. redis://127.0.0.1:41234 */
@@ -65,21 +66,6 @@ export async function startRedis(): Promise<RunningRedis> {
       child.kill("SIGCONT");
     },
   };
-}
-
-/**
- * A port the kernel just handed out and released. Another process could take it before
- * redis-server binds it; on a test machine that race is rare enough, and startRedis then fails loudly.
- */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
-    });
-  });
 }
 
 async function waitForPong(port: number, hasExited: () => boolean, output: () => string): Promise<void> {

@@ -2,6 +2,7 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { AccessError } from "../../src/access/AccessError.js";
 import { defaultTiers, loadTiers, resolveLimits } from "../../src/access/tiers.js";
 import { parseExpiry } from "../../src/access/parseExpiry.js";
 import { formatResetDuration } from "../../src/http/rateLimitHeaders.js";
@@ -20,7 +21,7 @@ const tiers = {
 
 describe("tiers", () => {
   it("has the free tier by default: 15 requests per minute, 150,000 tokens per day", () => {
-    expect(resolveLimits(defaultTiers, "acct_1", "free", "m", "chat")).toEqual({
+    expect(resolveLimits(defaultTiers, "acct_1", "free", { endpoint: "chat", model: "m" })).toEqual({
       key: "acct_1",
       policy: { requestsPerMinute: 15, tokensPerDay: 150_000 },
       maxInputTokens: undefined,
@@ -29,13 +30,17 @@ describe("tiers", () => {
   });
 
   it("applies per-model and per-endpoint overrides with counters of their own, inheriting the rest", () => {
-    expect(resolveLimits(tiers as never, "a", "free", "text-embed", "embeddings")).toMatchObject({
+    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "embeddings", model: "text-embed" })).toMatchObject({
       key: "a:@embeddings",
       policy: { requestsPerMinute: 60, tokensPerDay: 150_000 },
       maxOutputTokens: 512,
     });
-    expect(resolveLimits(tiers as never, "a", "free", "big-model", "chat")).toMatchObject({ key: "a:big-*", policy: { requestsPerMinute: 15, tokensPerDay: 10_000 } });
-    expect(resolveLimits(tiers as never, "a", "free", "small", "chat")).toMatchObject({ key: "a", policy: { requestsPerMinute: 15 } });
+    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "chat", model: "big-model" })).toMatchObject({ key: "a:big-*", policy: { requestsPerMinute: 15, tokensPerDay: 10_000 } });
+    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "chat", model: "small" })).toMatchObject({ key: "a", policy: { requestsPerMinute: 15 } });
+    // No model: no glob applies, even one that matches every name; the endpoint's group still does.
+    const everyModel = { default: "free", tiers: { free: { requestsPerMinute: 15, models: { "*": { requestsPerMinute: 1 } } } } };
+    expect(resolveLimits(everyModel as never, "a", "free", { endpoint: "chat" })).toMatchObject({ key: "a", policy: { requestsPerMinute: 15 } });
+    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "embeddings" })).toMatchObject({ key: "a:@embeddings" });
   });
 
   it("refuses a tiers file with a clear message", async () => {
@@ -46,9 +51,11 @@ describe("tiers", () => {
       return file;
     };
     await expect(loadTiers(await write("{"))).rejects.toThrow(/Cannot read the tiers file/);
+    await expect(loadTiers(path.join(dir, "missing.json"))).rejects.toMatchObject({ name: "AccessError", code: "tiers_file_invalid" });
     await expect(loadTiers(await write({ tiers: { free: { requestsPerMinute: -1 } } }))).rejects.toThrow(/tiers\.free\.requestsPerMinute/);
     await expect(loadTiers(await write({ tiers: { free: { rpm: 5 } } }))).rejects.toThrow(/Invalid tiers file/);
     await expect(loadTiers(await write({ default: "gold", tiers: { free: {} } }))).rejects.toThrow(/default tier "gold"/);
+    await expect(loadTiers(await write({ tiers: { free: { rpm: 5 } } }))).rejects.toBeInstanceOf(AccessError);
     expect((await loadTiers(await write(tiers))).tiers.free?.models["@embeddings"]).toEqual({ requestsPerMinute: 60 });
   });
 });
