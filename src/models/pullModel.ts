@@ -174,6 +174,12 @@ async function listRepoFiles(repo: string, hfEndpoint: string, hubFetch: typeof 
         message: `The repository ${repo} does not exist on ${hfEndpoint} (or it is private: set HF_TOKEN to a token that may read it).`,
       });
     }
+    if (status === 403) {
+      throw new ServerError("download_failed", {
+        message: `${hfEndpoint} refused to list ${repo} (HTTP 403): the repository is gated. Accept its terms on the hub, and set HF_TOKEN to a token of that account.`,
+        cause: error,
+      });
+    }
     const reason = status === undefined ? ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message : `HTTP ${status}`;
     throw new ServerError("download_failed", { message: `Could not list the files of ${repo} on ${hfEndpoint}: ${reason}.`, cause: error });
   }
