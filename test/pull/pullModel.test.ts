@@ -20,21 +20,25 @@ const emptyGguf = Buffer.concat([Buffer.from("GGUF"), Buffer.from([3, 0, 0, 0]),
 beforeAll(async () => {
   model = await readFile(await testModelPath("tiny"));
   const q8 = Buffer.concat([model, Buffer.alloc(4096, 7)]); // another file (another SHA-256), still a valid GGUF
-  hub = await startFakeHub({
-    "test/Tiny-GGUF": [
-      { path: "README.md", content: Buffer.from("# Tiny\n") },
-      { path: "Tiny-Q8_0.gguf", content: q8 },
-      { path: "Tiny-Q4_K_M.gguf", content: model },
-      { path: "mmproj-Tiny-F16.gguf", content: emptyGguf },
-    ],
-    // Served at /files/README.gguf: a page where a model was expected.
-    "test/Page": [{ path: "README.gguf", content: Buffer.from("<html>Not here</html>") }],
-    "test/Corrupt-GGUF": [
-      { path: "Corrupt-Q4_K_M.gguf", content: model, corruptWith: Buffer.concat([model.subarray(0, 1000), Buffer.from("x"), model.subarray(1001)]) },
-      { path: "Corrupt-Q8_0.gguf", content: model, corruptWith: Buffer.alloc(model.length), unlisted: true },
-    ],
-    "test/Split-GGUF": modelFileParts("Q8_0/Big-Q8_0-00001-of-00003.gguf").map((part, index) => ({ path: part, content: index === 0 ? model : emptyGguf })),
-  });
+  hub = await startFakeHub(
+    {
+      "test/Tiny-GGUF": [
+        { path: "README.md", content: Buffer.from("# Tiny\n") },
+        { path: "Tiny-Q8_0.gguf", content: q8 },
+        { path: "Tiny-Q4_K_M.gguf", content: model },
+        { path: "mmproj-Tiny-F16.gguf", content: emptyGguf },
+      ],
+      // Served at /files/README.gguf: a page where a model was expected.
+      "test/Page": [{ path: "README.gguf", content: Buffer.from("<html>Not here</html>") }],
+      "test/Corrupt-GGUF": [
+        { path: "Corrupt-Q4_K_M.gguf", content: model, corruptWith: Buffer.concat([model.subarray(0, 1000), Buffer.from("x"), model.subarray(1001)]) },
+        { path: "Corrupt-Q8_0.gguf", content: model, corruptWith: Buffer.alloc(model.length), unlisted: true },
+      ],
+      "test/Split-GGUF": modelFileParts("Q8_0/Big-Q8_0-00001-of-00003.gguf").map((part, index) => ({ path: part, content: index === 0 ? model : emptyGguf })),
+      "test/Gated-GGUF": [{ path: "Gated-Q4_K_M.gguf", content: model }],
+    },
+    { gated: { repos: ["test/Gated-GGUF"], token: "hf_accepted" } },
+  );
 });
 
 afterAll(() => hub.close());
@@ -161,6 +165,13 @@ describe("pulling a model from a hub", () => {
     expect(error.code).toBe("download_failed");
     expect(error.message).toContain(`not the ${sha256(model)} the server publishes`);
     expect(await readdir(modelsDir)).toEqual([]);
+  });
+
+  it("says how to reach a gated repository, and pulls it with HF_TOKEN", async () => {
+    const refused = await failure(pull("hf.co/test/Gated-GGUF:Q4_K_M").result);
+    expect(refused).toEqual({ code: "download_failed", message: expect.stringContaining("the repository is gated. Accept its terms on the hub, and set HF_TOKEN") });
+    const pulled = await pull("hf.co/test/Gated-GGUF:Q4_K_M", { hfToken: "hf_accepted" }).result;
+    expect(await readFile(pulled.path)).toEqual(model);
   });
 
   it("refuses a file that is not a GGUF model", async () => {

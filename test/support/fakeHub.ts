@@ -31,7 +31,12 @@ export interface FakeHub {
   close(): Promise<void>;
 }
 
-export async function startFakeHub(repos: Record<string, HubFile[]>): Promise<FakeHub> {
+export interface FakeHubOptions {
+  /** Repositories that answer 403 unless the request carries `Authorization: Bearer <token>`. */
+  gated?: { repos: string[]; token: string };
+}
+
+export async function startFakeHub(repos: Record<string, HubFile[]>, options: FakeHubOptions = {}): Promise<FakeHub> {
   let served = 0;
   let cutAfter: { bytes: number; then: "drop" | "stall" } | undefined;
   const requests: FakeHub["requests"] = [];
@@ -72,6 +77,11 @@ export async function startFakeHub(repos: Record<string, HubFile[]>): Promise<Fa
     const url = new URL(request.url ?? "/", "http://hub");
     requests.push({ server: "hub", method: request.method ?? "", path: url.pathname, ...(request.headers.authorization ? { authorization: request.headers.authorization } : {}) });
     const json = (status: number, body: unknown) => response.writeHead(status, { "Content-Type": "application/json" }).end(JSON.stringify(body));
+
+    const repo = /^\/(?:api\/models\/)?([^/]+\/[^/]+)/.exec(url.pathname)?.[1];
+    if (repo && options.gated?.repos.includes(repo) && request.headers.authorization !== `Bearer ${options.gated.token}`) {
+      return json(403, { error: `Access to model ${repo} is restricted. You must have access to it and be authenticated to access it.` });
+    }
 
     const api = /^\/api\/models\/([^/]+\/[^/]+)(\/tree\/main|\/revision\/[^/]+)?\/?$/.exec(url.pathname);
     if (api) {
