@@ -42,8 +42,8 @@ export async function runCommand(args: string[], config: Config): Promise<number
   let server: RunningServer | undefined;
   if (!(await client.isRunning())) {
     const { serve } = await import("./serve.js");
-    // A private server on a free port, quiet: this terminal is for the conversation.
-    // Local profile: it is this command's own server, on loopback, for this conversation only.
+    // This command's own server: local profile, loopback, a free port, and quiet, since this
+    // terminal is for the conversation.
     server = await serve({ ...config, profile: "local", host: "127.0.0.1", port: 0, logLevel: config.logLevel === "info" ? "error" : config.logLevel });
     client = new ServerClient(server.url);
   }
