@@ -186,9 +186,9 @@ type LimiterRedis = Redis & LimiterCommands;
  * - `<prefix>leases`: sorted set, holder → end of its lease (Redis's clock, ms);
  * - `<prefix>instances`: hash, holder → the instance name it claimed;
  * - `<prefix>holder:<H>:keys`: sorted set, the limiter keys holder H admitted into (→ when, by
- *   H's clock), so that its reservations can be found once it is dead. H adds K before each admit
+ *   H's clock), so that its reservations can be found once it is dead. H lists K before admitting
  *   into K (a crash between the two leaves an entry without a reservation: harmless) and prunes
- *   what is older than a reservation's lifetime at each heartbeat.
+ *   what is older than two reservation lifetimes at each heartbeat.
  *
  * Failure: the client never queues commands while disconnected and bounds every command, so
  * when Redis is down or hung, `admit` and `peek` reject with LimiterUnavailableError within
@@ -206,6 +206,12 @@ export class RedisRateLimiter implements RateLimiter {
   readonly #holder = randomUUID();
   /** The instance name claimed, or "" until then. */
   #instance = "";
+  /**
+   * When this holder last listed each key in its index (its clock). An entry listed at s is kept
+   * until s + 2 × TTL, so a key listed within the last TTL needs no listing again: each of its
+   * reservations ends (settled, or its slot expired) within a TTL. Saves a command on most admits.
+   */
+  readonly #listed = new Map<string, number>();
 
   private constructor(redis: LimiterRedis, options: RedisRateLimiterOptions) {
     this.#redis = redis;
@@ -259,7 +265,7 @@ export class RedisRateLimiter implements RateLimiter {
     let reply: unknown;
     try {
       // Sent on one connection, so the key is listed before the reservation exists.
-      const listed = this.#redis.zadd(this.#holderKeys(this.#holder), Date.now(), key);
+      const listed = this.#list(key);
       const admitted = this.#redis.limiterAdmit(keys.window, keys.open, keys.held, keys.dayBase, this.#minuteMs, this.#reservationTtlMs, ...limits, tokens, id, promptTokens, this.#holder);
       [, reply] = await Promise.all([listed, admitted]);
     } catch (error) {
@@ -300,7 +306,7 @@ export class RedisRateLimiter implements RateLimiter {
     const [dead] = await unavailableOnFailure(
       Promise.all([
         this.#redis.limiterHeartbeat(leases, instances, this.#holder, this.#leaseMs, this.#instance),
-        this.#redis.zremrangebyscore(mine, "-inf", String(Date.now() - this.#reservationTtlMs)),
+        this.#redis.zremrangebyscore(mine, "-inf", String(this.#forgetListedBefore(Date.now() - 2 * this.#reservationTtlMs))),
       ]),
     );
     if (!Array.isArray(dead)) throw new LimiterUnavailableError(`unexpected reply ${JSON.stringify(dead)}`);
@@ -328,6 +334,26 @@ export class RedisRateLimiter implements RateLimiter {
     } catch {
       this.#redis.disconnect();
     }
+  }
+
+  /** Lists `key` in this holder's index, unless listed recently enough (see #listed). */
+  async #list(key: string): Promise<void> {
+    const now = Date.now();
+    const listed = this.#listed.get(key);
+    if (listed !== undefined && now - listed < this.#reservationTtlMs) return;
+    this.#listed.set(key, now);
+    try {
+      await this.#redis.zadd(this.#holderKeys(this.#holder), now, key);
+    } catch (error) {
+      this.#listed.delete(key);
+      throw error;
+    }
+  }
+
+  /** Forgets the listings made before `cutoff`, as the index in Redis is about to; returns it. */
+  #forgetListedBefore(cutoff: number): number {
+    for (const [key, at] of this.#listed) if (at < cutoff) this.#listed.delete(key);
+    return cutoff;
   }
 
   #keys(key: string) {
