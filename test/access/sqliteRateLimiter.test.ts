@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { LimitPolicy, RateLimiter } from "../../src/access/RateLimiter.js";
 import { SqliteRateLimiter } from "../../src/access/SqliteRateLimiter.js";
@@ -58,6 +59,38 @@ describe("SQLite rate limiter across a UTC midnight", () => {
 
     await limiter.settle(yesterdays, 0);
     expect((await limiter.peek("k", policy)).tokens?.remaining).toBe(0);
+  });
+});
+
+describe("SQLite rate limiter upgraded from a file without holders", () => {
+  it("releases at start the reservations left by a server of the earlier version, which no holder renews", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-limiter-"));
+    const file = path.join(dir, "modelhost.db");
+    try {
+      // The schema before holders: the reservation and its day's charge, as a server killed then left them.
+      const old = new Database(file);
+      old.exec(`CREATE TABLE schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT;
+        INSERT INTO schema_versions VALUES ('rate_limiter', 1);
+        CREATE TABLE rate_requests (key TEXT NOT NULL, at INTEGER NOT NULL, id TEXT NOT NULL, PRIMARY KEY (key, at, id)) STRICT, WITHOUT ROWID;
+        CREATE TABLE rate_days (key TEXT NOT NULL, day INTEGER NOT NULL, requests INTEGER NOT NULL, tokens INTEGER NOT NULL, PRIMARY KEY (key, day)) STRICT, WITHOUT ROWID;
+        CREATE TABLE rate_reservations (key TEXT NOT NULL, id TEXT NOT NULL, day INTEGER NOT NULL, tokens INTEGER NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (key, id)) STRICT, WITHOUT ROWID;`);
+      const now = Date.now();
+      const day = Math.floor(now / 86_400_000);
+      old.prepare("INSERT INTO rate_days VALUES ('k', ?, 1, 4096)").run(day);
+      old.prepare("INSERT INTO rate_reservations VALUES ('k', 'r1', ?, 4096, ?)").run(day, now);
+      old.close();
+
+      const limiter = SqliteRateLimiter.open(file);
+      try {
+        // Its prompt is unknown: nothing is charged for it.
+        expect((await limiter.peek("k", { tokensPerDay: 10_000 })).tokens?.remaining).toBe(10_000);
+        expect(await limiter.admit("k", { concurrentRequests: 1 }, 1)).toMatchObject({ allowed: true });
+      } finally {
+        await limiter.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
