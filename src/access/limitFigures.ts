@@ -23,8 +23,11 @@ export const CONCURRENCY_RETRY_MS = 1_000;
 
 /** The lengths both limiters take, each defaulting to the constant above; shorter in tests. */
 export interface LimiterTimings {
+  /** The sliding window's length (MINUTE_MS). */
   minuteMs?: number;
+  /** The longest an unsettled reservation holds its slot (RESERVATION_TTL_MS). */
   reservationTtlMs?: number;
+  /** A holder's lease (LEASE_MS). */
   leaseMs?: number;
 }
 
