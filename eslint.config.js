@@ -16,6 +16,11 @@ export default tseslint.config(
     },
   },
   {
+    // The sample agent's page script runs in the browser.
+    files: ["examples/*/public/**/*.js"],
+    languageOptions: { globals: { document: "readonly", EventSource: "readonly" } },
+  },
+  {
     files: ["**/*.cjs"],
     languageOptions: { sourceType: "commonjs", globals: { require: "readonly", __dirname: "readonly", module: "writable" } },
     rules: { "@typescript-eslint/no-require-imports": "off" },

@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "examples/*/test/**/*.test.ts"],
     // Model tests load real GGUF files and decode on the CPU; two workers fit a 2-core machine.
     pool: "forks",
     maxWorkers: 2,

@@ -24,6 +24,8 @@ export const debianPackages = {
   bsdutils: { commands: ["script"], neededFor: "the start command's terminal-log test" },
   // `modelhost run` is driven in a real terminal: a tmux pane, keys sent, the screen read.
   tmux: { commands: ["tmux"], neededFor: "the `modelhost run` terminal test" },
+  // The sample agent's page is tested in a real headless browser, driven by playwright-core.
+  chromium: { commands: ["chromium"], neededFor: "the sample agent's browser test" },
 } as const satisfies Record<string, DebianPackage>;
 
 export type PackageName = keyof typeof debianPackages;

@@ -1,0 +1,54 @@
+// An app (client, store, retriever, tools) on a temporary database, pointed at a test service.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { createApp, type App } from "../../src/app.js";
+import type { Config } from "../../src/config.js";
+
+export interface TestApp extends App {
+  dir: string;
+  /** Writes files (path → content; null deletes) under dir/docs. */
+  writeDocs(files: Record<string, string | null>): string;
+}
+
+export function createTestApp(baseURL: string, overrides: Partial<Config> = {}): TestApp {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "agent-test-"));
+  const config: Config = {
+    baseURL,
+    apiKey: "test-key",
+    chatModel: "chat",
+    embeddingModel: "embed",
+    threshold: 0.75,
+    port: 0,
+    database: path.join(dir, "agent.sqlite"),
+    maxRounds: 5,
+    maxTokens: undefined,
+    ...overrides,
+  };
+  const app = createApp(config, { maxRetries: 0 });
+  const docs = path.join(dir, "docs");
+  return {
+    ...app,
+    dir,
+    writeDocs(files) {
+      for (const [name, content] of Object.entries(files)) {
+        const file = path.join(docs, name);
+        fs.mkdirSync(path.dirname(file), { recursive: true });
+        if (content === null) fs.rmSync(file);
+        else fs.writeFileSync(file, content);
+      }
+      return docs;
+    },
+    close() {
+      app.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Collects an answer's pieces and sources. */
+export function collector() {
+  const pieces: string[] = [];
+  const sources: import("../../src/retrieval.js").Match[][] = [];
+  return { pieces, sources, events: { onText: (piece: string) => pieces.push(piece), onSources: (matches: (typeof sources)[number]) => sources.push(matches) } };
+}
