@@ -6,18 +6,19 @@
 //   primary    = number | constant | name "(" expression ("," expression)* ")" | "(" expression ")"
 // It evaluates as it parses; anything else is a SyntaxError naming the position.
 
-const FUNCTIONS: Record<string, (...args: number[]) => number> = {
-  sqrt: Math.sqrt,
-  abs: Math.abs,
-  round: Math.round,
-  floor: Math.floor,
-  ceil: Math.ceil,
-  ln: Math.log,
-  log10: Math.log10,
-  min: Math.min,
-  max: Math.max,
-};
-const CONSTANTS: Record<string, number> = { pi: Math.PI, e: Math.E };
+// Maps, not object literals: a lookup of "constructor" or "__proto__" must find nothing.
+const FUNCTIONS = new Map<string, (...args: number[]) => number>([
+  ["sqrt", Math.sqrt],
+  ["abs", Math.abs],
+  ["round", Math.round],
+  ["floor", Math.floor],
+  ["ceil", Math.ceil],
+  ["ln", Math.log],
+  ["log10", Math.log10],
+  ["min", Math.min],
+  ["max", Math.max],
+]);
+const CONSTANTS = new Map([["pi", Math.PI], ["e", Math.E]]);
 /** Bounds that keep a hostile expression cheap. */
 const MAX_LENGTH = 500;
 const MAX_DEPTH = 50;
@@ -91,10 +92,10 @@ class Parser {
     const name = /^[a-zA-Z_]\w*/.exec(this.rest())?.[0];
     if (name === undefined) this.fail(this.index < this.source.length ? `unexpected "${this.source[this.index]}"` : "unexpected end");
     this.index += name.length;
-    const constant = CONSTANTS[name.toLowerCase()];
+    const constant = CONSTANTS.get(name.toLowerCase());
     if (constant !== undefined) return constant;
-    const fn = FUNCTIONS[name.toLowerCase()];
-    if (fn === undefined) this.fail(`unknown name "${name}" (functions: ${Object.keys(FUNCTIONS).join(", ")}; constants: pi, e)`);
+    const fn = FUNCTIONS.get(name.toLowerCase());
+    if (fn === undefined) this.fail(`unknown name "${name}" (functions: ${[...FUNCTIONS.keys()].join(", ")}; constants: pi, e)`);
     this.expect("(");
     const args = [this.expression()];
     while (this.operator(",")) args.push(this.expression());

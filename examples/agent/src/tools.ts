@@ -74,7 +74,7 @@ export function currentTime(timeZone: string, now = new Date()): Record<string, 
   });
   const part = (type: Intl.DateTimeFormatPartTypes) => format.formatToParts(now).find((p) => p.type === type)?.value ?? "";
   return {
-    time_zone: format.resolvedOptions().timeZone,
+    time_zone: timeZone,
     local: `${part("year")}-${part("month")}-${part("day")} ${part("hour")}:${part("minute")}:${part("second")}`,
     offset: part("timeZoneName"),
     weekday: part("weekday"),

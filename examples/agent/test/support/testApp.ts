@@ -3,7 +3,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { createApp, type App } from "../../src/app.js";
+import type { AnswerEvents } from "../../src/agent.js";
 import type { Config } from "../../src/config.js";
+import type { Match } from "../../src/retrieval.js";
 
 export interface TestApp extends App {
   dir: string;
@@ -47,8 +49,8 @@ export function createTestApp(baseURL: string, overrides: Partial<Config> = {}):
 }
 
 /** Collects an answer's pieces and sources. */
-export function collector() {
+export function collector(): { pieces: string[]; sources: Match[][]; events: AnswerEvents } {
   const pieces: string[] = [];
-  const sources: import("../../src/retrieval.js").Match[][] = [];
-  return { pieces, sources, events: { onText: (piece: string) => pieces.push(piece), onSources: (matches: (typeof sources)[number]) => sources.push(matches) } };
+  const sources: Match[][] = [];
+  return { pieces, sources, events: { onText: (piece) => pieces.push(piece), onSources: (matches) => sources.push(matches) } };
 }
