@@ -33,10 +33,12 @@ async function main(argv: string[]): Promise<void> {
 
 async function ingestCommand(directory: string | undefined, { client, store, config }: App): Promise<void> {
   if (!directory) throw new Error(`ingest needs a directory\n${USAGE}`);
-  // npm runs scripts in the package's folder; INIT_CWD is where the user typed the command.
+  // npm runs scripts in the package's folder; INIT_CWD is where the user typed `npm run`.
   const root = path.resolve(process.env.INIT_CWD ?? process.cwd(), directory);
   const bar = process.stderr.isTTY ? progressBar : undefined;
-  const report = await ingest(root, { client, store, embeddingModel: config.embeddingModel, onProgress: bar });
+  // A fifth of each chunk is repeated in the next, so a fact cut by a border is whole in one of them.
+  const chunking = { maxChars: config.chunkSize, overlapChars: Math.floor(config.chunkSize / 5) };
+  const report = await ingest(root, { client, store, embeddingModel: config.embeddingModel, chunking, onProgress: bar });
   if (bar) process.stderr.write("\n");
   console.log(
     `${root}: ${report.added.length} added, ${report.changed.length} changed, ${report.unchanged.length} unchanged, ${report.removed.length} removed; ` +

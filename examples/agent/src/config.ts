@@ -4,6 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { parseEnv } from "node:util";
+import { DEFAULT_CHUNKING } from "./chunking.js";
 
 export interface Config {
   /** Any OpenAI-compatible service: modelhost locally, its hosted profile, or another. */
@@ -20,6 +21,8 @@ export interface Config {
   maxRounds: number;
   /** Optional cap on each reply's length (useful with small test models). */
   maxTokens: number | undefined;
+  /** Largest chunk in characters; must fit the embedding model's context. */
+  chunkSize: number;
 }
 
 export const APP_DIR = path.resolve(import.meta.dirname, "..");
@@ -45,6 +48,7 @@ export function loadConfig(env: Record<string, string | undefined> = readEnviron
     database: path.resolve(APP_DIR, env.AGENT_DATABASE || "data/agent.sqlite"),
     maxRounds: number(env, "AGENT_MAX_ROUNDS", 5, (value) => Number.isInteger(value) && value >= 1),
     maxTokens: env.AGENT_MAX_TOKENS ? number(env, "AGENT_MAX_TOKENS", 0, (value) => Number.isInteger(value) && value > 0) : undefined,
+    chunkSize: number(env, "AGENT_CHUNK_SIZE", DEFAULT_CHUNKING.maxChars, (value) => Number.isInteger(value) && value >= 100),
   };
 }
 

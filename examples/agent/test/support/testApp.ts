@@ -25,6 +25,7 @@ export function createTestApp(baseURL: string, overrides: Partial<Config> = {}):
     database: path.join(dir, "agent.sqlite"),
     maxRounds: 5,
     maxTokens: undefined,
+    chunkSize: 1000,
     ...overrides,
   };
   const app = createApp(config, { maxRetries: 0 });
