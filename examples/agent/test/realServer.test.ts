@@ -135,7 +135,7 @@ describe("answers, against the real server", () => {
     expect(proxy.count("/v1/chat/completions")).toBe(chatBefore);
   });
 
-  it("stops generating when the page's client disconnects (the server's /health shows no active request)", async () => {
+  it("stops generating when the client disconnects during the tool round (the server's /health shows no active request)", async () => {
     const longApp = createTestApp(`${proxy.url}/v1`, { chatModel: "tiny", embeddingModel: "embed-tiny", maxTokens: 3000, database: app.config.database });
     const relay = await startRelay(longApp);
     const active = async () => {

@@ -75,6 +75,18 @@ describe("GET /stream", () => {
     ]);
   });
 
+  it("cancels the streamed request to the model at once when the client disconnects", async () => {
+    await setUp([{ kind: "text", pieces: ["x"] }, { kind: "text_then_hang", pieces: ["The first piece"] }]);
+    const controller = new AbortController();
+    const response = await fetch(`${relay.url}/stream?question=q`, { signal: controller.signal });
+    const reader = response.body!.getReader();
+    let received = "";
+    while (!received.includes("data: The first piece\n\n")) received += new TextDecoder().decode((await reader.read()).value);
+    expect(service.disconnects).toBe(0);
+    controller.abort();
+    await expect.poll(() => service.disconnects, { timeout: 2_000, interval: 10 }).toBe(1);
+  });
+
   it("writes the same bytes for a piece as dataEvent", () => {
     expect(dataEvent("a\nb")).toBe("data: a\ndata: b\n\n");
     expect(dataEvent("\r\n")).toBe("data: \ndata: \n\n");

@@ -1,7 +1,11 @@
 // The pure parts: the arithmetic parser, the chunker, score bands and the time tool.
 import { describe, expect, it } from "vitest";
 import { calculate } from "../src/calculator.js";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { chunkText } from "../src/chunking.js";
+import { describeConfig, loadConfig, readEnvironment } from "../src/config.js";
 import { band } from "../src/retrieval.js";
 import { currentTime } from "../src/tools.js";
 
@@ -72,5 +76,22 @@ describe("bands and the time tool", () => {
     const now = new Date("2026-07-01T12:00:00Z");
     expect(currentTime("Asia/Kolkata", now)).toEqual({ time_zone: "Asia/Kolkata", local: "2026-07-01 17:30:00", offset: "GMT+05:30", weekday: "Wednesday", utc: "2026-07-01T12:00:00.000Z" });
     expect(() => currentTime("Mars/Olympus_Mons", now)).toThrow(RangeError);
+  });
+});
+
+describe("configuration", () => {
+  it("reads .env under the environment, which wins, and never shows the key", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "agent-env-"));
+    try {
+      const envFile = path.join(dir, ".env");
+      fs.writeFileSync(envFile, "OPENAI_API_KEY=sk-from-file-secret\nAGENT_CHAT_MODEL=from-file\nAGENT_EMBEDDING_MODEL=embed\nAGENT_THRESHOLD=0.8\n");
+      const config = loadConfig(readEnvironment(envFile, { AGENT_CHAT_MODEL: "from-env" }));
+      expect(config).toMatchObject({ apiKey: "sk-from-file-secret", chatModel: "from-env", embeddingModel: "embed", threshold: 0.8, port: 3000, maxRounds: 5 });
+      expect(describeConfig(config)).not.toContain("sk-from-file-secret");
+      expect(() => loadConfig(readEnvironment(envFile, { AGENT_THRESHOLD: "high" }))).toThrow('AGENT_THRESHOLD="high" is not valid.');
+      expect(() => loadConfig({ AGENT_CHAT_MODEL: "x" })).toThrow(/OPENAI_API_KEY is not set/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

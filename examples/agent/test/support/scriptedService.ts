@@ -8,7 +8,9 @@ export type ScriptedReply =
   | { kind: "tool_calls"; calls: { name: string; arguments: string }[] }
   | { kind: "text"; pieces: string[] }
   /** Streams these pieces, then fails: the upstream error arrives after the stream began. */
-  | { kind: "text_then_error"; pieces: string[] };
+  | { kind: "text_then_error"; pieces: string[] }
+  /** Streams these pieces, then waits for the client to go away (recorded in `disconnects`). */
+  | { kind: "text_then_hang"; pieces: string[] };
 
 export interface RecordedRequest {
   path: string;
@@ -25,6 +27,8 @@ export interface ChatMessage {
 export interface ScriptedService {
   baseURL: string;
   requests: RecordedRequest[];
+  /** Streamed chat requests whose client went away before the end. */
+  disconnects: number;
   chatRequests(): RecordedRequest["body"][];
   close(): Promise<void>;
 }
@@ -37,6 +41,7 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
   const requests: RecordedRequest[] = [];
   let nextReply = 0;
   let callCounter = 0;
+  let disconnects = 0;
   const server = http.createServer(async (request, response) => {
     let raw = "";
     for await (const chunk of request) raw += chunk;
@@ -73,6 +78,10 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
       response.write(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
     send({ role: "assistant", content: "" });
     for (const piece of reply.pieces) send({ content: piece });
+    if (reply.kind === "text_then_hang") {
+      response.on("close", () => disconnects++);
+      return;
+    }
     if (reply.kind === "text_then_error") {
       response.end(`data: ${JSON.stringify({ error: { message: "the model crashed", type: "server_error", param: null, code: null } })}\n\n`);
       return;
@@ -85,6 +94,9 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
   return {
     baseURL: `http://127.0.0.1:${port}/v1`,
     requests,
+    get disconnects() {
+      return disconnects;
+    },
     chatRequests: () => requests.filter((r) => r.path === "/v1/chat/completions").map((r) => r.body),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
