@@ -9,6 +9,8 @@
 // Keyword semantics: JSON Schema 2020-12 (Core and Validation), plus `definitions` (draft-07) and
 // OpenAPI 3.0's `nullable`.
 
+import { countJsonObjects, MAX_SCHEMA_NODES } from "./jsonLimits.js";
+
 /** A schema in object form (a schema can also be `true` or `false`). */
 export type SchemaObject = { readonly [keyword: string]: unknown };
 
@@ -153,8 +155,18 @@ export interface LocalReference {
 export function findUnsupportedSchemaFeature(schema: unknown): UnsupportedSchemaFeature | undefined {
   if (schema === true) return undefined;
   if (!isSchemaObject(schema)) return { path: "", keyword: "", reason: notASchema("the root", schema) };
-  return new SupportCheck(schema).run();
+  // The request check and the grammar converter both ask about the same schema object: the
+  // answer is computed once.
+  if (checked.has(schema)) return checked.get(schema);
+  const found =
+    countJsonObjects(schema, MAX_SCHEMA_NODES) > MAX_SCHEMA_NODES
+      ? { path: "", keyword: "", reason: `the schema is too large: at most ${MAX_SCHEMA_NODES} subschemas (objects) are accepted` }
+      : new SupportCheck(schema).run();
+  checked.set(schema, found);
+  return found;
 }
+
+const checked = new WeakMap<object, UnsupportedSchemaFeature | undefined>();
 
 export function isSchemaObject(value: unknown): value is SchemaObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);

@@ -39,7 +39,9 @@ export async function loadLlama(options: LoadLlamaOptions): Promise<LoadedLlama>
       maxThreads: options.threads ?? 0,
       logLevel: LlamaLogLevel.warn,
       logger: (level, message) => {
-        const text = message.trim();
+        // One line: llama.cpp follows some errors with a dump of their input (a refused grammar
+        // prints all of it, thousands of lines, on every such request).
+        const text = message.trim().split("\n", 1)[0]?.slice(0, 300) ?? "";
         if (!text || routineMessages.some((routine) => text.includes(routine))) return;
         if (level === LlamaLogLevel.error || level === LlamaLogLevel.fatal) options.onLog?.("error", text);
         else if (level === LlamaLogLevel.warn) options.onLog?.("warn", text);

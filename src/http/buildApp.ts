@@ -2,6 +2,7 @@ import cors from "@fastify/cors";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { AccessGate } from "../access/AccessGate.js";
 import type { Engine } from "../core/Engine.js";
+import { jsonTextDepth, MAX_JSON_DEPTH } from "../core/jsonLimits.js";
 import { ServerError } from "../core/ServerError.js";
 import { limitConnections, serverOptions, type ConnectionLimits } from "./connectionLimits.js";
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
@@ -48,6 +49,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("*", { parseAs: "string" }, (request, body, done) => {
     if (body === "" && request.method !== "POST") return done(null, undefined);
+    // Checked before parsing: everything after (schema checks, templates) recurses over the value.
+    if (jsonTextDepth(body as string) > MAX_JSON_DEPTH) {
+      return done(new ServerError("invalid_request", { message: `The JSON body nests deeper than ${MAX_JSON_DEPTH} levels, the most accepted.` }), undefined);
+    }
     defaultJson(request, body as string, done);
   });
 

@@ -1,3 +1,4 @@
+import { jsonTextDepth, MAX_JSON_DEPTH } from "../core/jsonLimits.js";
 import { findUnsupportedSchemaFeature } from "../core/jsonSchemaSupport.js";
 import { ServerError } from "../core/ServerError.js";
 
@@ -10,4 +11,10 @@ export function checkSchema(schema: unknown, param: string, owner: string): void
     param: at,
     message: `Invalid schema for ${owner}: '${unsupported.keyword}' at '${at}' is not supported (${unsupported.reason}).`,
   });
+}
+
+/** Tool arguments and results are JSON texts that the prompt template renders recursively: their nesting is limited like the body's. */
+export function checkJsonDepth(text: string, param: string): string {
+  if (jsonTextDepth(text) <= MAX_JSON_DEPTH) return text;
+  throw new ServerError("invalid_request", { param, message: `Invalid value for '${param}': the JSON nests deeper than ${MAX_JSON_DEPTH} levels, the most accepted.` });
 }

@@ -1,6 +1,6 @@
 import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
 import { ServerError } from "../../core/ServerError.js";
-import { checkSchema } from "../checkSchema.js";
+import { checkJsonDepth, checkSchema } from "../checkSchema.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
 import { chatCompletionRequestSchema, type ChatCompletionRequestBody, type WireChatMessage } from "./schemas.js";
 
@@ -73,7 +73,11 @@ function toMessages(messages: WireChatMessage[]): ChatMessage[] {
         return { role: "user", content: toText(message.content, i) };
       case "assistant": {
         answerable.clear();
-        const toolCalls = message.tool_calls?.map((call) => ({ id: call.id, name: call.function.name, arguments: call.function.arguments }));
+        const toolCalls = message.tool_calls?.map((call, j) => ({
+          id: call.id,
+          name: call.function.name,
+          arguments: checkJsonDepth(call.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`),
+        }));
         for (const call of toolCalls ?? []) answerable.add(call.id);
         if (message.content == null && !toolCalls?.length) {
           throw new ServerError("invalid_request", {
@@ -93,7 +97,7 @@ function toMessages(messages: WireChatMessage[]): ChatMessage[] {
           });
         }
         answerable.delete(message.tool_call_id);
-        return { role: "tool", content: toText(message.content, i), toolCallId: message.tool_call_id };
+        return { role: "tool", content: checkJsonDepth(toText(message.content, i), `messages[${i}].content`), toolCallId: message.tool_call_id };
       default:
         return message satisfies never;
     }
