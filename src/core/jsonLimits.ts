@@ -13,6 +13,15 @@ export const MAX_JSON_DEPTH = 128;
  */
 export const MAX_SCHEMA_NODES = 512;
 
+/**
+ * Most objects all the JSON Schemas of one request may hold together (every tool's parameters
+ * and the response format). Each schema is rendered into the prompt and compiled into one
+ * grammar, both on the event loop: 128 tools of 511 objects each (2.6 MB of body) blocked it for
+ * 2.4 s (0.6 s of it parsing the grammar in llama.cpp, the rest rendering and tokenizing the
+ * tools); 2,048 objects keep that to about a sixtieth.
+ */
+export const MAX_REQUEST_SCHEMA_NODES = 2048;
+
 /** How deep the JSON text nests, scanning iteratively (strings skipped); malformed text is measured as far as it goes. */
 export function jsonTextDepth(text: string): number {
   let depth = 0;

@@ -4,6 +4,7 @@ import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { Engine, LoadOptions, RequestOptions } from "../core/Engine.js";
 import type { EngineStatus, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
+import { checkRequestSchemas } from "../core/checkRequestSchemas.js";
 import { ServerError } from "../core/ServerError.js";
 import { FileDigests } from "./FileDigests.js";
 import { LoadedModel, type ModelRuntimeOptions } from "./LoadedModel.js";
@@ -63,6 +64,7 @@ export class LlamaEngine implements Engine {
   }
 
   async chat(request: ChatRequest, options: RequestOptions): Promise<ChatStream> {
+    checkRequestSchemas(request);
     const info = await this.#find(request.model);
     if (!info.capabilities.includes("chat")) {
       throw new ServerError("invalid_request", {

@@ -127,15 +127,16 @@ export class LoadedModel {
     // prompt given as is has no template to show them in.
     const tools = request.toolChoice.type === "none" || request.prompt ? [] : request.tools;
     const prompt = this.#prompts.render(request, tools);
-    const toolPlan = tools.length > 0 ? this.#prompts.toolPlan(request, tools, prompt.text) : undefined;
-    const textFormat = responseFormatGrammar(request.responseFormat);
-    const textGrammar = textFormat === undefined ? undefined : new LlamaGrammar(this.#model.llama, { grammar: textFormat });
     if (prompt.tokens.length >= this.contextSize) {
       throw new ServerError("context_length_exceeded", {
         param: "messages",
         message: `This model's maximum context length is ${this.contextSize} tokens. However, your messages resulted in ${prompt.tokens.length} tokens. Please reduce the length of the messages.`,
       });
     }
+    // Grammars are compiled (by llama.cpp, on the event loop) only for prompts that fit.
+    const toolPlan = tools.length > 0 ? this.#prompts.toolPlan(request, tools, prompt.text) : undefined;
+    const textFormat = responseFormatGrammar(request.responseFormat);
+    const textGrammar = textFormat === undefined ? undefined : new LlamaGrammar(this.#model.llama, { grammar: textFormat });
     const tokens = prompt.tokens;
     const maxOutputTokens = Math.min(request.maxTokens ?? Infinity, this.contextSize - tokens.length);
     const ticket = await admit?.({ promptTokens: tokens.length, maxOutputTokens });

@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { ChatMessage, ChatRequest, ResponseFormat, SamplingOptions, ToolCall, ToolDefinition } from "../../core/ChatRequest.js";
 import type { EmbedRequest } from "../../core/EmbedRequest.js";
 import { ServerError } from "../../core/ServerError.js";
+import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { checkSchema } from "../checkSchema.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
 import { parseKeepAlive } from "./parseKeepAlive.js";
@@ -48,6 +49,8 @@ function parse<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
 export function fromChatRequest(body: unknown): NativeGeneration {
   const wire = parse(chatRequestSchema, body);
   const messages = wire.messages ?? [];
+  const format = typeof wire.format === "object" && wire.format !== null ? [wire.format] : [];
+  checkSchemaBudget([...(wire.tools ?? []).map((tool) => tool.function.parameters), ...format], wire.tools?.length ? "tools" : "format");
   const tools = (wire.tools ?? []).map(toTool);
   return {
     chat: {

@@ -1,5 +1,6 @@
 import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
 import { ServerError } from "../../core/ServerError.js";
+import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { checkJsonDepth, checkSchema } from "../checkSchema.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
 import { chatCompletionRequestSchema, type ChatCompletionRequestBody, type WireChatMessage } from "./schemas.js";
@@ -30,6 +31,8 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
     });
   }
 
+  const format = wire.response_format?.type === "json_schema" ? [wire.response_format.json_schema.schema] : [];
+  checkSchemaBudget([...(wire.tools ?? []).map((tool) => tool.function.parameters), ...format], wire.tools?.length ? "tools" : "response_format");
   const tools = toTools(wire.tools ?? []);
   const stop = wire.stop == null ? [] : typeof wire.stop === "string" ? [wire.stop] : wire.stop;
   if (stop.includes("")) throw new ServerError("invalid_request", { param: "stop", message: "Invalid value for 'stop': stop sequences must not be empty." });
