@@ -2,7 +2,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", ".cache/", "coverage/", "scratch/"] },
+  { ignores: ["dist/", "web/dist/", "node_modules/", ".cache/", "coverage/", "scratch/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

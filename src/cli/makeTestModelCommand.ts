@@ -4,8 +4,8 @@ import { presets, type TestModelPresetName } from "../testmodels/presets.js";
 import { UsageError } from "./UsageError.js";
 
 export const makeTestModelHelp = `Write a GGUF model with deterministic random weights and the project's own vocabulary: a chat
-model (llama architecture, byte-level BPE, ChatML chat template) that produces gibberish, or a
-sentence-embedding model (bert architecture, WordPiece). They exist for tests and benchmarks.
+model (llama architecture, byte-level BPE, ChatML chat template) that produces gibberish, a
+sentence-embedding model or a reranker (bert architecture, WordPiece). They exist for tests and benchmarks.
 
 Usage: modelhost make-test-model --preset <${Object.keys(presets).join("|")}> --out <file.gguf> [--seed <n>]
 
@@ -14,6 +14,9 @@ Options:
                       tiny: chat model under 2 MB, for tests
                       bench: chat model, ~100M parameters in Q8_0, for benchmarks
                       embed-tiny: BERT-style embedding model (64 dimensions, mean pooling) under 2 MB
+                      think-tiny: tiny with a Qwen3-style <think> section that every reply opens
+                      rerank-tiny: BERT-style reranker (cross-encoder, rank pooling) under 2 MB
+                      fim-tiny: tiny with fill-in-the-middle tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>)
   --out <file>      Where to write the model (written to a temporary file, then renamed).
   --seed <n>        Seed of the weights (default ${DEFAULT_SEED}); the same seed gives the same bytes.`;
 

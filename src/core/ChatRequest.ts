@@ -53,9 +53,13 @@ export interface SamplingOptions {
 
 /**
  * A prompt given as is instead of a conversation: `raw` text is tokenized with its special tokens
- * and no template; `infill` asks a fill-in-the-middle model for what goes between prefix and suffix.
+ * and no template; `tokens` are the model's token ids, used as they are; `infill` asks a
+ * fill-in-the-middle model for what goes between prefix and suffix.
  */
-export type PromptOverride = { type: "raw"; text: string } | { type: "infill"; prefix: string; suffix: string };
+export type PromptOverride =
+  | { type: "raw"; text: string }
+  | { type: "tokens"; tokens: readonly number[] }
+  | { type: "infill"; prefix: string; suffix: string };
 
 export interface ChatRequest {
   /** The id or alias the caller asked for; echoed back in replies. */
@@ -71,6 +75,25 @@ export interface ChatRequest {
   /** Whether one reply may hold several calls. */
   parallelToolCalls: boolean;
   responseFormat: ResponseFormat;
+  /**
+   * Whether a model whose template has a thought section may think before answering. undefined:
+   * the template's default (these templates think unless told not to); false: the prompt tells it
+   * not to where the template can (an empty thought section prefilled). true: think, as by default.
+   * Models without a thought section ignore it.
+   */
+  thinking?: boolean;
   /** When set, the prompt is this and `messages` is not rendered. */
   prompt?: PromptOverride;
+  /**
+   * Report each generated token's log-probability and the `top` most likely tokens at its
+   * position (0-20). Absent: nothing is computed (generation costs what it did without).
+   */
+  logprobs?: { top: number };
+  /** How many choices to generate from the one prompt (1-8; default 1): see Engine.chatChoices. */
+  n?: number;
+  /**
+   * Legacy completions' `echo`: each choice's first text event is the prompt override's text (the
+   * prefix, for infill; token ids detokenized with their special tokens), then the completion.
+   */
+  echo?: boolean;
 }

@@ -2,6 +2,8 @@ import type { ChatRequest } from "./ChatRequest.js";
 import type { ChatStream } from "./ChatEvent.js";
 import type { EmbedRequest, EmbedResult } from "./EmbedRequest.js";
 import type { EngineStatus, ModelDescription, ModelInfo } from "./ModelInfo.js";
+import type { RerankRequest, RerankResult } from "./RerankRequest.js";
+import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "./TokenizeRequest.js";
 
 export interface RequestOptions {
   /** Aborting it stops generation at once and frees the request's sequence (or its place in the queue). */
@@ -17,6 +19,16 @@ export interface RequestOptions {
    * unloads it as soon as no request uses it. Absent: the server's --keep-alive.
    */
   keepAliveMs?: number;
+  /** The request a call serves, for its observers (the generation's log line, metrics). */
+  origin?: RequestOrigin;
+}
+
+/** Who a call is for, as the HTTP layer knows it. */
+export interface RequestOrigin {
+  /** Writes a line to the request's log (it carries the request id). */
+  log(fields: object, message: string): void;
+  /** The caller's account name, in the hosted profile. */
+  account?: string;
 }
 
 export interface LoadOptions {
@@ -50,8 +62,31 @@ export interface Engine {
    * reject this promise instead of surfacing mid-stream.
    */
   chat(request: ChatRequest, options: RequestOptions): Promise<ChatStream>;
+  /**
+   * How many prompt tokens `request` takes, rendered exactly as `chat` renders it (chat template,
+   * tools), without generating: the `promptTokens` its `chat` would report. Loads the model if it
+   * is not resident; takes no decoding slot and consumes nothing, so it needs no admission.
+   */
+  countTokens(request: ChatRequest, options: LoadOptions): Promise<number>;
+  /**
+   * Starts `request.n` (1 to 8) completions of one prompt, decoded in parallel on as many
+   * sequences, the prompt evaluated once and its cache copied to the others. Resolves, like
+   * `chat`, once they hold their sequences, with one stream per choice, in choice order.
+   *
+   * Why n streams rather than one stream of events tagged with a choice index: every protocol,
+   * tool loop and test reads one choice, and only the OpenAI routes read several; they merge the
+   * streams themselves, so nothing else learns about choices. Admission is asked once, for the
+   * prompt and n × the output cap, and settled once with the prompt and all completions.
+   */
+  chatChoices(request: ChatRequest, options: RequestOptions): Promise<ChatStream[]>;
   /** Embeds every input of the request; requests to one model take turns on its embedding context. */
   embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult>;
+  /** Scores each document against the query on a reranking model; requests to one model take turns on its ranking context. */
+  rerank(request: RerankRequest, options: RequestOptions): Promise<RerankResult>;
+  /** The model's token ids for a text (loading the model if needed); evaluates nothing. */
+  tokenize(request: TokenizeRequest, options: RequestOptions): Promise<TokenizeResult>;
+  /** The text of token ids of the model's own vocabulary; an id outside it is invalid_request. */
+  detokenize(request: DetokenizeRequest, options: RequestOptions): Promise<DetokenizeResult>;
   /** Loads a model if it is not resident and sets its keep-alive; resolves with the ms loading took (0 if resident). */
   load(name: string, options: LoadOptions): Promise<{ model: ModelInfo; loadMs: number }>;
   /** Unloads a model now if idle, else as soon as its last request ends; unknown names are model_not_found. */

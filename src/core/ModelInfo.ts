@@ -1,5 +1,8 @@
-/** What a model can be used for: decoder models chat and embed (mean pooling); encoders only embed. */
-export type ModelCapability = "chat" | "embeddings";
+/**
+ * What a model can be used for: decoder models chat and embed (mean pooling); encoders only embed;
+ * models whose file declares rank pooling (cross-encoders with a classification head) only rerank.
+ */
+export type ModelCapability = "chat" | "embeddings" | "rerank";
 
 /** What the registry knows of an installed model without loading its weights. */
 export interface ModelInfo {
@@ -38,6 +41,8 @@ export interface LoadedModelStatus {
   keepAliveMs: number;
   /** Context per sequence, in tokens. */
   contextSize: number;
+  /** How long loading it took, in ms (weights and context). */
+  loadMs: number;
 }
 
 /** What a model's file says about it, beyond the registry's summary. */
@@ -47,6 +52,8 @@ export interface ModelDescription {
   metadata: Record<string, unknown>;
   /** The Jinja chat template from the file, when it has one. */
   chatTemplate?: string;
+  /** The chat template has a thought section (`<think>…</think>` and the like): replies may carry a thought. */
+  thinks: boolean;
 }
 
 export interface EngineStatus {
@@ -54,4 +61,15 @@ export interface EngineStatus {
   /** Which llama.cpp binary is in use, e.g. "prebuilt" or "native". */
   backend: string | null;
   loaded: LoadedModelStatus[];
+  counters: EngineCounters;
+}
+
+/** Totals since the engine started, over all models: what work the prompts took. */
+export interface EngineCounters {
+  /** Prompts read into a sequence by decoding them (a prompt shared by n choices counts once). */
+  promptEvaluations: number;
+  /** Prompt tokens decoded, cached ones excluded; each choice decodes the prompt's last token itself. */
+  promptTokensEvaluated: number;
+  /** Prompt caches copied from one sequence to another (n - 1 per request with n choices). */
+  promptCopies: number;
 }

@@ -13,6 +13,9 @@ export const errorCodes = [
   "request_too_large",
   "invalid_api_key",
   "forbidden",
+  "not_signed_in",
+  "sign_in_failed",
+  "csrf_rejected",
   "rate_limit_exceeded",
   "tokens_limit_reached",
   "limiter_unavailable",
@@ -37,6 +40,8 @@ export interface ErrorDetails {
   retryAfter?: number;
   /** For rate_limit_exceeded: whether a request or a token limit was hit. */
   limitKind?: "requests" | "tokens";
+  /** For rate_limit_exceeded: the limit that was hit (requests_per_minute, tokens_per_day, …), for metrics. */
+  limit?: string;
   cause?: unknown;
 }
 
@@ -49,6 +54,9 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
   request_too_large: () => "The request body is too large.",
   invalid_api_key: () => "Incorrect API key provided. Send a valid personal access token as `Authorization: Bearer <token>`.",
   forbidden: () => "This credential may not do that.",
+  not_signed_in: () => "You are not signed in to the playground, or your session has ended. Sign in again.",
+  sign_in_failed: () => "Wrong account name or password.",
+  csrf_rejected: () => "This request lacks the playground's CSRF proof, or comes from another origin; it was refused.",
   rate_limit_exceeded: () => "Rate limit reached. Retry after the time in the Retry-After header.",
   tokens_limit_reached: () => "The request is larger than your tier allows per request.",
   limiter_unavailable: () => "Rate limiting is unavailable, so requests are refused for now. Retry shortly.",

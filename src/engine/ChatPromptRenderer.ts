@@ -1,6 +1,8 @@
 import {
+  JinjaTemplateChatWrapper,
   LlamaGrammar,
   LlamaText,
+  SpecialTokensText,
   resolveChatWrapper,
   type ChatModelFunctions,
   type ChatWrapper,
@@ -9,7 +11,9 @@ import {
 } from "node-llama-cpp";
 import type { ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRequest.js";
 import { ServerError } from "../core/ServerError.js";
+import { checkTokenIds } from "./checkTokenIds.js";
 import type { ToolCallPlan } from "./streamCompletion.js";
+import type { ThoughtMarkers } from "./ThoughtSplitter.js";
 import { toChatHistory } from "./toChatHistory.js";
 import { callDelimitersOf, callOpenersOf, toolCallSyntaxOf, type ToolCallSyntax } from "./tools/ToolCallSyntax.js";
 import { toolCallGrammar } from "./tools/toolCallGrammar.js";
@@ -21,6 +25,22 @@ export interface RenderedPrompt {
   stopTokens: ReadonlySet<Token>;
   /** Template stop triggers that are plain text (e.g. "\n\n### Human:" in fallback templates). */
   stopTexts: string[];
+  /**
+   * Present when the reply may begin with a thought section to be split from the answer: the
+   * template has one and thinking is not off. `opened`: the prompt already opened it.
+   */
+  thought?: { markers: ThoughtMarkers; opened: boolean };
+  /** A prompt given as is: its text, as legacy completions' `echo` returns it (the prefix, for infill). */
+  givenText?: string;
+}
+
+/** A template's thought section, as node-llama-cpp's chat wrapper found it (from the Jinja template or the family). */
+interface ThoughtSection {
+  /** The opening marker as written into prompts (Qwen3: `<think>\n`); undefined when the template's generation prompt opens it. */
+  prefix: LlamaText | undefined;
+  /** The closing marker as written into prompts (Qwen3: `\n</think>`). */
+  suffix: LlamaText;
+  markers: ThoughtMarkers;
 }
 
 /**
@@ -32,11 +52,13 @@ export class ChatPromptRenderer {
   readonly #model: LlamaModel;
   readonly #chatWrapper: ChatWrapper;
   readonly #toolSyntax: ToolCallSyntax;
+  readonly #thought: ThoughtSection | undefined;
 
   constructor(model: LlamaModel) {
     this.#model = model;
     this.#chatWrapper = resolveChatWrapper(model, { warningLogs: false });
     this.#toolSyntax = toolCallSyntaxOf(this.#chatWrapper);
+    this.#thought = thoughtSectionOf(this.#chatWrapper);
   }
 
   /** Renders the conversation (and the tools the model may call) with its chat template, and tokenizes it. */
@@ -59,22 +81,53 @@ export class ChatPromptRenderer {
         if (token !== undefined) stopTokens.add(token);
       }
     }
-    return { text: state.contextText, tokens: state.contextText.tokenize(this.#model.tokenizer), stopTokens, stopTexts };
+    const { text, thought } = this.#withThought(state.contextText, request.thinking);
+    return { text, tokens: text.tokenize(this.#model.tokenizer), stopTokens, stopTexts, ...(thought ? { thought } : {}) };
   }
 
   /**
-   * A prompt taken as given: raw text (its special tokens read as such), or a fill-in-the-middle
-   * prompt in llama.cpp's prefix-suffix-middle order. Generation ends at the model's own
-   * end-of-generation tokens only.
+   * Where the reply starts, for a template with a thought section. Thinking on (or the template's
+   * default): the reply may open a thought, or is already inside one if the prompt opened it.
+   * Thinking off: the prompt ends with an empty, closed thought, which is how Qwen3's template
+   * renders `enable_thinking=false` (`<think>\n\n</think>\n\n`) and the usual way to turn
+   * DeepSeek-R1's off. This is done here rather than by the template's own switch because
+   * node-llama-cpp renders the reply's position as an assistant message, not with the template's
+   * generation prompt where such switches are.
+   */
+  #withThought(prompt: LlamaText, thinking: boolean | undefined): { text: LlamaText; thought?: RenderedPrompt["thought"] } {
+    const section = this.#thought;
+    if (!section) return { text: prompt };
+    const rendered = prompt.toString().trimEnd();
+    const { open, close } = section.markers;
+    // Templates that open the thought for the model end their prompt with the opening marker; one
+    // whose marker node-llama-cpp could not read from the prompt (no prefix) always opens it.
+    const opened = section.prefix === undefined ? !rendered.endsWith(close) : rendered.endsWith(open);
+    if (thinking !== false) return { text: prompt, thought: { markers: section.markers, opened } };
+    if (!opened && rendered.endsWith(close)) return { text: prompt };
+    const blank = new SpecialTokensText("\n\n");
+    return { text: LlamaText([prompt, ...(opened ? [] : [section.prefix ?? ""]), section.suffix, blank]) };
+  }
+
+  /**
+   * A prompt taken as given: raw text (its special tokens read as such), token ids as they are
+   * (no BOS added: the caller tokenized), or a fill-in-the-middle prompt in llama.cpp's
+   * prefix-suffix-middle order. Generation ends at the model's own end-of-generation tokens only.
    */
   #renderOverride(prompt: PromptOverride, model: string): RenderedPrompt {
     const { tokens: vocabulary } = this.#model;
     const bos = vocabulary.shouldPrependBosToken && vocabulary.bos !== null ? [vocabulary.bos] : [];
     const tokenize = (text: string) => this.#model.tokenize(text, prompt.type === "raw");
     let tokens: Token[];
+    let givenText: string;
     switch (prompt.type) {
       case "raw":
         tokens = [...bos, ...tokenize(prompt.text)];
+        givenText = prompt.text;
+        break;
+      case "tokens":
+        checkTokenIds(this.#model, prompt.tokens, "prompt");
+        tokens = prompt.tokens as Token[];
+        givenText = this.#model.detokenize(tokens, true);
         break;
       case "infill": {
         const { prefix, suffix, middle } = vocabulary.infill;
@@ -85,12 +138,14 @@ export class ChatPromptRenderer {
           });
         }
         tokens = [...bos, prefix, ...tokenize(prompt.prefix), suffix, ...tokenize(prompt.suffix), middle];
+        givenText = prompt.prefix;
         break;
       }
       default:
         return prompt satisfies never;
     }
-    return { text: LlamaText([]), tokens, stopTokens: new Set(), stopTexts: [] };
+    if (tokens.length === 0) throw new ServerError("invalid_request", { param: "prompt", message: "Invalid value for 'prompt': the prompt is empty." });
+    return { text: LlamaText([]), tokens, stopTokens: new Set(), stopTexts: [], givenText };
   }
 
   /** How calls to `tools` are generated for this request, in the template's syntax. */
@@ -115,6 +170,44 @@ export class ChatPromptRenderer {
     };
   }
 }
+
+/**
+ * The thought section of a chat wrapper's settings, if it has a closing marker to split on. The
+ * markers are matched without their surrounding whitespace: models vary in the line breaks they
+ * write around them.
+ */
+function thoughtSectionOf(wrapper: ChatWrapper): ThoughtSection | undefined {
+  const thought = wrapper.settings.segments?.thought;
+  if (!thought?.suffix) return undefined;
+  const suffix = LlamaText(thought.suffix);
+  const prefix = typeof thought.prefix === "string" || LlamaText.isLlamaText(thought.prefix) ? LlamaText(thought.prefix) : undefined;
+  const close = suffix.toString().trim();
+  // A template that opens the thought itself: the model's own opening marker is not expected, but
+  // the usual pair is recognised should it write one.
+  const open = prefix?.toString().trim() ?? KNOWN_OPENERS.get(close) ?? "";
+  if (!close || !open) return undefined;
+  return { prefix, suffix, markers: { open, close } };
+}
+
+/**
+ * Whether a Jinja chat template has a thought section, read as a loaded model's is (for model
+ * descriptions, without loading the weights). A template node-llama-cpp cannot render has none.
+ */
+export function templateThinks(template: string): boolean {
+  try {
+    return thoughtSectionOf(new JinjaTemplateChatWrapper({ template })) !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** Opening markers by closing marker, for templates whose prompt opens the thought (as node-llama-cpp lists them). */
+const KNOWN_OPENERS = new Map([
+  ["</think>", "<think>"],
+  ["</thought>", "<thought>"],
+  ["[/THINK]", "[THINK]"],
+  ["<|END_THINKING|>", "<|START_THINKING|>"],
+]);
 
 function toChatModelFunctions(tools: readonly ToolDefinition[]): ChatModelFunctions {
   const functions: Record<string, ChatModelFunctions[string]> = {};

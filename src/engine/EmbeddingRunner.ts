@@ -3,7 +3,7 @@ import type { EmbedInput, EmbedRequest, EmbedResult } from "../core/EmbedRequest
 import type { AdmissionTicket, RequestOptions } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
 import { checkTokenIds } from "./checkTokenIds.js";
-import { SlotPool } from "./SlotPool.js";
+import { LazyContextPool } from "./LazyContextPool.js";
 
 export interface EmbeddingOptions {
   /** Tokens per input, special tokens included: at most one batch, and the model's trained length. */
@@ -19,37 +19,18 @@ export interface EmbeddingOptions {
  */
 export class EmbeddingRunner {
   readonly #model: LlamaModel;
-  readonly #options: EmbeddingOptions;
   readonly contextSize: number;
-  #embedding: Promise<SlotPool<LlamaEmbeddingContext>> | undefined;
-  #embeddingPool: SlotPool<LlamaEmbeddingContext> | undefined;
-  #embeddingLoads = 0;
-  #onActivity: () => void = () => {};
+  /** The one context, lent to one request at a time: the model counts it in its activity. */
+  readonly contexts: LazyContextPool<LlamaEmbeddingContext>;
 
   constructor(model: LlamaModel, options: EmbeddingOptions) {
     this.#model = model;
-    this.#options = options;
     this.contextSize = options.contextSize;
-  }
-
-  get idle(): boolean {
-    return (this.#embeddingPool?.idle ?? true) && this.#embeddingLoads === 0;
-  }
-
-  get active(): number {
-    return this.#embeddingPool?.active ?? 0;
-  }
-
-  get queued(): number {
-    return this.#embeddingPool?.queued ?? 0;
-  }
-
-  set onActivity(listener: () => void) {
-    this.#onActivity = listener;
-  }
-
-  rejectWaiting(error: unknown): void {
-    this.#embeddingPool?.rejectWaiting(error);
+    // Pooling reads the outputs of one decode call, so an input must fit in one batch.
+    this.contexts = new LazyContextPool(
+      () => model.createEmbeddingContext({ contextSize: options.contextSize, batchSize: options.contextSize, threads: options.threads }),
+      options.maxQueue,
+    );
   }
 
   /** Embeds each input in turn on the model's embedding context; vectors come back L2-normalised. */
@@ -62,7 +43,7 @@ export class EmbeddingRunner {
       });
     }
     const inputs = request.inputs.map((input, index) => this.#embeddingTokens(input, index));
-    const pool = await this.#embeddingContexts();
+    const pool = await this.contexts.pool();
     const context = await pool.acquire(signal);
     let ticket: AdmissionTicket | undefined;
     let promptTokens = 0;
@@ -104,30 +85,6 @@ export class EmbeddingRunner {
     }
     // The special tokens the model adds around an input count too.
     return tokens.slice(0, Math.max(0, tokens.length - (length - (this.contextSize - 1))));
-  }
-
-  #embeddingContexts(): Promise<SlotPool<LlamaEmbeddingContext>> {
-    this.#embedding ??= (async () => {
-      this.#embeddingLoads++;
-      try {
-        // Pooling reads the outputs of one decode call, so an input must fit in one batch.
-        const context = await this.#model.createEmbeddingContext({
-          contextSize: this.contextSize,
-          batchSize: this.contextSize,
-          threads: this.#options.threads,
-        });
-        const pool = new SlotPool([context], this.#options.maxQueue);
-        pool.onChange = () => this.#onActivity();
-        this.#embeddingPool = pool;
-        return pool;
-      } finally {
-        this.#embeddingLoads--;
-      }
-    })();
-    this.#embedding.catch(() => {
-      this.#embedding = undefined;
-    });
-    return this.#embedding;
   }
 }
 

@@ -3,7 +3,9 @@ import type { ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { Engine, LoadOptions, RequestOptions } from "../core/Engine.js";
-import type { EngineStatus, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
+import type { EngineCounters, EngineStatus, ModelCapability, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
+import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
+import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
 import { checkRequestSchemas } from "../core/checkRequestSchemas.js";
 import { ServerError } from "../core/ServerError.js";
 import { FileDigests } from "./FileDigests.js";
@@ -16,7 +18,7 @@ export interface EngineLogger {
   error(object: object, message: string): void;
 }
 
-export interface LlamaEngineOptions extends ModelRuntimeOptions {
+export interface LlamaEngineOptions extends Omit<ModelRuntimeOptions, "counters"> {
   maxLoadedModels: number;
   /** Idle time before a model is unloaded, in ms; Infinity keeps it forever, 0 unloads at once. */
   keepAliveMs: number;
@@ -32,6 +34,8 @@ interface Resident {
   timer?: NodeJS.Timeout;
   /** Set by the last request that asked for one; otherwise the server's keepAliveMs applies. */
   keepAliveMs?: number;
+  /** How long the load took, once it has. */
+  loadMs?: number;
 }
 
 /**
@@ -47,6 +51,7 @@ export class LlamaEngine implements Engine {
   readonly #resident = new Map<string, Resident>();
   readonly #roomWaiters = new Set<() => void>();
   readonly #digests = new FileDigests();
+  readonly #counters: EngineCounters = { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0 };
   #closed = false;
 
   constructor(llama: Llama, registry: ModelRegistry, options: LlamaEngineOptions) {
@@ -64,30 +69,59 @@ export class LlamaEngine implements Engine {
   }
 
   async chat(request: ChatRequest, options: RequestOptions): Promise<ChatStream> {
+    const [stream] = await this.chatChoices({ ...request, n: 1 }, options);
+    return stream!;
+  }
+
+  async chatChoices(request: ChatRequest, options: RequestOptions): Promise<ChatStream[]> {
     checkRequestSchemas(request);
-    const info = await this.#find(request.model);
-    if (!info.capabilities.includes("chat")) {
-      throw new ServerError("invalid_request", {
-        param: "model",
-        message: `The model \`${request.model}\` is an embedding model: it cannot generate chat completions. Use it with /v1/embeddings.`,
-      });
-    }
-    const { model, loadMs } = await this.#acquire(info, options);
-    return model.chat(request, options, loadMs);
+    const info = await this.#find(request.model, "chat");
+    // Pinned until the streams hold their sequences (then they keep the model busy themselves).
+    return this.#using(info, options, (model, loadMs) => model.chatChoices(request, options, loadMs));
+  }
+
+  async countTokens(request: ChatRequest, options: LoadOptions): Promise<number> {
+    checkRequestSchemas(request);
+    const info = await this.#find(request.model, "chat");
+    return this.#using(info, options, async (model) => model.countTokens(request));
   }
 
   async embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult> {
-    const info = await this.#find(request.model);
-    const { model, loadMs } = await this.#acquire(info, options);
-    return { ...(await model.embed(request, options)), loadMs };
+    const info = await this.#find(request.model, "embeddings");
+    return this.#using(info, options, async (model, loadMs) => ({ ...(await model.embed(request, options)), loadMs }));
+  }
+
+  async rerank(request: RerankRequest, options: RequestOptions): Promise<RerankResult> {
+    const info = await this.#find(request.model, "rerank");
+    return this.#using(info, options, async (model, loadMs) => ({ ...(await model.rerank(request, options)), loadMs }));
+  }
+
+  async tokenize(request: TokenizeRequest, options: RequestOptions): Promise<TokenizeResult> {
+    return this.#using(await this.#find(request.model), options, (model) => model.tokenize(request, options));
+  }
+
+  async detokenize(request: DetokenizeRequest, options: RequestOptions): Promise<DetokenizeResult> {
+    return this.#using(await this.#find(request.model), options, (model) => model.detokenize(request, options));
   }
 
   async load(name: string, options: LoadOptions): Promise<{ model: ModelInfo; loadMs: number }> {
     const info = await this.#find(name);
-    const { loadMs } = await this.#acquire(info, options);
-    // No request follows to end and start the idle timer, so start it now.
-    this.#onActivity(info.path);
+    // Unpinning with nothing else running starts the idle timer (or unloads, with keep-alive 0).
+    const loadMs = await this.#using(info, options, async (_model, ms) => ms);
     return { model: info, loadMs };
+  }
+
+  /**
+   * Runs `work` on the loaded model, pinned (see LoadedModel.pin) from the moment it is acquired
+   * until `work` settles; unpinning an idle model starts its idle timer.
+   */
+  async #using<T>(info: ModelInfo, options: LoadOptions, work: (model: LoadedModel, loadMs: number) => Promise<T>): Promise<T> {
+    const { model, loadMs, unpin } = await this.#acquire(info, options);
+    try {
+      return await work(model, loadMs);
+    } finally {
+      unpin();
+    }
   }
 
   async unload(name: string): Promise<ModelInfo> {
@@ -113,31 +147,37 @@ export class LlamaEngine implements Engine {
    * The loaded model for a request, loading it if needed, with the time this request waited for
    * a load (0 if it was resident). Applies the request's keep-alive, if it has one.
    */
-  async #acquire(info: ModelInfo, { signal, keepAliveMs }: LoadOptions): Promise<{ model: LoadedModel; loadMs: number }> {
+  async #acquire(info: ModelInfo, { signal, keepAliveMs }: LoadOptions): Promise<{ model: LoadedModel; loadMs: number; unpin: () => void }> {
     const started = performance.now();
     const resident = this.#resident.get(info.path)?.model !== undefined;
     for (;;) {
       const model = await this.#acquireModel(info, signal);
-      // Unloading may have begun while this request awaited the model; then load it afresh.
-      if (model.disposed) continue;
       const entry = this.#resident.get(info.path);
+      // Unloading may have begun while this request awaited the model; then load it afresh.
+      if (model.disposed || model.unloading) continue;
+      // Pinned in the same turn as the check, so nothing can unload it from here on.
+      const unpin = model.pin();
       // Each request sets it, as with Ollama: one without a keep-alive brings back the default.
       if (entry) entry.keepAliveMs = keepAliveMs;
-      return { model, loadMs: resident ? 0 : performance.now() - started };
+      return { model, loadMs: resident ? 0 : performance.now() - started, unpin };
     }
   }
 
-  async #find(name: string): Promise<ModelInfo> {
+  /** The model of that name; with a capability, a model without it is the caller's mistake (400), named with what the model does serve. */
+  async #find(name: string, capability?: ModelCapability): Promise<ModelInfo> {
     const info = await this.#registry.find(name);
     if (!info) throw new ServerError("model_not_found", { model: name, param: "model" });
+    if (capability !== undefined && !info.capabilities.includes(capability)) {
+      throw new ServerError("invalid_request", { param: "model", message: wrongCapabilityMessage(name, capability, info.capabilities) });
+    }
     return info;
   }
 
   status(): EngineStatus {
     const loaded = [...this.#resident.values()].flatMap((resident) =>
-      resident.model ? [{ ...resident.model.status(), keepAliveMs: resident.keepAliveMs ?? this.#options.keepAliveMs }] : [],
+      resident.model ? [{ ...resident.model.status(), keepAliveMs: resident.keepAliveMs ?? this.#options.keepAliveMs, loadMs: resident.loadMs ?? 0 }] : [],
     );
-    return { ready: !this.#closed, backend: this.#options.backend, loaded };
+    return { ready: !this.#closed, backend: this.#options.backend, loaded, counters: { ...this.#counters } };
   }
 
   async close(): Promise<void> {
@@ -160,10 +200,12 @@ export class LlamaEngine implements Engine {
     const raced = this.#resident.get(info.path);
     if (raced) return raced.loading;
 
+    const loadStarted = performance.now();
     const resident: Resident = { loading: this.#load(info), lastUsed: Date.now() };
     this.#resident.set(info.path, resident);
     try {
       resident.model = await resident.loading;
+      resident.loadMs = performance.now() - loadStarted;
       resident.model.onActivity = () => this.#onActivity(info.path);
       this.#onActivity(info.path);
       return resident.model;
@@ -177,7 +219,7 @@ export class LlamaEngine implements Engine {
   async #load(info: ModelInfo): Promise<LoadedModel> {
     const started = performance.now();
     try {
-      const model = await LoadedModel.load(this.#llama, info, this.#options);
+      const model = await LoadedModel.load(this.#llama, info, { ...this.#options, counters: this.#counters });
       this.#options.logger.info(
         { model: info.id, ms: Math.round(performance.now() - started), contextSize: model.contextSize, parallel: this.#options.parallel },
         "model loaded",
@@ -259,6 +301,8 @@ export class LlamaEngine implements Engine {
     clearTimeout(resident.timer);
     try {
       const model = await resident.loading;
+      // Requests that pinned it before it was marked finish first; none can pin it after.
+      await model.drainForUnload();
       await model.dispose();
       this.#options.logger.info({ model: model.info.id }, "model unloaded");
     } catch {
@@ -266,4 +310,19 @@ export class LlamaEngine implements Engine {
     }
     this.#notifyRoom();
   }
+}
+
+/** What each capability is called in messages, and the endpoint that serves it. */
+const CAPABILITY_WORDING: Record<ModelCapability, { noun: string; verb: string; endpoint: string }> = {
+  chat: { noun: "a chat model", verb: "generate chat completions", endpoint: "/v1/chat/completions" },
+  embeddings: { noun: "an embedding model", verb: "compute embeddings", endpoint: "/v1/embeddings" },
+  rerank: { noun: "a reranking model", verb: "rerank documents", endpoint: "/v1/rerank" },
+};
+
+/** E.g. "The model `bge-reranker` is a reranking model: it cannot generate chat completions. Use it with /v1/rerank." */
+function wrongCapabilityMessage(name: string, wanted: ModelCapability, has: readonly ModelCapability[]): string {
+  const serves = has[0];
+  const cannot = `it cannot ${CAPABILITY_WORDING[wanted].verb}`;
+  if (serves === undefined) return `The model \`${name}\` serves nothing: ${cannot}.`;
+  return `The model \`${name}\` is ${CAPABILITY_WORDING[serves].noun}: ${cannot}. Use it with ${has.map((capability) => CAPABILITY_WORDING[capability].endpoint).join(" or ")}.`;
 }

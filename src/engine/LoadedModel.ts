@@ -1,17 +1,22 @@
-import { LlamaGrammar, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
-import type { ChatStream } from "../core/ChatEvent.js";
+import { LlamaGrammar, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import type { ChatEvent, ChatStream, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { RequestOptions } from "../core/Engine.js";
-import type { LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
+import type { EngineCounters, LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
+import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
+import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
 import { ServerError } from "../core/ServerError.js";
-import { ChatPromptRenderer } from "./ChatPromptRenderer.js";
+import { ChatPromptRenderer, type RenderedPrompt } from "./ChatPromptRenderer.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { DecodeBarrier } from "./DecodeBarrier.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
+import type { ContextActivity } from "./LazyContextPool.js";
+import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
 import { SlotPool } from "./SlotPool.js";
-import { streamCompletion } from "./streamCompletion.js";
+import { evaluateInChunks, streamCompletion, tokenAlternative } from "./streamCompletion.js";
+import { TokenBytes } from "./TokenBytes.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 
 export interface ModelRuntimeOptions {
@@ -22,6 +27,21 @@ export interface ModelRuntimeOptions {
   batchSize: number;
   threads: number;
   maxQueue: number;
+  /** Longest a generation may run, prompt included, in ms; then it ends with finish reason "length". 0: no limit. */
+  maxGenerationMs: number;
+  /** The engine's totals, which this model adds to. */
+  counters: EngineCounters;
+}
+
+/**
+ * node-llama-cpp 3.22.1 copies one sequence's cache into another (llama.cpp's llama_memory_seq_cp)
+ * only through this internal method, which its own LlamaDecisionContext uses to share a prefix
+ * between sequences. Resolves true when the target then holds exactly the first `upToTokenIndex`
+ * tokens. It is not in the package's types, so it is looked up, and a sequence without it (another
+ * version) falls back to evaluating the prompt itself, which the counters then show.
+ */
+interface SequenceCopying {
+  _copyStateFromOtherSequence?(other: LlamaContextSequence, upToTokenIndex: number): Promise<boolean>;
 }
 
 /**
@@ -36,10 +56,18 @@ export class LoadedModel {
   readonly #pool: SlotPool<LlamaContextSequence>;
   readonly #prompts: ChatPromptRenderer;
   readonly #embeddings: EmbeddingRunner;
+  readonly #ranking: RankingRunner;
+  /** The contexts created on first use (embedding, ranking), each lent to one request at a time. */
+  readonly #lazyContexts: readonly ContextActivity[];
   readonly #options: ModelRuntimeOptions;
   readonly #barrier = new DecodeBarrier();
+  readonly #tokenBytes: TokenBytes;
   #expiresAt: number | null = null;
   #disposed = false;
+  #pins = 0;
+  #unloading = false;
+  readonly #idleWaiters: (() => void)[] = [];
+  #onActivity: () => void = () => {};
 
   /** `context` is absent for models that only embed; disposing the model disposes it. */
   private constructor(info: ModelInfo, model: LlamaModel, context: LlamaContext | undefined, options: ModelRuntimeOptions) {
@@ -50,6 +78,7 @@ export class LoadedModel {
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
     this.#pool = new SlotPool(sequences, options.maxQueue);
     this.#prompts = new ChatPromptRenderer(model);
+    this.#tokenBytes = new TokenBytes(model);
     // An embedding input is evaluated in one decode call (llama.cpp pools the outputs of one call,
     // so a longer input cannot be split), and every token of that call is an output: llama.cpp
     // computes and stores logits for each, 2 × 4 bytes × vocabulary per token. With the context as
@@ -57,7 +86,11 @@ export class LoadedModel {
     // An input is therefore at most one batch long, as llama-server's embeddings are (see
     // docs/performance.md).
     const embeddingContextSize = Math.min(this.contextSize, options.batchSize);
-    this.#embeddings = new EmbeddingRunner(model, { contextSize: embeddingContextSize, threads: options.threads, maxQueue: options.maxQueue });
+    const runnerOptions = { contextSize: embeddingContextSize, threads: options.threads, maxQueue: options.maxQueue };
+    this.#embeddings = new EmbeddingRunner(model, runnerOptions);
+    // A query and a document are read as one input, under the same one-batch limit.
+    this.#ranking = new RankingRunner(model, runnerOptions);
+    this.#lazyContexts = [this.#embeddings.contexts, this.#ranking.contexts];
   }
 
   static async load(llama: Llama, info: ModelInfo, options: ModelRuntimeOptions): Promise<LoadedModel> {
@@ -91,13 +124,53 @@ export class LoadedModel {
   }
 
   get idle(): boolean {
-    return this.#pool.idle && this.#embeddings.idle;
+    return this.#pins === 0 && this.#pool.idle && this.#lazyContexts.every((contexts) => contexts.idle);
+  }
+
+  /**
+   * Keeps the model from counting as idle (so from being unloaded) until the returned function is
+   * called: from the moment a request has the model until it holds a sequence or context of its
+   * own, and for the whole of work that takes neither (tokenizing, counting). Without it, another
+   * request's keep_alive 0, the idle timer or a load needing room could dispose of the model in
+   * between: the fuzz suite found embeddings and rerank calls failing with "Object is disposed".
+   */
+  pin(): () => void {
+    this.#pins++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#pins--;
+      this.#activity();
+    };
+  }
+
+  /** Set once its owner has decided to unload it: no new request may pin it. */
+  get unloading(): boolean {
+    return this.#unloading;
+  }
+
+  /**
+   * Marks the model as being unloaded and resolves once no request uses it any more: a request
+   * may have pinned it in the moment between the owner's decision and this call.
+   */
+  drainForUnload(): Promise<void> {
+    this.#unloading = true;
+    if (this.idle) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
   /** Notified whenever a request starts, ends or queues, so the owner can schedule unloading. */
   set onActivity(listener: () => void) {
-    this.#pool.onChange = listener;
-    this.#embeddings.onActivity = listener;
+    this.#onActivity = listener;
+    const activity = () => this.#activity();
+    this.#pool.onChange = activity;
+    for (const contexts of this.#lazyContexts) contexts.onActivity = activity;
+  }
+
+  #activity(): void {
+    this.#onActivity();
+    if (this.idle) for (const wake of this.#idleWaiters.splice(0)) wake();
   }
 
   set expiresAt(value: number | null) {
@@ -105,11 +178,11 @@ export class LoadedModel {
   }
 
   /** The status as this model knows it; the engine adds the keep-alive it applies. */
-  status(): Omit<LoadedModelStatus, "keepAliveMs"> {
+  status(): Omit<LoadedModelStatus, "keepAliveMs" | "loadMs"> {
     return {
       id: this.info.id,
-      active: this.#pool.active + this.#embeddings.active,
-      queued: this.#pool.queued + this.#embeddings.queued,
+      active: this.#lazyContexts.reduce((sum, contexts) => sum + contexts.active, this.#pool.active),
+      queued: this.#lazyContexts.reduce((sum, contexts) => sum + contexts.queued, this.#pool.queued),
       expiresAt: this.#expiresAt,
       contextSize: this.contextSize,
     };
@@ -120,16 +193,65 @@ export class LoadedModel {
     return this.#embeddings.embed(request, options);
   }
 
-  /** `loadMs`: how long this request waited for the model to load, reported in the final timings. */
-  async chat(request: ChatRequest, { signal, admit }: RequestOptions, loadMs = 0): Promise<ChatStream> {
+  /** Scores each document against the query on the model's ranking context. */
+  rerank(request: RerankRequest, options: RequestOptions): Promise<Omit<RerankResult, "loadMs">> {
+    return this.#ranking.rerank(request, options);
+  }
+
+  /**
+   * The text's tokens, as llama.cpp's llama_tokenize gives them: `addSpecial` adds what the model
+   * puts around a prompt (node-llama-cpp tokenizes without, so it is added here by the same rules:
+   * WordPiece models [CLS] … [SEP], others BOS and EOS as their file's add_bos/add_eos say).
+   * Admitted as a request that uses no tokens: nothing is evaluated.
+   */
+  async tokenize(request: TokenizeRequest, { admit }: RequestOptions): Promise<TokenizeResult> {
+    const ticket = await admit?.({ promptTokens: 0, maxOutputTokens: 0 });
+    try {
+      const text = this.#model.tokenize(request.content, request.parseSpecial);
+      const tokens = request.addSpecial ? this.#withSpecialTokens(text) : text;
+      return { tokens, ...(request.withPieces ? { pieces: tokens.map((token) => this.#tokenBytes.piece(token)) } : {}) };
+    } finally {
+      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+    }
+  }
+
+  /** The tokens' pieces, concatenated, as llama-server's /detokenize gives them (special tokens as their text). */
+  async detokenize(request: DetokenizeRequest, { admit }: RequestOptions): Promise<DetokenizeResult> {
+    checkTokenIds(this.#model, request.tokens, "tokens");
+    const ticket = await admit?.({ promptTokens: 0, maxOutputTokens: 0 });
+    try {
+      return { content: this.#tokenBytes.text(request.tokens as Token[]) };
+    } finally {
+      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+    }
+  }
+
+  #withSpecialTokens(tokens: Token[]): Token[] {
+    const special = this.#model.tokens;
+    const wordPiece = this.#model.vocabularyType === "wpm";
+    const first = wordPiece || special.shouldPrependBosToken ? special.bos : null;
+    const last = wordPiece ? special.sep : special.shouldAppendEosToken ? special.eos : null;
+    return [...(first == null ? [] : [first]), ...tokens, ...(last == null ? [] : [last])];
+  }
+
+  /**
+   * `request.n` choices of one prompt on as many sequences, the prompt evaluated once (see
+   * Engine.chatChoices). `loadMs`: how long this request waited for the model to load, reported
+   * in the final timings.
+   */
+  async chatChoices(request: ChatRequest, { signal, admit }: RequestOptions, loadMs = 0): Promise<ChatStream[]> {
+    const n = request.n ?? 1;
+    if (n > this.#options.parallel) {
+      throw new ServerError("invalid_request", {
+        param: "n",
+        message: `n=${n} needs ${n} sequences decoding together, and this server decodes at most ${this.#options.parallel} per model (--parallel). Ask for fewer choices.`,
+      });
+    }
     checkTokenIds(this.#model, request.sampling.logitBias.keys(), "logit_bias");
-    // tool_choice "none" renders no tools: the model is not told of functions it may not call. A
-    // prompt given as is has no template to show them in.
-    const tools = request.toolChoice.type === "none" || request.prompt ? [] : request.tools;
-    const prompt = this.#prompts.render(request, tools);
+    const { tools, prompt } = this.#render(request);
     if (prompt.tokens.length >= this.contextSize) {
       throw new ServerError("context_length_exceeded", {
-        param: "messages",
+        param: request.prompt ? "prompt" : "messages",
         message: `This model's maximum context length is ${this.contextSize} tokens. However, your messages resulted in ${prompt.tokens.length} tokens. Please reduce the length of the messages.`,
       });
     }
@@ -139,46 +261,151 @@ export class LoadedModel {
     const textGrammar = textFormat === undefined ? undefined : new LlamaGrammar(this.#model.llama, { grammar: textFormat });
     const tokens = prompt.tokens;
     const maxOutputTokens = Math.min(request.maxTokens ?? Infinity, this.contextSize - tokens.length);
-    const ticket = await admit?.({ promptTokens: tokens.length, maxOutputTokens });
-    let sequence: LlamaContextSequence;
+    // Each choice may generate up to the cap: n × the cap is reserved (the hosted profile's limits).
+    const ticket = await admit?.({ promptTokens: tokens.length, maxOutputTokens: maxOutputTokens * n });
+    let sequences: LlamaContextSequence[];
     try {
       // Prefer the free sequence whose cache already holds the longest start of this prompt: the
       // conversation so far, when a client sends its next turn.
-      sequence = await this.#pool.acquire(signal, (candidate) => candidate.compareContextTokens(tokens).firstDifferentIndex);
+      sequences = await this.#pool.acquireMany(n, signal, (candidate) => candidate.compareContextTokens(tokens).firstDifferentIndex);
     } catch (error) {
       ticket?.settle({ promptTokens: 0, completionTokens: 0 });
       throw error;
     }
+    const [leader, ...followers] = sequences as [LlamaContextSequence, ...LlamaContextSequence[]];
     try {
       // Keep that shared start and drop the rest; at least the last prompt token is evaluated
       // again, since its logits give the first new token.
-      await sequence.adaptStateToTokens(tokens.slice(0, -1), false);
+      await leader.adaptStateToTokens(tokens.slice(0, -1), false);
     } catch (error) {
-      this.#pool.release(sequence);
+      for (const sequence of sequences) this.#pool.release(sequence);
       ticket?.settle({ promptTokens: 0, completionTokens: 0 });
       throw error;
     }
-    const completion = streamCompletion({
-      model: this.#model,
-      sequence,
-      promptTokens: tokens,
-      cachedTokens: sequence.nextTokenIndex,
-      maxTokens: Math.min(maxOutputTokens, ticket?.maxOutputTokens ?? Infinity),
-      stop: [...request.stop, ...prompt.stopTexts],
-      stopTokens: prompt.stopTokens,
-      sampling: request.sampling,
-      textGrammar,
-      tools: toolPlan,
-      promptChunkSize: this.#options.batchSize,
-      barrier: this.#barrier,
-      signal,
-      loadMs,
-    });
-    return new SequenceLease(completion.events, () => {
-      this.#pool.release(sequence);
-      // What was really used, also when the client left mid-stream.
-      ticket?.settle({ promptTokens: tokens.length, completionTokens: completion.completionTokens });
-    }, signal);
+    // Echo with logprobs scores the prompt's own tokens: it is read afresh, every token's logits kept.
+    const scorePrompt = request.echo === true && request.logprobs !== undefined && prompt.givenText !== undefined;
+    let promptLogprobs: TokenLogprob[] | undefined;
+    let cachedTokens = leader.nextTokenIndex;
+    try {
+      if (scorePrompt) {
+        promptLogprobs = await this.#scorePrompt(leader, tokens, request.logprobs!.top, signal);
+        cachedTokens = 0;
+      }
+      if (followers.length > 0) await this.#sharePrompt(leader, followers, tokens.slice(0, -1), signal, scorePrompt);
+    } catch (error) {
+      for (const sequence of sequences) this.#pool.release(sequence);
+      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+      throw error;
+    }
+    const deadline = this.#options.maxGenerationMs > 0 ? performance.now() + this.#options.maxGenerationMs : Infinity;
+    const perChoiceCap = Math.min(maxOutputTokens, Math.floor((ticket?.maxOutputTokens ?? Infinity) / n));
+    const logprobs = request.logprobs ? { top: request.logprobs.top, bytes: this.#tokenBytes } : undefined;
+    const completions = sequences.map((sequence, choice) =>
+      streamCompletion({
+        model: this.#model,
+        sequence,
+        promptTokens: tokens,
+        cachedTokens,
+        maxTokens: perChoiceCap,
+        deadline,
+        stop: request.stop,
+        templateStops: prompt.stopTexts,
+        stopTokens: prompt.stopTokens,
+        sampling: { ...request.sampling, seed: choiceSeed(request.sampling.seed, choice) },
+        textGrammar,
+        tools: toolPlan,
+        ...(prompt.thought ? { thought: prompt.thought } : {}),
+        promptChunkSize: this.#options.batchSize,
+        barrier: this.#barrier,
+        signal,
+        loadMs,
+        logprobs,
+        counters: this.#options.counters,
+        sharedPrompt: n > 1 || scorePrompt,
+      }),
+    );
+    // The ticket is settled once, when the last choice ends: the prompt once, the completions summed.
+    let open = n;
+    const echo = request.echo && prompt.givenText !== undefined ? prompt.givenText : undefined;
+    return completions.map(
+      (completion, choice) =>
+        new SequenceLease(echo === undefined ? completion.events : withEcho({ type: "text", text: echo, ...(promptLogprobs ? { logprobs: promptLogprobs } : {}) }, completion.events), () => {
+          this.#pool.release(sequences[choice]!);
+          if (--open > 0) return;
+          // What was really used, also when the client left mid-stream.
+          ticket?.settle({ promptTokens: tokens.length, completionTokens: completions.reduce((sum, each) => sum + each.completionTokens, 0) });
+        }, signal, tokens.length),
+    );
+  }
+
+  /**
+   * Evaluates the prompt (but its last token) once, on the leader, and copies its cache to the
+   * other sequences. Each choice then decodes the last prompt token itself, the n of them in one
+   * batch, since those logits give each choice its first token.
+   */
+  async #sharePrompt(leader: LlamaContextSequence, followers: LlamaContextSequence[], prefix: Token[], signal: AbortSignal, evaluated: boolean): Promise<void> {
+    const counters = this.#options.counters;
+    // Counted already when the prompt was scored.
+    if (!evaluated) counters.promptEvaluations++;
+    counters.promptTokensEvaluated += prefix.length - leader.nextTokenIndex;
+    await evaluateInChunks(leader, prefix, this.#options.batchSize, signal, 0);
+    for (const follower of followers) {
+      const copied = await (follower as SequenceCopying)._copyStateFromOtherSequence?.(leader, prefix.length);
+      if (copied) {
+        counters.promptCopies++;
+        continue;
+      }
+      await follower.adaptStateToTokens(prefix, false);
+      counters.promptEvaluations++;
+      counters.promptTokensEvaluated += prefix.length - follower.nextTokenIndex;
+      await evaluateInChunks(follower, prefix, this.#options.batchSize, signal, 0);
+    }
+  }
+
+  /**
+   * Reads the prompt (but its last token) afresh on `sequence`, keeping every token's logits, and
+   * gives each prompt token its logprob under the model's distribution after the tokens before it
+   * (greedy sampler settings: the softmax of the raw logits over the whole vocabulary, as vLLM's
+   * prompt logprobs), with the `top` most likely tokens. The first token has nothing before it: its
+   * entry has logprob 0 and no alternatives, which the legacy format shows as null. Costs the
+   * probabilities of the whole vocabulary per prompt token, so only echo with logprobs asks for it.
+   */
+  async #scorePrompt(sequence: LlamaContextSequence, tokens: Token[], top: number, signal: AbortSignal): Promise<TokenLogprob[]> {
+    const counters = this.#options.counters;
+    await sequence.clearHistory();
+    counters.promptEvaluations++;
+    counters.promptTokensEvaluated += tokens.length - 1;
+    const alternative = (token: Token, probability: number) => tokenAlternative(this.#tokenBytes, token, probability);
+    const first = tokens[0]!;
+    const entries: TokenLogprob[] = [{ ...alternative(first, 1), logprob: 0, top: [] }];
+    for (let start = 0; start < tokens.length - 1; start += this.#options.batchSize) {
+      signal.throwIfAborted();
+      const chunk = tokens.slice(start, Math.min(start + this.#options.batchSize, tokens.length - 1));
+      const results = await sequence.controlledEvaluate(chunk.map((token) => [token, { generateNext: { probabilities: true } }]));
+      results.forEach((result, i) => {
+        const next = tokens[start + i + 1]!;
+        const probabilities = result?.next.probabilities ?? new Map<Token, number>();
+        const alternatives: TokenAlternative[] = [];
+        for (const [token, probability] of probabilities) {
+          if (alternatives.length >= top) break;
+          alternatives.push(alternative(token, probability));
+        }
+        entries.push({ ...alternative(next, probabilities.get(next) ?? 0), top: alternatives });
+      });
+    }
+    return entries;
+  }
+
+  /** How many tokens the request's prompt is, rendered as `chat` renders it; takes no decoding slot. */
+  countTokens(request: ChatRequest): number {
+    return this.#render(request).prompt.tokens.length;
+  }
+
+  #render(request: ChatRequest): { tools: ChatRequest["tools"]; prompt: RenderedPrompt } {
+    // tool_choice "none" renders no tools: the model is not told of functions it may not call. A
+    // prompt given as is has no template to show them in.
+    const tools = request.toolChoice.type === "none" || request.prompt ? [] : request.tools;
+    return { tools, prompt: this.#prompts.render(request, tools) };
   }
 
   /** Fails queued requests and frees the weights; requests still decoding end with an error. */
@@ -186,7 +413,7 @@ export class LoadedModel {
     this.#disposed = true;
     const unloading = new ServerError("overloaded", { retryAfter: 1, message: "The model is being unloaded. Retry shortly." });
     this.#pool.rejectWaiting(unloading);
-    this.#embeddings.rejectWaiting(unloading);
+    for (const contexts of this.#lazyContexts) contexts.rejectWaiting(unloading);
     // Disposing the model disposes its contexts (chat and embedding) with it.
     await this.#model.dispose();
   }
@@ -194,3 +421,24 @@ export class LoadedModel {
 
 /** llama.cpp's LLAMA_POOLING_TYPE_MEAN. */
 const MEAN_POOLING = 1;
+
+/**
+ * The seed of choice `index`: the request's own for the first (so n=1 replies as before), and for
+ * the others one derived from it (golden-ratio steps, as a uint32), so choices are reproducible
+ * but differ. Without a seed every choice's sampler seeds itself at random.
+ */
+function choiceSeed(seed: number | undefined, index: number): number | undefined {
+  if (seed === undefined || index === 0) return seed;
+  return (seed + Math.imul(index, 0x9e3779b9)) >>> 0;
+}
+
+/** A completion whose first text event is its prompt (legacy completions' `echo`), with the prompt's logprobs when scored. */
+async function* withEcho(echo: ChatEvent & { type: "text" }, events: AsyncGenerator<ChatEvent, void, undefined>): AsyncGenerator<ChatEvent, void, undefined> {
+  try {
+    if (echo.text || echo.logprobs?.length) yield echo;
+    yield* events;
+  } finally {
+    // Closed before the echo was read: the completion's generator still owns a decode to stop.
+    await events.return();
+  }
+}

@@ -1,6 +1,7 @@
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { GgufFileType, readGgufFileInfo } from "node-llama-cpp";
+import { templateThinks } from "./ChatPromptRenderer.js";
 import type { ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
 import { defaultModelId, isListedModelFile } from "../models/modelFiles.js";
@@ -67,7 +68,8 @@ export class ModelRegistry {
     const { metadata } = await readGgufFileInfo(info.path, { sourceType: "filesystem", logWarnings: false, ignoreKeys: VOCABULARY_KEYS });
     const flat = flattenMetadata(metadata);
     const template = flat["tokenizer.chat_template"];
-    return { info, metadata: flat, ...(typeof template === "string" ? { chatTemplate: template } : {}) };
+    if (typeof template !== "string") return { info, metadata: flat, thinks: false };
+    return { info, metadata: flat, chatTemplate: template, thinks: templateThinks(template) };
   }
 
   #scan(): Promise<ModelInfo[]> {
@@ -183,9 +185,18 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     // The current key names, and the older ones llama.cpp still reads.
     fillInTheMiddle: ["pre", "suf", "mid"].every((part) => tokenizer[`fim_${part}_token_id`] !== undefined) ||
       ["prefix", "suffix", "middle"].every((part) => tokenizer[`${part}_token_id`] !== undefined),
-    capabilities: isEncoder(architecture, archMetadata.attention?.causal) ? ["embeddings"] : ["chat", "embeddings"],
+    capabilities: capabilitiesOf(architecture, archMetadata.attention?.causal, numberOrUndefined(archMetadata.pooling_type)),
     poolingType: numberOrUndefined(archMetadata.pooling_type),
   };
+}
+
+/** llama.cpp's LLAMA_POOLING_TYPE_RANK: the file is a reranker (a cross-encoder with a classification head). */
+const RANK_POOLING = 4;
+
+function capabilitiesOf(architecture: string, causal: boolean | undefined, poolingType: number | undefined): ModelInfo["capabilities"] {
+  // A reranker's output is one relevance score per input, not a vector nor a next token.
+  if (poolingType === RANK_POOLING) return ["rerank"];
+  return isEncoder(architecture, causal) ? ["embeddings"] : ["chat", "embeddings"];
 }
 
 /** The vocabulary: most of a header's size, and of no use to listing or describing a model. */

@@ -13,9 +13,11 @@ export class SequenceLease implements ChatStream {
   readonly #signal: AbortSignal | undefined;
   #release: (() => void) | undefined;
   #reading = false;
+  readonly promptTokens: number | undefined;
 
-  constructor(events: AsyncGenerator<ChatEvent, void, undefined>, release: () => void, signal?: AbortSignal) {
+  constructor(events: AsyncGenerator<ChatEvent, void, undefined>, release: () => void, signal?: AbortSignal, promptTokens?: number) {
     this.#events = events;
+    this.promptTokens = promptTokens;
     this.#release = release;
     this.#signal = signal;
     if (signal?.aborted) this.#close();

@@ -1,7 +1,9 @@
 import { ServerError } from "../core/ServerError.js";
 
 interface Waiter<T> {
-  resolve(item: T): void;
+  count: number;
+  rank: ((item: T) => number) | undefined;
+  resolve(items: T[]): void;
   reject(error: unknown): void;
   signal: AbortSignal;
   onAbort(): void;
@@ -46,20 +48,25 @@ export class SlotPool<T> {
    * Takes a free item, the one `rank` scores highest when several are free (e.g. the sequence
    * that already holds the longest part of the prompt), or waits for one in FIFO order.
    */
-  acquire(signal: AbortSignal, rank?: (item: T) => number): Promise<T> {
+  async acquire(signal: AbortSignal, rank?: (item: T) => number): Promise<T> {
+    const [item] = await this.acquireMany(1, signal, rank);
+    return item!;
+  }
+
+  /**
+   * Takes `count` items at once (the sequences of a request with several choices), the first the
+   * one `rank` scores highest; waits, in FIFO order with single requests, until that many are
+   * free. All at once, so two such requests can never each hold part of what the other needs.
+   */
+  acquireMany(count: number, signal: AbortSignal, rank?: (item: T) => number): Promise<T[]> {
     signal.throwIfAborted();
-    if (this.#free.length > 0) {
-      let best = this.#free.length - 1;
-      if (rank) {
-        let bestScore = -Infinity;
-        this.#free.forEach((candidate, index) => {
-          const score = rank(candidate);
-          if (score > bestScore) [best, bestScore] = [index, score];
-        });
-      }
-      const [item] = this.#free.splice(best, 1) as [T];
+    if (count > this.#size) {
+      return Promise.reject(new ServerError("invalid_request", { message: `${count} slots were asked for at once; there are ${this.#size}.` }));
+    }
+    if (this.#queue.length === 0 && this.#free.length >= count) {
+      const items = this.#take(count, rank);
       this.#onChange();
-      return Promise.resolve(item);
+      return Promise.resolve(items);
     }
     if (this.#queue.length >= this.#maxQueue) {
       return Promise.reject(
@@ -69,8 +76,10 @@ export class SlotPool<T> {
         }),
       );
     }
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<T[]>((resolve, reject) => {
       const waiter: Waiter<T> = {
+        count,
+        rank,
         resolve,
         reject,
         signal,
@@ -88,14 +97,29 @@ export class SlotPool<T> {
   }
 
   release(item: T): void {
-    const next = this.#queue.shift();
-    if (next) {
+    this.#free.push(item);
+    // The first waiter is served first: one that needs several items holds up those behind it
+    // until enough are free, so it is never starved by single requests.
+    for (let next = this.#queue[0]; next && next.count <= this.#free.length; next = this.#queue[0]) {
+      this.#queue.shift();
       next.signal.removeEventListener("abort", next.onAbort);
-      next.resolve(item);
-    } else {
-      this.#free.push(item);
+      next.resolve(this.#take(next.count, next.rank));
     }
     this.#onChange();
+  }
+
+  /** Removes `count` free items, the best ranked first. */
+  #take(count: number, rank: ((item: T) => number) | undefined): T[] {
+    let best = this.#free.length - 1;
+    if (rank) {
+      let bestScore = -Infinity;
+      this.#free.forEach((candidate, index) => {
+        const score = rank(candidate);
+        if (score > bestScore) [best, bestScore] = [index, score];
+      });
+    }
+    const [first] = this.#free.splice(best, 1) as [T];
+    return [first, ...this.#free.splice(this.#free.length - (count - 1), count - 1)];
   }
 
   /** Fails every waiter, e.g. when the model is being unloaded. */

@@ -5,6 +5,8 @@ export interface MatchResult {
   text: string;
   /** A stop sequence was found; `text` ends just before it and generation must end. */
   stopped: boolean;
+  /** When stopped: the stop sequence that was found (the earliest in the text). */
+  matched?: string;
 }
 
 /**
@@ -24,13 +26,17 @@ export class StopSequenceMatcher {
     if (this.#stops.length === 0) return { text: piece, stopped: false };
     const text = this.#held + piece;
     let cut = -1;
+    let matched = "";
     for (const stop of this.#stops) {
       const at = text.indexOf(stop);
-      if (at !== -1 && (cut === -1 || at < cut)) cut = at;
+      if (at !== -1 && (cut === -1 || at < cut)) {
+        cut = at;
+        matched = stop;
+      }
     }
     if (cut !== -1) {
       this.#held = "";
-      return { text: text.slice(0, cut), stopped: true };
+      return { text: text.slice(0, cut), stopped: true, matched };
     }
     const keep = Math.max(0, ...this.#stops.map((stop) => pendingPrefixLength(text, stop)));
     this.#held = text.slice(text.length - keep);

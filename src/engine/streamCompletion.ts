@@ -7,12 +7,15 @@ import {
   type SequenceEvaluateOptions,
   type Token,
 } from "node-llama-cpp";
-import type { ChatEvent, FinishReason } from "../core/ChatEvent.js";
+import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
+import type { EngineCounters } from "../core/ModelInfo.js";
 import { randomBase62 } from "../core/randomBase62.js";
 import type { DecodeBarrier } from "./DecodeBarrier.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
+import { ThoughtSplitter, type ThoughtMarkers } from "./ThoughtSplitter.js";
+import type { TokenBytes } from "./TokenBytes.js";
 import { ToolCallParser, type CallDelimiters, type ToolCallParserEvent } from "./tools/ToolCallParser.js";
 
 /** How tool calls are generated for one request (absent: no tools, or tool_choice "none"). */
@@ -42,13 +45,23 @@ export interface CompletionJob {
   cachedTokens: number;
   /** Generation stops after this many tokens with finish reason "length". */
   maxTokens: number;
+  /**
+   * performance.now() after which generation stops with finish reason "length", as if maxTokens
+   * were reached (--max-generation-time); checked after each generated token. Infinity: none.
+   */
+  deadline: number;
+  /** The request's stop sequences: the `done` event names the one that ended generation. */
   stop: readonly string[];
+  /** The template's plain-text stop triggers: they end generation too, as the end of the turn. */
+  templateStops: readonly string[];
   /** Tokens that end the turn besides the model's end-of-generation tokens (from the chat template). */
   stopTokens: ReadonlySet<Token>;
   sampling: SamplingOptions;
   /** Constrains the reply's text (response_format json_object / json_schema). */
   textGrammar?: LlamaGrammar;
   tools?: ToolCallPlan;
+  /** The template's thought section, when the reply may think: its text is given out as `thinking` events. */
+  thought?: { markers: ThoughtMarkers; opened: boolean };
   /** Prompt tokens evaluated per decode call while the prompt is long, checking for abort between. */
   promptChunkSize: number;
   /** Shared by the sequences of one context, so their token requests share batches. */
@@ -56,6 +69,12 @@ export interface CompletionJob {
   signal: AbortSignal;
   /** Time the request spent loading the model, reported in the `done` event's timings. */
   loadMs: number;
+  /** Asked for: each token's log-probability and the `top` most likely tokens at its position. */
+  logprobs?: { top: number; bytes: TokenBytes };
+  /** Counts the prompt work; a prompt shared by n choices was counted once by whoever evaluated it. */
+  counters: EngineCounters;
+  /** The sequence already holds the prompt but its last token (evaluated once and copied for n choices). */
+  sharedPrompt?: boolean;
 }
 
 /** A completion under way: its events, and what it has generated so far. */
@@ -67,6 +86,11 @@ export interface Completion {
 
 /** How many recent tokens the penalties look at, unless the request says. */
 const PENALTY_WINDOW = 256;
+
+/** vLLM's stand-in for the log of 0, which JSON cannot carry. */
+const LOGPROB_FLOOR = -9999;
+
+const utf8Text = new TextDecoder();
 
 /**
  * Decodes one completion on a sequence the caller owns. Its events are text and tool-call events as
@@ -89,7 +113,7 @@ export function streamCompletion(job: CompletionJob): Completion {
 }
 
 /** How a segment ended: the completion is finished, or an auto-mode call opener was found. */
-type SegmentEnd = { type: "finished"; reason: FinishReason; atStopSequence: boolean } | { type: "rewind" };
+type SegmentEnd = { type: "finished"; reason: FinishReason; stopText?: string } | { type: "rewind" };
 
 /** What a completion has produced so far, carried from one segment to the next. */
 class CompletionState {
@@ -99,8 +123,10 @@ class CompletionState {
   readonly generated: Token[] = [];
   /** Call openers written from the template rather than sampled; they count as completion tokens. */
   openerTokens = 0;
-  /** The free text given out so far: a call opened later continues after it. */
+  /** The free text given out so far: a call opened later continues after it (and after the thought). */
   content = "";
+  /** Splits the thought from the answer, when the template has a thought section. */
+  readonly thought: ThoughtSplitter | undefined;
   /** Reads the call section, once one is open. */
   calls: ToolCallParser | undefined;
   readonly stops: StopSequenceMatcher;
@@ -108,12 +134,23 @@ class CompletionState {
   readonly openers: StopSequenceMatcher | undefined;
   firstTokenAt: number | undefined;
   readonly #maxTokens: number;
+  readonly #deadline: number;
+  /** With logprobs: those of tokens whose bytes no text event has given out yet, in order. */
+  readonly #pendingLogprobs: TokenLogprob[] | undefined;
+  /** Bytes of text given out that no pending token has been matched with yet. */
+  #textBytes = 0;
+  /** The answer has begun (at once, unless the reply opens with a thought section). */
+  #answering: boolean;
 
   constructor(job: CompletionJob) {
     this.context = job.promptTokens;
     this.#maxTokens = job.maxTokens;
-    this.stops = new StopSequenceMatcher(job.stop);
+    this.#deadline = job.deadline;
+    this.#pendingLogprobs = job.logprobs ? [] : undefined;
+    this.#answering = job.thought === undefined;
+    this.stops = new StopSequenceMatcher([...job.stop, ...job.templateStops]);
     this.openers = job.tools?.mode === "auto" ? new StopSequenceMatcher(job.tools.openers) : undefined;
+    this.thought = job.thought ? new ThoughtSplitter(job.thought.markers, job.thought.opened) : undefined;
   }
 
   get completionTokens(): number {
@@ -122,14 +159,33 @@ class CompletionState {
 
   /** Continues inside a call: the content so far and the opener (and the name, when given). */
   openCall(tools: ToolCallPlan, startedCall?: { name: string }): void {
-    const opened = tools.openCall(this.content);
+    const opened = tools.openCall((this.thought?.raw ?? "") + this.content);
     this.context = opened.tokens;
     this.openerTokens += opened.openerTokens;
     this.calls = new ToolCallParser(tools.delimiters, startedCall);
   }
 
+  /**
+   * A text event; with logprobs, carrying those of the tokens whose bytes its text completes. Text
+   * lags tokens (a stop sequence's possible start is held back, as is a split character), and
+   * tokens of a stop sequence never become text: their logprobs are never given out either.
+   */
+  textEvent(text: string): ChatEvent {
+    const pending = this.#pendingLogprobs;
+    if (!pending) return { type: "text", text };
+    this.#textBytes += Buffer.byteLength(text, "utf8");
+    let count = 0;
+    while (count < pending.length && pending[count]!.bytes.length <= this.#textBytes) this.#textBytes -= pending[count++]!.bytes.length;
+    return { type: "text", text, logprobs: pending.splice(0, count) };
+  }
+
+  /** Logprobs still pending when generation ended without a stop sequence (e.g. a character cut off by the length limit). */
+  takePendingLogprobs(): TokenLogprob[] {
+    return this.#pendingLogprobs?.splice(0) ?? [];
+  }
+
   /** Takes a sampled token and its text: the events they give, and how the segment ends if it does. */
-  take(token: Token, piece: string): { events: ChatEvent[]; end?: SegmentEnd } {
+  take(token: Token, piece: string, logprob?: TokenLogprob): { events: ChatEvent[]; end?: SegmentEnd } {
     this.generated.push(token);
     const events: ChatEvent[] = [];
     if (this.calls) {
@@ -138,20 +194,27 @@ class CompletionState {
         if (chatEvent) events.push(chatEvent);
       }
     } else {
-      const opened = this.openers?.push(piece) ?? { text: piece, stopped: false };
-      const { text, stopped } = this.stops.push(opened.text);
-      if (text) events.push({ type: "text", text });
+      // The thought is given out as it comes; only the answer is watched for calls and stop sequences.
+      const split = this.thought?.push(piece) ?? { thinking: "", text: piece };
+      if (split.thinking) events.push({ type: "thinking", text: split.thinking });
+      // Logprobs are reported for the answer's tokens: not for a call's (as OpenAI's), nor for the
+      // thought's and its markers'.
+      if (split.text) this.#answering = true;
+      if (logprob && this.#answering) this.#pendingLogprobs?.push(logprob);
+      const opened = this.openers?.push(split.text) ?? { text: split.text, stopped: false };
+      const { text, stopped, matched } = this.stops.push(opened.text);
+      if (text) events.push(this.textEvent(text));
       this.content += text;
-      if (stopped) return { events, end: { type: "finished", reason: "stop", atStopSequence: true } };
+      if (stopped) return { events, end: { type: "finished", reason: "stop", stopText: matched } };
       if (opened.stopped) return { events, end: { type: "rewind" } };
     }
-    if (this.completionTokens >= this.#maxTokens) return { events, end: { type: "finished", reason: "length", atStopSequence: false } };
+    if (this.completionTokens >= this.#maxTokens || performance.now() >= this.#deadline) return { events, end: { type: "finished", reason: "length" } };
     return { events };
   }
 
   /** The model ended its turn, or the call grammar was complete. */
   endOfTurn(): SegmentEnd {
-    return { type: "finished", reason: this.calls?.calls ? "tool_calls" : "stop", atStopSequence: false };
+    return { type: "finished", reason: this.calls?.calls ? "tool_calls" : "stop" };
   }
 }
 
@@ -167,7 +230,7 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
   while (end.type === "rewind") {
     // The content before the opener is final: what the stop matcher still holds is content too.
     const tail = state.stops.flush();
-    if (tail) yield { type: "text", text: tail };
+    if (tail) yield state.textEvent(tail);
     state.content += tail;
     // Only auto mode watches for an opener, so a rewind always has a tool plan.
     state.openCall(tools!);
@@ -175,20 +238,39 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
   }
 
   let finishReason = end.reason;
-  if (!state.calls && !end.atStopSequence) {
+  let stopText = end.stopText;
+  if (!state.calls && stopText === undefined) {
     // Generation ended another way: release what was held back, unless it completes a stop sequence.
-    const { text, stopped } = state.stops.push(state.openers?.flush() ?? "");
+    const split = state.thought?.flush() ?? { thinking: "", text: "" };
+    if (split.thinking) yield { type: "thinking", text: split.thinking };
+    const opened = state.openers ? state.openers.push(split.text).text + state.openers.flush() : split.text;
+    const { text, stopped, matched } = state.stops.push(opened);
     const rest = stopped ? text : text + state.stops.flush();
-    if (stopped) finishReason = "stop";
-    if (rest) yield { type: "text", text: rest };
+    if (stopped) {
+      finishReason = "stop";
+      stopText = matched;
+    }
+    if (rest) yield state.textEvent(rest);
+    if (!stopped) {
+      const left = state.takePendingLogprobs();
+      if (left.length > 0) yield { type: "text", text: "", logprobs: left };
+    }
   }
+  // A template's stop text ends the turn like its end-of-turn token: only the request's are named.
+  const stopSequence = stopText !== undefined && job.stop.includes(stopText) ? { stopSequence: stopText } : {};
   const ended = performance.now();
   const firstToken = state.firstTokenAt ?? ended;
   yield {
     type: "done",
     finishReason,
-    usage: { promptTokens: job.promptTokens.length, cachedTokens: job.cachedTokens, completionTokens: state.completionTokens },
+    usage: {
+      promptTokens: job.promptTokens.length,
+      cachedTokens: job.cachedTokens,
+      completionTokens: state.completionTokens,
+      ...(state.thought ? { reasoningTokens: state.thought.thoughtPieces } : {}),
+    },
     timings: { loadMs: job.loadMs, promptMs: firstToken - started, generationMs: ended - firstToken },
+    ...stopSequence,
   };
 }
 
@@ -197,13 +279,17 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
   const { model, sequence, signal } = job;
   const context = state.context;
   await sequence.adaptStateToTokens(context.slice(0, -1), false);
-  await evaluatePromptInChunks(job, context);
-  // Tool syntax may be written with control tokens, so calls are read with special tokens shown.
-  const detokenizer = new IncrementalDetokenizer(model, context, job.tools !== undefined);
+  const firstSegment = state.generated.length === 0 && state.openerTokens === 0;
+  if (firstSegment && !job.sharedPrompt) job.counters.promptEvaluations++;
+  job.counters.promptTokensEvaluated += context.length - sequence.nextTokenIndex;
+  await evaluateInChunks(sequence, context, job.promptChunkSize, signal, job.promptChunkSize);
+  // Tool syntax and thought markers may be written with control tokens, so they are read with
+  // special tokens shown.
+  const detokenizer = new IncrementalDetokenizer(model, context, job.tools !== undefined || job.thought !== undefined);
   const grammar = state.calls ? job.tools?.grammar : job.textGrammar;
   const options = samplerOptions(model, job.sampling, state.generated);
   if (grammar) options.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
-  const tokens = sequence.evaluate(context.slice(sequence.nextTokenIndex), options);
+  const tokens = evaluate(sequence, context.slice(sequence.nextTokenIndex), options, job.logprobs);
   try {
     // The prompt and the first token: outside the barrier, so a long prompt never holds up the
     // token steps of the other sequences.
@@ -212,9 +298,11 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
     job.barrier.join();
     try {
       while (!step.done) {
-        const token = step.value;
+        const sampled = step.value;
+        const token = typeof sampled === "number" ? sampled : sampled.token;
         if (job.stopTokens.has(token)) return state.endOfTurn();
-        const { events, end } = state.take(token, detokenizer.push(token));
+        const logprob = typeof sampled === "number" || !job.logprobs ? undefined : toTokenLogprob(sampled, job.logprobs);
+        const { events, end } = state.take(token, detokenizer.push(token), logprob);
         if (end) {
           yield* events;
           return end;
@@ -237,6 +325,48 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
   return state.endOfTurn();
 }
 
+/** A sampled token, with what node-llama-cpp measured of its distribution when logprobs are asked for. */
+type Sampled = Token | { token: Token; confidence?: number; probabilities?: Map<Token, number> };
+
+/**
+ * Generates on the sequence. With logprobs it asks node-llama-cpp for the distribution the token
+ * was sampled from: llama.cpp's sampler chain is applied first (the grammar, then logit bias,
+ * penalties, top-k, top-p, min-p and temperature), and the probabilities are the softmax of the
+ * logits that chain leaves, over the tokens it leaves. At temperature 0 (greedy) nothing is cut
+ * and no temperature divides: the softmax of the biased, penalised, grammar-masked logits over
+ * the whole vocabulary. Only the chosen token's probability is asked for when no alternatives
+ * are wanted, since the full list costs a sort of the candidates per token.
+ */
+function evaluate(
+  sequence: LlamaContextSequence,
+  tokens: Token[],
+  options: SequenceEvaluateOptions,
+  logprobs: CompletionJob["logprobs"],
+): AsyncGenerator<Sampled, void, void | Token | Token[]> {
+  if (!logprobs) return sequence.evaluate(tokens, options);
+  if (logprobs.top === 0) return sequence.evaluateWithMetadata(tokens, { confidence: true }, options);
+  return sequence.evaluateWithMetadata(tokens, { confidence: true, probabilities: true }, options);
+}
+
+/** A token with its text, bytes and the log of its probability (the floor for 0). */
+export function tokenAlternative(bytes: TokenBytes, token: Token, probability: number): TokenAlternative {
+  const raw = bytes.of(token);
+  return { token: utf8Text.decode(Uint8Array.from(raw)), bytes: raw, logprob: Math.max(Math.log(probability), LOGPROB_FLOOR) };
+}
+
+function toTokenLogprob(sampled: Exclude<Sampled, Token>, { top, bytes }: NonNullable<CompletionJob["logprobs"]>): TokenLogprob {
+  const alternative = (token: Token, probability: number) => tokenAlternative(bytes, token, probability);
+  const alternatives: TokenAlternative[] = [];
+  if (sampled.probabilities) {
+    // Sorted most likely first; tokens the chain removed are not in it (probability 0).
+    for (const [token, probability] of sampled.probabilities) {
+      if (alternatives.length >= top || probability <= 0) break;
+      alternatives.push(alternative(token, probability));
+    }
+  }
+  return { ...alternative(sampled.token, sampled.confidence ?? sampled.probabilities?.get(sampled.token) ?? 0), top: alternatives };
+}
+
 /** A call's end is implied by the next call's start or the end of the completion: no event. */
 function toChatEvent(event: ToolCallParserEvent): ChatEvent | undefined {
   switch (event.type) {
@@ -251,13 +381,15 @@ function toChatEvent(event: ToolCallParserEvent): ChatEvent | undefined {
   }
 }
 
-/** A long prompt is evaluated in chunks so a client that leaves stops prompt processing too. */
-async function evaluatePromptInChunks(job: CompletionJob, context: Token[]): Promise<void> {
-  const { sequence, signal } = job;
-  while (context.length - sequence.nextTokenIndex > job.promptChunkSize) {
+/**
+ * Evaluates `context` past what the sequence holds, until at most `leave` tokens remain (those
+ * go with the first generated token), in chunks, so a client that leaves stops prompt processing too.
+ */
+export async function evaluateInChunks(sequence: LlamaContextSequence, context: Token[], chunkSize: number, signal: AbortSignal, leave: number): Promise<void> {
+  while (context.length - sequence.nextTokenIndex > leave) {
     signal.throwIfAborted();
     const start = sequence.nextTokenIndex;
-    await sequence.evaluateWithoutGeneratingNewTokens(context.slice(start, start + job.promptChunkSize));
+    await sequence.evaluateWithoutGeneratingNewTokens(context.slice(start, start + chunkSize));
   }
   signal.throwIfAborted();
 }

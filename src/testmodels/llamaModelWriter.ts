@@ -1,17 +1,23 @@
 // Writes the chat test models: GGUF files in llama.cpp's `llama` architecture with the project's
 // byte-level BPE vocabulary, a ChatML chat template with tool calling, and seeded random weights.
-import { GgufWriter } from "../gguf/GgufWriter.js";
+import { GgufWriter, type GgufTensor } from "../gguf/GgufWriter.js";
 import { addGeneralMetadata, addShapeMetadata, addSpecialTokenIds, addVocabulary, bool, constantTensor, f32, matrixMaker, text, u32, type BlockGains } from "./modelWriterParts.js";
 import type { LlamaPreset } from "./presets.js";
 import { randomTensor } from "./randomTensor.js";
-import { TEST_MODEL_CHAT_TEMPLATE } from "./testChatTemplate.js";
+import { TEST_MODEL_CHAT_TEMPLATE, TEST_MODEL_THINKING_CHAT_TEMPLATE } from "./testChatTemplate.js";
+import { withFimTokens } from "./fimTokens.js";
+import { thoughtWiring, withThoughtTokens } from "./thoughtWiring.js";
 import { TokenType } from "./testVocabulary.js";
 import type { TestVocabulary } from "./testVocabulary.js";
 
-export function llamaModelWriter(preset: LlamaPreset, vocabulary: TestVocabulary, seed: number): GgufWriter {
+export function llamaModelWriter(preset: LlamaPreset, baseVocabulary: TestVocabulary, seed: number): GgufWriter {
+  const thinking = preset.thoughts ? withThoughtTokens(baseVocabulary) : baseVocabulary;
+  const fim = preset.fillInTheMiddle ? withFimTokens(thinking) : undefined;
+  const vocabulary = fim?.vocabulary ?? thinking;
   const writer = new GgufWriter();
   addModelMetadata(writer, preset, vocabulary.tokens.length);
-  addTokenizerMetadata(writer, vocabulary);
+  addTokenizerMetadata(writer, vocabulary, preset.thoughts ? TEST_MODEL_THINKING_CHAT_TEMPLATE : TEST_MODEL_CHAT_TEMPLATE);
+  if (fim) addSpecialTokenIds(writer, fim.ids);
   addLlamaTensors(writer, preset, vocabulary, seed);
   return writer;
 }
@@ -29,7 +35,7 @@ function addModelMetadata(writer: GgufWriter, preset: LlamaPreset, vocabularySiz
     .set("llama.vocab_size", u32(vocabularySize));
 }
 
-function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary): void {
+function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary, chatTemplate: string): void {
   addVocabulary(writer, vocabulary);
   writer.set("tokenizer.ggml.merges", { type: "array", itemType: "string", values: vocabulary.merges });
   addSpecialTokenIds(writer, {
@@ -41,7 +47,7 @@ function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary): v
   });
   writer
     .set("tokenizer.ggml.add_bos_token", bool(false))
-    .set("tokenizer.chat_template", text(TEST_MODEL_CHAT_TEMPLATE));
+    .set("tokenizer.chat_template", text(chatTemplate));
 }
 
 /**
@@ -65,8 +71,11 @@ function addLlamaTensors(writer: GgufWriter, preset: LlamaPreset, vocabulary: Te
   const matrix = matrixMaker(preset, seed);
   // RMS norm weights of one leave the normalized hidden state as it is.
   const norm = (name: string) => constantTensor(name, hidden, 1);
+  const wiring = preset.thoughts ? thoughtWiring(vocabulary, hidden) : undefined;
+  const residualWriter = (tensor: GgufTensor, inputs: number) => wiring?.residualWriter(tensor, inputs) ?? tensor;
 
-  writer.addTensor(randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.embedding, seed));
+  const embedding = randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.embedding, seed);
+  writer.addTensor(wiring?.embedding(embedding) ?? embedding);
   for (let block = 0; block < preset.blockCount; block++) {
     const prefix = `blk.${block}`;
     writer
@@ -74,15 +83,16 @@ function addLlamaTensors(writer: GgufWriter, preset: LlamaPreset, vocabulary: Te
       .addTensor(matrix(`${prefix}.attn_q.weight`, hidden, hidden, WEIGHT_GAINS.queryKey))
       .addTensor(matrix(`${prefix}.attn_k.weight`, hidden, kvWidth, WEIGHT_GAINS.queryKey))
       .addTensor(matrix(`${prefix}.attn_v.weight`, hidden, kvWidth, WEIGHT_GAINS.value))
-      .addTensor(matrix(`${prefix}.attn_output.weight`, hidden, hidden, WEIGHT_GAINS.residual))
+      .addTensor(residualWriter(matrix(`${prefix}.attn_output.weight`, hidden, hidden, WEIGHT_GAINS.residual), hidden))
       .addTensor(norm(`${prefix}.ffn_norm.weight`))
       .addTensor(matrix(`${prefix}.ffn_gate.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))
       .addTensor(matrix(`${prefix}.ffn_up.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))
-      .addTensor(matrix(`${prefix}.ffn_down.weight`, ffn, hidden, WEIGHT_GAINS.residual));
+      .addTensor(residualWriter(matrix(`${prefix}.ffn_down.weight`, ffn, hidden, WEIGHT_GAINS.residual), ffn));
   }
   writer.addTensor(norm("output_norm.weight"));
   const output = matrix("output.weight", hidden, vocabularySize, WEIGHT_GAINS.output);
-  writer.addTensor({ ...output, values: () => silenceAddedTokens(output.values(), hidden, vocabulary) });
+  const silenced = { ...output, values: () => silenceAddedTokens(output.values(), hidden, vocabulary) };
+  writer.addTensor(wiring?.output(silenced) ?? silenced);
 }
 
 /**

@@ -55,3 +55,19 @@ export const TEST_MODEL_CHAT_TEMPLATE = String.raw`{%- if tools %}
     {{- '<|im_start|>assistant\n' }}
 {%- endif %}
 `;
+
+/**
+ * The same, with Qwen3's thought section: the generation prompt leaves the model free to open a
+ * `<think>` section, and `enable_thinking=false` (the switch Qwen3's template has) prefills an
+ * empty one so the model answers at once. Past thoughts are not rendered, as Qwen3 drops them
+ * from earlier turns.
+ */
+export const TEST_MODEL_THINKING_CHAT_TEMPLATE = TEST_MODEL_CHAT_TEMPLATE.replace(
+  String.raw`    {{- '<|im_start|>assistant\n' }}
+`,
+  String.raw`    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- endif %}
+`,
+);

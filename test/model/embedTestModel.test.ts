@@ -1,11 +1,10 @@
-import { readFile, stat } from "node:fs/promises";
-import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { stat } from "node:fs/promises";
 import type { Llama, LlamaEmbeddingContext, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { float16BitsToNumber } from "../../src/gguf/quantizeQ8_0.js";
 import { presets } from "../../src/testmodels/presets.js";
 import type { BertPreset } from "../../src/testmodels/presets.js";
 import { wordPieceVocabulary } from "../../src/testmodels/wordPieceVocabulary.js";
+import { loadWithLogs, readWeights, referenceForward } from "../support/referenceBert.js";
 import { testModelPath } from "../support/testModels.js";
 import { describeDeterministicGeneration } from "../support/describeDeterministicGeneration.js";
 
@@ -77,19 +76,11 @@ describe("embed-tiny test model", () => {
   let model: LlamaModel;
   let context: LlamaEmbeddingContext;
   let path: string;
-  const logs: string[] = [];
+  let logs: string[];
 
   beforeAll(async () => {
     path = await testModelPath("embed-tiny");
-    llama = await getLlama({
-      gpu: false,
-      build: "never",
-      maxThreads: 0,
-      // Info level, to see what llama.cpp reports about the model; nothing is printed.
-      logLevel: LlamaLogLevel.info,
-      logger: (_level, message) => logs.push(message),
-    });
-    model = await llama.loadModel({ modelPath: path });
+    ({ llama, model, logs } = await loadWithLogs(path));
     context = await model.createEmbeddingContext({ contextSize: 512, threads: 1 });
   });
 
@@ -139,7 +130,7 @@ describe("embed-tiny test model", () => {
     for (const text of SENTENCES.slice(0, 3)) {
       const tokens = [model.tokens.bos, ...model.tokenize(text), model.tokens.sep] as Token[];
       expect(tokens[0]).toBe(wordPieceVocabulary().clsId);
-      const states = referenceForward(weights, tokens);
+      const states = referenceForward(preset, weights, tokens);
       const mean = Array.from({ length: preset.embeddingLength }, (_, d) => states.reduce((sum, state) => sum + (state[d] ?? NaN), 0) / states.length);
       const actual = await embed(text);
       // F16 weights, and llama.cpp rounds activations to F16 for F16 matrix products.
@@ -175,83 +166,3 @@ describe("embed-tiny test model", () => {
 
   describeDeterministicGeneration("embed-tiny");
 });
-
-/** The model's tensors as float32 values, read from the file where llama.cpp found them. */
-async function readWeights(path: string, model: LlamaModel): Promise<Map<string, Float32Array>> {
-  const file = await readFile(path);
-  const weights = new Map<string, Float32Array>();
-  for (const tensor of model.fileInfo.tensorInfo ?? []) {
-    const count = tensor.dimensions.reduce<number>((product, dim) => product * Number(dim), 1);
-    const start = Number(tensor.fileOffset);
-    const values = new Float32Array(count);
-    for (let i = 0; i < count; i++) {
-      values[i] = tensor.ggmlType === 0 ? file.readFloatLE(start + i * 4) : float16BitsToNumber(file.readUInt16LE(start + i * 2));
-    }
-    weights.set(tensor.name, values);
-  }
-  return weights;
-}
-
-/**
- * BERT's encoder written out plainly, from the tensor names alone: token + token type 0 +
- * position embeddings, layer norm, then per block bidirectional multi-head attention and a GELU
- * feed-forward network, each added back and layer-normed. Returns each token's final vector.
- */
-function referenceForward(weights: Map<string, Float32Array>, tokens: readonly number[]): number[][] {
-  const hidden = preset.embeddingLength;
-  const headSize = hidden / preset.headCount;
-  const w = (name: string): Float32Array => {
-    const values = weights.get(name);
-    if (values === undefined) throw new Error(`No tensor ${name}`);
-    return values;
-  };
-  const at = (values: Float32Array, i: number): number => values[i] ?? NaN;
-  /** y = W x + b for a ggml [inputs, outputs] matrix (each output's weights contiguous). */
-  const linear = (name: string, x: readonly number[], outputs: number) =>
-    Array.from({ length: outputs }, (_, o) => x.reduce((sum, value, i) => sum + at(w(`${name}.weight`), o * x.length + i) * value, at(w(`${name}.bias`), o)));
-  const layerNorm = (name: string, x: readonly number[]) => {
-    const mean = x.reduce((sum, value) => sum + value, 0) / x.length;
-    const variance = x.reduce((sum, value) => sum + (value - mean) ** 2, 0) / x.length;
-    const scale = 1 / Math.sqrt(variance + preset.layerNormEpsilon);
-    return x.map((value, i) => (value - mean) * scale * at(w(`${name}.weight`), i) + at(w(`${name}.bias`), i));
-  };
-  const add = (x: readonly number[], y: readonly number[]) => x.map((value, i) => value + (y[i] ?? NaN));
-  // ggml's GELU is the tanh approximation.
-  const gelu = (x: number) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3)));
-
-  let states = tokens.map((token, position) =>
-    layerNorm(
-      "token_embd_norm",
-      Array.from(
-        { length: hidden },
-        (_, d) => at(w("token_embd.weight"), token * hidden + d) + at(w("token_types.weight"), d) + at(w("position_embd.weight"), position * hidden + d),
-      ),
-    ),
-  );
-  for (let block = 0; block < preset.blockCount; block++) {
-    const prefix = `blk.${block}`;
-    const queries = states.map((state) => linear(`${prefix}.attn_q`, state, hidden));
-    const keys = states.map((state) => linear(`${prefix}.attn_k`, state, hidden));
-    const values = states.map((state) => linear(`${prefix}.attn_v`, state, hidden));
-    const attended = queries.map((query) => {
-      const out = new Array<number>(hidden).fill(0);
-      for (let head = 0; head < preset.headCount; head++) {
-        const dims = Array.from({ length: headSize }, (_, d) => head * headSize + d);
-        const scores = keys.map((key) => dims.reduce((sum, d) => sum + (query[d] ?? NaN) * (key[d] ?? NaN), 0) / Math.sqrt(headSize));
-        const top = Math.max(...scores);
-        const exps = scores.map((score) => Math.exp(score - top));
-        const total = exps.reduce((sum, value) => sum + value, 0);
-        values.forEach((value, j) => {
-          for (const d of dims) out[d] = (out[d] ?? 0) + ((exps[j] ?? NaN) / total) * (value[d] ?? NaN);
-        });
-      }
-      return out;
-    });
-    states = states.map((state, i) => layerNorm(`${prefix}.attn_output_norm`, add(state, linear(`${prefix}.attn_output`, attended[i] ?? [], hidden))));
-    states = states.map((state) => {
-      const up = linear(`${prefix}.ffn_up`, state, preset.feedForwardLength).map(gelu);
-      return layerNorm(`${prefix}.layer_output_norm`, add(state, linear(`${prefix}.ffn_down`, up, hidden)));
-    });
-  }
-  return states;
-}

@@ -25,7 +25,7 @@ describe("StopSequenceMatcher", () => {
     const matcher = new StopSequenceMatcher(["\nUser:"]);
     expect(matcher.push("hello\nUs")).toEqual({ text: "hello", stopped: false });
     expect(matcher.push("er")).toEqual({ text: "", stopped: false });
-    expect(matcher.push(": hi")).toEqual({ text: "", stopped: true });
+    expect(matcher.push(": hi")).toEqual({ text: "", stopped: true, matched: "\nUser:" });
   });
 
   it("releases held text once it can no longer start a stop sequence", () => {
@@ -40,6 +40,12 @@ describe("StopSequenceMatcher", () => {
 
   it("flushes held text when generation ends for another reason", () => {
     expect(run(["STOP"], ["abST"])).toEqual({ text: "abST", stopped: false });
+  });
+
+  it("names the stop sequence it found, the earliest when several are in the text", () => {
+    const matcher = new StopSequenceMatcher(["zz", "END", "x"]);
+    expect(matcher.push("abEN")).toEqual({ text: "ab", stopped: false });
+    expect(matcher.push("Dx")).toEqual({ text: "", stopped: true, matched: "END" });
   });
 
   it("handles a stop sequence that is a prefix of itself repeated", () => {

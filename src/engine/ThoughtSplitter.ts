@@ -1,0 +1,117 @@
+import { pendingPrefixLength } from "./pendingPrefixLength.js";
+
+/** A template's thought section, as the detokenizer shows its markers (e.g. `<think>`, `</think>`). */
+export interface ThoughtMarkers {
+  open: string;
+  close: string;
+}
+
+export interface SplitText {
+  /** Text of the thought, markers and surrounding blank lines left out. */
+  thinking: string;
+  /** Text of the answer. */
+  text: string;
+}
+
+type State = "start" | "thought" | "answer";
+
+/**
+ * Splits a reply's streamed text into its thought section and its answer, piece by piece, as
+ * llama-server's reasoning parser does for `<think>…</think>` templates: a thought is read only at
+ * the very start of the reply (after any whitespace), its markers are never given out, and neither
+ * are the line breaks next to them (Qwen3 writes `<think>\n…\n</think>\n\n`). Text that may be the
+ * start of a marker, split over several tokens, is held back until the next piece decides it.
+ * A reply that does not open with the marker is all answer; one that never closes its thought
+ * (cut off by max_tokens) is all thought.
+ */
+export class ThoughtSplitter {
+  readonly #markers: ThoughtMarkers;
+  #state: State;
+  /** Text not yet given out: a possible opening marker, or the end of the thought that may be a closing one. */
+  #held = "";
+  /** Whether thought text has been given out (its leading whitespace is skipped until then). */
+  #thinking = false;
+  /** Whether the answer has begun (the whitespace after the closing marker is skipped until then). */
+  #answering = false;
+  /** The raw text of the thought section so far: markers, thought and the whitespace around them. */
+  #raw = "";
+  /** Pieces pushed before the answer began. */
+  #pieces = 0;
+
+  /** `opened`: the prompt already opened the thought (templates that prefill the opening marker). */
+  constructor(markers: ThoughtMarkers, opened = false) {
+    this.#markers = markers;
+    this.#state = opened ? "thought" : "start";
+  }
+
+  /** What the model wrote before its answer, as it wrote it: a prompt that continues the reply needs it. */
+  get raw(): string {
+    return this.#raw;
+  }
+
+  /** How many of the pieces pushed (tokens, as the engine pushes them) were the thought section's. */
+  get thoughtPieces(): number {
+    return this.#state === "start" ? 0 : this.#pieces;
+  }
+
+  push(piece: string): SplitText {
+    if (this.#state === "answer") return { thinking: "", text: this.#answer(piece) };
+    this.#pieces++;
+    this.#raw += piece;
+    let buffer = this.#held + piece;
+    this.#held = "";
+    if (this.#state === "start") {
+      const trimmed = buffer.trimStart();
+      if (trimmed.startsWith(this.#markers.open)) {
+        this.#state = "thought";
+        buffer = trimmed.slice(this.#markers.open.length);
+      } else if (this.#markers.open.startsWith(trimmed)) {
+        this.#held = buffer;
+        return { thinking: "", text: "" };
+      } else {
+        return { thinking: "", text: this.#toAnswer(buffer) };
+      }
+    }
+    if (!this.#thinking) buffer = buffer.trimStart();
+    const at = buffer.indexOf(this.#markers.close);
+    if (at !== -1) {
+      return { thinking: buffer.slice(0, at).trimEnd(), text: this.#toAnswer(buffer.slice(at + this.#markers.close.length)) };
+    }
+    // Held back: what may begin the closing marker, and trailing whitespace, which is given out
+    // only if more thought follows it.
+    const safe = buffer.slice(0, buffer.length - pendingPrefixLength(buffer, this.#markers.close)).trimEnd().length;
+    const thinking = buffer.slice(0, safe);
+    this.#held = buffer.slice(safe);
+    if (thinking) this.#thinking = true;
+    return { thinking, text: "" };
+  }
+
+  /** At the end of generation: what was held back, as thought inside a thought, as answer otherwise. */
+  flush(): SplitText {
+    const held = this.#held;
+    this.#held = "";
+    if (this.#state === "thought") return { thinking: this.#thinking ? held.trimEnd() : held.trim(), text: "" };
+    if (this.#state === "start") return { thinking: "", text: this.#toAnswer(held) };
+    return { thinking: "", text: "" };
+  }
+
+  /** The answer begins with `rest`, the end of the text pushed last. */
+  #toAnswer(rest: string): string {
+    this.#state = "answer";
+    this.#raw = this.#raw.slice(0, this.#raw.length - rest.length);
+    // A reply without a thought keeps its text as written.
+    if (this.#raw === "") {
+      this.#answering = true;
+      this.#pieces = 0;
+    }
+    return this.#answer(rest);
+  }
+
+  #answer(piece: string): string {
+    if (this.#answering) return piece;
+    const text = piece.trimStart();
+    this.#raw += piece.slice(0, piece.length - text.length);
+    if (text) this.#answering = true;
+    return text;
+  }
+}
