@@ -43,6 +43,7 @@ describe("fromChatCompletionRequest", () => {
       toolChoice: { type: "none" },
       parallelToolCalls: true,
       responseFormat: { type: "text" },
+      n: 1,
     });
   });
 
@@ -104,7 +105,9 @@ describe("fromChatCompletionRequest", () => {
     [{ model: "m", messages: [user], stop: [1] }, "stop[0]", undefined],
     [{ model: "m", messages: [user], stop: "" }, "stop", undefined],
     [{ model: "m", messages: [user], seed: "x" }, "seed", undefined],
-    [{ model: "m", messages: [user], n: 2 }, "n", "Only n=1 is supported: one choice per request."],
+    [{ model: "m", messages: [user], n: 9 }, "n", undefined],
+    [{ model: "m", messages: [user], top_logprobs: 2 }, "top_logprobs", undefined],
+    [{ model: "m", messages: [user], logprobs: true, top_logprobs: 21 }, "top_logprobs", undefined],
     [{ model: "m", messages: [user], stream: "yes" }, "stream", undefined],
     [{ model: "m", messages: [user], stream_options: { include_usage: true } }, "stream_options", undefined],
     [{ model: "m", messages: [user, { role: "tool", tool_call_id: "nope", content: "{}" }] }, "messages[1].tool_call_id", undefined],

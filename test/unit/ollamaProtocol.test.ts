@@ -90,6 +90,21 @@ describe("native protocol translators", () => {
     expect(whole).toMatchObject({ message: { content: "Hi", tool_calls: [{ id: "call_a" }, { id: "call_b" }] }, done: true, done_reason: "stop" });
   });
 
+  it("sends the thought in message.thinking (chat) or thinking (generate), concatenated when not streamed", async () => {
+    const events: ChatEvent[] = [{ type: "thinking", text: "Hm" }, { type: "thinking", text: "m." }, { type: "text", text: "Yes." }, done];
+    const chunks = events.flatMap((event) => new NativeReplyStream(context).push(event));
+    expect(chunks.slice(0, 3).map((chunk) => ("message" in chunk ? chunk.message : undefined))).toEqual([
+      { role: "assistant", content: "", thinking: "Hm" },
+      { role: "assistant", content: "", thinking: "m." },
+      { role: "assistant", content: "Yes." },
+    ]);
+    const replay = (async function* () {
+      yield* events;
+    });
+    expect(await toNativeReply(context, replay())).toMatchObject({ message: { role: "assistant", content: "Yes.", thinking: "Hmm." }, done: true });
+    expect(await toNativeReply({ ...context, kind: "generate" }, replay())).toMatchObject({ response: "Yes.", thinking: "Hmm.", done: true });
+  });
+
   it("translates chat requests with the native defaults, tool results by tool_name, and format", () => {
     const { chat, stream, loadOnly, keepAliveMs } = fromChatRequest({
       model: "m",

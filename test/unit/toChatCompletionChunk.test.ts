@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { toChatCompletion } from "../../src/protocols/openai/toChatCompletion.js";
-import { toChatCompletionChunk, toRoleChunk } from "../../src/protocols/openai/toChatCompletionChunk.js";
+import { toChatCompletionChunk, toRoleChunk, toUsageChunk } from "../../src/protocols/openai/toChatCompletionChunk.js";
 import { toOpenAIError } from "../../src/protocols/openai/toOpenAIError.js";
 import { ServerError } from "../../src/core/ServerError.js";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
@@ -22,9 +22,9 @@ describe("OpenAI translators", () => {
     });
     expect(toChatCompletionChunk(withUsage, { type: "text", text: "hi" })[0]?.choices[0]?.delta).toEqual({ content: "hi" });
     const end = toChatCompletionChunk(withUsage, { type: "done", finishReason: "length", usage, timings });
-    expect(end).toHaveLength(2);
+    expect(end).toHaveLength(1);
     expect(end[0]?.choices[0]).toEqual({ index: 0, delta: {}, finish_reason: "length", logprobs: null });
-    expect(end[1]).toMatchObject({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
+    expect(toUsageChunk(withUsage, usage)).toMatchObject({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
 
     const without = { ...identity, includeUsage: false };
     const plainEnd = toChatCompletionChunk(without, { type: "done", finishReason: "stop", usage, timings });
@@ -38,7 +38,7 @@ describe("OpenAI translators", () => {
       yield { type: "text", text: "lo" };
       yield { type: "done", finishReason: "stop", usage, timings };
     }
-    expect(await toChatCompletion(identity, events())).toEqual({
+    expect(await toChatCompletion(identity, [events()])).toEqual({
       id: "chatcmpl-x",
       object: "chat.completion",
       created: 1,
@@ -46,6 +46,24 @@ describe("OpenAI translators", () => {
       choices: [{ index: 0, message: { role: "assistant", content: "hello", refusal: null }, finish_reason: "stop", logprobs: null }],
       usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5, prompt_tokens_details: { cached_tokens: 1 } },
     });
+  });
+
+  it("returns the thought apart from the answer, as reasoning_content, streamed and not; none when there was none", async () => {
+    const events: ChatEvent[] = [
+      { type: "thinking", text: "Let me" },
+      { type: "thinking", text: " see." },
+      { type: "text", text: "Four." },
+      { type: "done", finishReason: "stop", usage: { ...usage, reasoningTokens: 1 }, timings },
+    ];
+    const streamed = events.flatMap((event) => toChatCompletionChunk({ ...identity, includeUsage: false }, event));
+    expect(streamed.slice(0, 3).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ reasoning_content: "Let me" }, { reasoning_content: " see." }, { content: "Four." }]);
+    const whole = await toChatCompletion(identity, [
+      (async function* () {
+        yield* events;
+      })(),
+    ]);
+    expect(whole.choices[0]?.message).toEqual({ role: "assistant", content: "Four.", reasoning_content: "Let me see.", refusal: null });
+    expect(whole.usage.completion_tokens_details).toEqual({ reasoning_tokens: 1 });
   });
 
   it("shapes errors as {error:{message,type,param,code}} and hides internals", () => {

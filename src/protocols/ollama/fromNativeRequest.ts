@@ -14,6 +14,7 @@ import {
   legacyEmbeddingsRequestSchema,
   modelRequestSchema,
   pullRequestSchema,
+  type ChatRequestBody,
   type WireChatMessage,
   type WireFormat,
   type WireOptions,
@@ -61,6 +62,7 @@ export function fromChatRequest(body: unknown): NativeGeneration {
       toolChoice: { type: tools.length > 0 ? "auto" : "none" },
       parallelToolCalls: true,
       responseFormat: toResponseFormat(wire.format),
+      ...toThinking(wire.think),
     },
     stream: wire.stream ?? true,
     keepAliveMs: parseKeepAlive(wire.keep_alive),
@@ -99,12 +101,23 @@ export function fromGenerateRequest(body: unknown): NativeGeneration {
       toolChoice: { type: "none" },
       parallelToolCalls: false,
       responseFormat: toResponseFormat(wire.format),
+      ...toThinking(wire.think),
       ...(override ? { prompt: override } : {}),
     },
     stream: wire.stream ?? true,
     keepAliveMs: parseKeepAlive(wire.keep_alive),
     loadOnly: prompt === "" && override === undefined,
   };
+}
+
+/**
+ * `think`: false turns thinking off; true or an effort level ("low", "medium", "high", "max") turn
+ * it on, as it is by default, since the templates here have no effort setting. Models without a
+ * thought section ignore it (the reference server refuses `true` for them; clients that always
+ * send it then work unchanged).
+ */
+function toThinking(think: ChatRequestBody["think"]): Pick<ChatRequest, "thinking"> {
+  return think == null ? {} : { thinking: think !== false };
 }
 
 /** POST /api/embed: vectors L2-normalised; inputs longer than the context are cut unless truncate is false. */

@@ -70,7 +70,7 @@ const format = z.union([z.literal(["json", ""]), jsonSchemaObject], { error: 'ex
 /** Seconds as a number, or a Go duration such as "5m" or "-1s"; parsed by parseKeepAlive. */
 const keepAlive = z.union([z.number(), z.string()], { error: 'expected a number of seconds or a duration such as "5m"' }).nullish();
 
-/** true/false, or an effort level; accepted and ignored (no model here thinks in a marked section). */
+/** true/false, or an effort level (taken as true); models without a thought section ignore it. */
 const think = z.union([z.boolean(), z.enum(["low", "medium", "high", "max"])]).nullish();
 
 const model = z.string({ error: "model is required" }).min(1, "model is required");
@@ -169,7 +169,8 @@ export type DoneReason = "stop" | "length" | "load" | "unload";
 export interface ChatResponse extends Metrics {
   model: string;
   created_at: string;
-  message: { role: "assistant"; content: string; tool_calls?: WireToolCall[] };
+  /** thinking: the thought section's text, on the chunks that carry it (absent otherwise). */
+  message: { role: "assistant"; content: string; thinking?: string; tool_calls?: WireToolCall[] };
   done: boolean;
   done_reason?: DoneReason;
 }
@@ -178,6 +179,7 @@ export interface GenerateResponse extends Metrics {
   model: string;
   created_at: string;
   response: string;
+  thinking?: string;
   done: boolean;
   done_reason?: DoneReason;
 }
@@ -219,7 +221,8 @@ export interface RunningModel {
   context_length: number;
 }
 
-export type Capability = "completion" | "tools" | "insert" | "embedding";
+/** Ollama's names; "rerank" is ours (Ollama has no reranking), for the reranking models modelhost serves at /v1/rerank. */
+export type Capability = "completion" | "tools" | "insert" | "embedding" | "thinking" | "rerank";
 
 export interface ShowResponse {
   modelfile: string;

@@ -69,8 +69,9 @@ export function capabilitiesOf(model: ModelInfo): Capability[] {
   return [
     ...(chat ? (["completion", "tools"] as const) : []),
     ...(chat && model.fillInTheMiddle ? (["insert"] as const) : []),
-    // Every model embeds here: encoders with their pooling, decoders by mean pooling.
-    "embedding",
+    // Encoders embed with their pooling, decoders by mean pooling; rerankers only rerank.
+    ...(model.capabilities.includes("embeddings") ? (["embedding"] as const) : []),
+    ...(model.capabilities.includes("rerank") ? (["rerank"] as const) : []),
   ];
 }
 
@@ -83,7 +84,7 @@ const DEFAULT_PARAMETERS: ReadonlyArray<[string, number]> = [
 ];
 
 /** POST /api/show. */
-export function toShowResponse({ info, metadata, chatTemplate }: ModelDescription): ShowResponse {
+export function toShowResponse({ info, metadata, chatTemplate, thinks }: ModelDescription): ShowResponse {
   const modelInfo: Record<string, unknown> = { ...metadata };
   // Shown as `template` instead; the reference server leaves it out of model_info too.
   delete modelInfo["tokenizer.chat_template"];
@@ -95,7 +96,8 @@ export function toShowResponse({ info, metadata, chatTemplate }: ModelDescriptio
     template: chatTemplate ?? "",
     details: toDetails(info),
     model_info: modelInfo,
-    capabilities: capabilitiesOf(info),
+    // Only here: telling takes the template, which listings do not read.
+    capabilities: [...capabilitiesOf(info), ...(thinks && info.capabilities.includes("chat") ? (["thinking"] as const) : [])],
     modified_at: new Date(info.created * 1000).toISOString(),
   };
 }

@@ -33,7 +33,7 @@ export function nanoseconds(ms: number): number {
 }
 
 /**
- * Turns the engine's events into the native stream's objects: one per piece of text, one per
+ * Turns the engine's events into the native stream's objects: one per piece of text or thought, one per
  * complete tool call (a call's arguments arrive whole, as a JSON object, never in fragments),
  * and a last object with `done: true`, the reason and the metrics.
  */
@@ -48,6 +48,8 @@ export class NativeReplyStream {
 
   push(event: ChatEvent): NativeChunk[] {
     switch (event.type) {
+      case "thinking":
+        return [this.#thinkingChunk(event.text)];
       case "text":
         return [this.#chunk(event.text, false)];
       case "tool_call_start": {
@@ -92,6 +94,14 @@ export class NativeReplyStream {
     return [chunk];
   }
 
+  /** A piece of the thought: empty content (or response) and the text in `thinking`. */
+  #thinkingChunk(text: string): NativeChunk {
+    const chunk = this.#chunk("", false);
+    if ("message" in chunk) chunk.message.thinking = text;
+    else chunk.thinking = text;
+    return chunk;
+  }
+
   #chunk(text: string, done: boolean): NativeChunk {
     const { kind, model } = this.#context;
     const created_at = (this.#context.now?.() ?? new Date()).toISOString();
@@ -101,23 +111,26 @@ export class NativeReplyStream {
 
 /**
  * The reply of a `stream: false` request: the stream's objects merged as a client merges them,
- * text concatenated and tool calls gathered, with the last object's reason and metrics.
+ * text and thought concatenated and tool calls gathered, with the last object's reason and metrics.
  */
 export async function toNativeReply(context: ReplyContext, events: AsyncIterable<ChatEvent>): Promise<NativeChunk> {
   const stream = new NativeReplyStream(context);
   let text = "";
+  let thinking = "";
   const toolCalls: WireToolCall[] = [];
   let last: NativeChunk | undefined;
   for await (const event of events) {
     for (const chunk of stream.push(event)) {
       text += "message" in chunk ? chunk.message.content : chunk.response;
+      thinking += ("message" in chunk ? chunk.message.thinking : chunk.thinking) ?? "";
       if ("message" in chunk) toolCalls.push(...(chunk.message.tool_calls ?? []));
       if (chunk.done) last = chunk;
     }
   }
   if (!last) throw new ServerError("internal_error", { message: "The generation ended without a result." });
-  if (!("message" in last)) return { ...last, response: text };
-  return { ...last, message: { role: "assistant", content: text, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) } };
+  const thought = thinking === "" ? {} : { thinking };
+  if (!("message" in last)) return { ...last, response: text, ...thought };
+  return { ...last, message: { role: "assistant", content: text, ...thought, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) } };
 }
 
 /** Arguments are JSON by the call grammar; should a model's text not parse, it is passed on as the string it is. */

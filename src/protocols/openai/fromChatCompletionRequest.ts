@@ -1,8 +1,10 @@
-import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
+import type { ChatMessage, ChatRequest, ResponseFormat } from "../../core/ChatRequest.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
-import { checkJsonDepth, checkSchema } from "../checkSchema.js";
+import { checkJsonDepth } from "../checkSchema.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
+import { commonRequestFields } from "./commonRequestFields.js";
+import { toJsonSchemaFormat, toToolChoice, toToolDefinitions } from "../toolDefinitions.js";
 import { chatCompletionRequestSchema, type ChatCompletionRequestBody, type WireChatMessage } from "./schemas.js";
 
 export interface ParsedChatCompletionRequest {
@@ -20,22 +22,17 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
   if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
   const wire = parsed.data;
 
-  if (wire.n != null && wire.n !== 1) {
-    throw new ServerError("invalid_request", { param: "n", message: "Only n=1 is supported: one choice per request." });
-  }
-  const stream = wire.stream === true;
-  if (wire.stream_options != null && !stream) {
+  if (wire.top_logprobs != null && wire.logprobs !== true) {
     throw new ServerError("invalid_request", {
-      param: "stream_options",
-      message: "The 'stream_options' parameter is only allowed when 'stream' is true.",
+      param: "top_logprobs",
+      message: "Invalid value for 'top_logprobs': 'logprobs' must be set to true if 'top_logprobs' is used.",
     });
   }
+  const { stream, includeUsage, stop, sampling } = commonRequestFields(wire);
 
   const format = wire.response_format?.type === "json_schema" ? [wire.response_format.json_schema.schema] : [];
   checkSchemaBudget([...(wire.tools ?? []).map((tool) => tool.function.parameters), ...format], wire.tools?.length ? "tools" : "response_format");
-  const tools = toTools(wire.tools ?? []);
-  const stop = wire.stop == null ? [] : typeof wire.stop === "string" ? [wire.stop] : wire.stop;
-  if (stop.includes("")) throw new ServerError("invalid_request", { param: "stop", message: "Invalid value for 'stop': stop sequences must not be empty." });
+  const tools = toToolDefinitions((wire.tools ?? []).map((tool) => tool.function), (i) => `tools[${i}].function`);
 
   return {
     chat: {
@@ -44,22 +41,18 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
       // max_completion_tokens supersedes the deprecated max_tokens when both are sent.
       maxTokens: wire.max_completion_tokens ?? wire.max_tokens ?? undefined,
       stop,
-      sampling: {
-        // OpenAI's defaults: temperature 1 and top_p 1 when the caller sends none.
-        temperature: wire.temperature ?? 1,
-        topP: wire.top_p ?? 1,
-        seed: wire.seed ?? undefined,
-        presencePenalty: wire.presence_penalty ?? 0,
-        frequencyPenalty: wire.frequency_penalty ?? 0,
-        logitBias: new Map(Object.entries(wire.logit_bias ?? {}).map(([token, bias]) => [Number(token), bias])),
-      },
+      sampling,
       tools,
-      toolChoice: toToolChoice(wire.tool_choice, tools),
+      toolChoice: toToolChoice(typeof wire.tool_choice === "object" && wire.tool_choice ? wire.tool_choice.function : wire.tool_choice, tools, "tool_choice.function.name"),
       parallelToolCalls: wire.parallel_tool_calls ?? true,
       responseFormat: toResponseFormat(wire.response_format),
+      // Models without a thought section ignore it.
+      ...(wire.reasoning_effort == null ? {} : { thinking: wire.reasoning_effort !== "none" }),
+      ...(wire.logprobs === true ? { logprobs: { top: wire.top_logprobs ?? 0 } } : {}),
+      n: wire.n ?? 1,
     },
     stream,
-    includeUsage: stream && wire.stream_options?.include_usage === true,
+    includeUsage,
   };
 }
 
@@ -128,55 +121,10 @@ function toText(content: string | Array<{ type: string }>, messageIndex: number)
     .join("\n");
 }
 
-function toTools(wire: NonNullable<ChatCompletionRequestBody["tools"]>): ToolDefinition[] {
-  const seen = new Set<string>();
-  return wire.map(({ function: fn }, i) => {
-    const param = `tools[${i}].function`;
-    if (seen.has(fn.name)) {
-      throw new ServerError("invalid_request", {
-        param: `${param}.name`,
-        message: `Invalid value for '${param}.name': another tool is already named '${fn.name}'.`,
-      });
-    }
-    seen.add(fn.name);
-    // OpenAI: "Omitting parameters defines a function with an empty parameter list."
-    const parameters = fn.parameters ?? { type: "object", properties: {} };
-    if (parameters.type !== "object") {
-      throw new ServerError("invalid_request", {
-        param: `${param}.parameters.type`,
-        message: `Invalid schema for function '${fn.name}': the parameters must be a JSON Schema with "type": "object".`,
-      });
-    }
-    checkSchema(parameters, `${param}.parameters`, `function '${fn.name}'`);
-    return { name: fn.name, ...(fn.description === undefined ? {} : { description: fn.description }), parameters };
-  });
-}
-
-function toToolChoice(wire: ChatCompletionRequestBody["tool_choice"], tools: ToolDefinition[]): ToolChoice {
-  // OpenAI's default: "none" without tools, "auto" with them.
-  if (wire == null) return { type: tools.length > 0 ? "auto" : "none" };
-  if ((wire === "required" || typeof wire === "object") && tools.length === 0) {
-    throw new ServerError("invalid_request", {
-      param: "tool_choice",
-      message: "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
-    });
-  }
-  if (typeof wire === "string") return { type: wire };
-  const { name } = wire.function;
-  if (!tools.some((tool) => tool.name === name)) {
-    throw new ServerError("invalid_request", {
-      param: "tool_choice.function.name",
-      message: `Invalid value for 'tool_choice.function.name': no tool named '${name}' is in 'tools'.`,
-    });
-  }
-  return { type: "function", name };
-}
-
 function toResponseFormat(wire: ChatCompletionRequestBody["response_format"]): ResponseFormat {
   if (wire == null || wire.type === "text") return { type: "text" };
   if (wire.type === "json_object") return { type: "json_object" };
   const { name, schema } = wire.json_schema;
   if (schema === undefined) return { type: "json_object" };
-  checkSchema(schema, "response_format.json_schema.schema", `response format '${name}'`);
-  return { type: "json_schema", name, schema };
+  return toJsonSchemaFormat(name, schema, "response_format.json_schema.schema");
 }

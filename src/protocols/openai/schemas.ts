@@ -29,10 +29,11 @@ const toolMessage = z.object({ role: z.literal("tool"), content, tool_call_id: z
 
 export const chatMessageSchema = z.discriminatedUnion("role", [systemMessage, userMessage, assistantMessage, toolMessage]);
 
-const functionName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes");
+/** The name rule of functions and response formats, shared with the Responses API. */
+export const functionName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes");
 
 /** A JSON Schema: checked for what grammar-constrained decoding can enforce by the translator. */
-const jsonSchemaObject = z.record(z.string(), z.unknown());
+export const jsonSchemaObject = z.record(z.string(), z.unknown());
 
 export const toolSchema = z.object({
   type: z.literal("function"),
@@ -63,11 +64,8 @@ export const responseFormatSchema = z.discriminatedUnion("type", [
   }),
 ]);
 
-export const chatCompletionRequestSchema = z.object({
-  model: z.string().min(1),
-  messages: z.array(chatMessageSchema).min(1),
-  max_tokens: z.int().min(1).nullish(),
-  max_completion_tokens: z.int().min(1).nullish(),
+/** The sampling fields chat completions and legacy completions share. */
+const samplingFields = {
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
   stop: z
@@ -76,11 +74,21 @@ export const chatCompletionRequestSchema = z.object({
   seed: z.int().nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
-  n: z.int().min(1).nullish(),
   logit_bias: z
     .record(z.string().regex(/^\d+$/, "keys must be token ids"), z.number().min(-100).max(100))
     .refine((bias) => Object.keys(bias).length <= 1024, "at most 1024 tokens may be biased")
     .nullish(),
+};
+
+export const chatCompletionRequestSchema = z.object({
+  model: z.string().min(1),
+  messages: z.array(chatMessageSchema).min(1),
+  max_tokens: z.int().min(1).nullish(),
+  max_completion_tokens: z.int().min(1).nullish(),
+  ...samplingFields,
+  n: z.int().min(1).max(8).nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.int().min(0).max(20).nullish(),
   user: z.string().optional(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
@@ -88,6 +96,8 @@ export const chatCompletionRequestSchema = z.object({
   tool_choice: toolChoiceSchema.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
   response_format: responseFormatSchema.nullish(),
+  /** "none" turns thinking off on models whose template has a thought section; the levels leave it on (the templates here have no effort setting). */
+  reasoning_effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).nullish(),
 });
 
 export type ChatCompletionRequestBody = z.infer<typeof chatCompletionRequestSchema>;
@@ -99,11 +109,25 @@ export interface WireToolCall {
   function: { name: string; arguments: string };
 }
 
+interface WireTokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+}
+
+/** Chat completions' `choices[].logprobs`. */
+export interface WireLogprobs {
+  content: Array<WireTokenLogprob & { top_logprobs: WireTokenLogprob[] }>;
+  refusal: null;
+}
+
 export interface ChatCompletionUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details: { cached_tokens: number };
+  /** Only for models whose template has a thought section: how many completion tokens were the thought's. */
+  completion_tokens_details?: { reasoning_tokens: number };
 }
 
 export interface ChatCompletion {
@@ -113,9 +137,10 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: "assistant"; content: string | null; refusal: null; tool_calls?: WireToolCall[] };
+    /** reasoning_content: the thought section, apart from the answer (llama-server's and DeepSeek's field); only when there was one. */
+    message: { role: "assistant"; content: string | null; reasoning_content?: string; refusal: null; tool_calls?: WireToolCall[] };
     finish_reason: "stop" | "length" | "tool_calls";
-    logprobs: null;
+    logprobs: WireLogprobs | null;
   }>;
   usage: ChatCompletionUsage;
 }
@@ -130,10 +155,11 @@ export interface ChatCompletionChunk {
     delta: {
       role?: "assistant";
       content?: string;
+      reasoning_content?: string;
       tool_calls?: Array<{ index: number; id?: string; type?: "function"; function: { name?: string; arguments: string } }>;
     };
     finish_reason: "stop" | "length" | "tool_calls" | null;
-    logprobs: null;
+    logprobs: WireLogprobs | null;
   }>;
   /** Present (null, then the totals) only when the caller asked for stream_options.include_usage. */
   usage?: ChatCompletionUsage | null;
@@ -144,7 +170,7 @@ export interface ModelObject {
   object: "model";
   created: number;
   owned_by: string;
-  capabilities: ReadonlyArray<"chat" | "embeddings">;
+  capabilities: ReadonlyArray<"chat" | "embeddings" | "rerank">;
 }
 
 export interface ErrorBody {
@@ -170,4 +196,52 @@ export interface EmbeddingResponse {
   data: Array<{ object: "embedding"; index: number; embedding: number[] | string }>;
   model: string;
   usage: { prompt_tokens: number; total_tokens: number };
+}
+
+// Legacy completions (POST /v1/completions): a prompt continued as is, no chat template.
+
+/** `prompt`: a string, strings, token ids, or arrays of token ids (one prompt each). */
+export const completionRequestSchema = z.object({
+  model: z.string().min(1),
+  prompt: z.union([z.string(), z.array(z.string()).min(1), tokenIds.min(1), z.array(tokenIds.min(1)).min(1)], {
+    error: "expected a string, an array of strings, an array of token ids, or an array of token-id arrays",
+  }),
+  suffix: z.string().nullish(),
+  max_tokens: z.int().min(1).nullish(),
+  ...samplingFields,
+  n: z.int().min(1).max(8).nullish(),
+  best_of: z.int().min(1).max(8).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+  logprobs: z.int().min(0).max(5).nullish(),
+  echo: z.boolean().nullish(),
+  user: z.string().optional(),
+});
+
+/** Legacy completions' `choices[].logprobs`: parallel arrays, one entry per generated token. */
+export interface LegacyLogprobs {
+  tokens: string[];
+  /** null for an echoed prompt's first token, which nothing precedes. */
+  token_logprobs: Array<number | null>;
+  /** Per token: the most likely tokens and the sampled one, text → logprob (null where token_logprobs is). */
+  top_logprobs: Array<Record<string, number> | null>;
+  /** Per token: where its text starts in the choice's text, in characters. */
+  text_offset: number[];
+}
+
+export interface TextCompletionChoice {
+  index: number;
+  text: string;
+  logprobs: LegacyLogprobs | null;
+  finish_reason: "stop" | "length" | "tool_calls" | null;
+}
+
+/** A legacy completion, or (streamed) one chunk of it: the same object type either way. */
+export interface TextCompletion {
+  id: string;
+  object: "text_completion";
+  created: number;
+  model: string;
+  choices: TextCompletionChoice[];
+  usage?: Omit<ChatCompletionUsage, "prompt_tokens_details"> | null;
 }

@@ -1,6 +1,6 @@
-import type { ChatEvent } from "../../core/ChatEvent.js";
+import type { ChatEvent, Usage } from "../../core/ChatEvent.js";
 import type { ChatCompletionChunk } from "./schemas.js";
-import { toUsage, type CompletionIdentity } from "./toChatCompletion.js";
+import { toChatLogprobs, toUsage, type CompletionIdentity } from "./toChatCompletion.js";
 
 export interface StreamIdentity extends CompletionIdentity {
   /** stream_options.include_usage: every chunk carries `usage: null`, then one last chunk the totals. */
@@ -19,22 +19,33 @@ function chunk(identity: StreamIdentity, choices: ChatCompletionChunk["choices"]
   return base;
 }
 
-/** OpenAI sends a role-only first chunk; SDK accumulators rely on it to start the message. */
-export function toRoleChunk(identity: StreamIdentity): ChatCompletionChunk {
-  return chunk(identity, [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }]);
+/** OpenAI sends a role-only first chunk per choice; SDK accumulators rely on it to start the message. */
+export function toRoleChunk(identity: StreamIdentity, index = 0): ChatCompletionChunk {
+  return chunk(identity, [{ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }]);
 }
 
-/** The chunks one engine event becomes: a content delta, or the finish chunk (and the usage chunk). */
-export function toChatCompletionChunk(identity: StreamIdentity, event: ChatEvent): ChatCompletionChunk[] {
+/** The chunks one engine event of choice `index` becomes: a content (or reasoning_content) delta, a call fragment, or the finish chunk. */
+export function toChatCompletionChunk(identity: StreamIdentity, event: ChatEvent, index = 0): ChatCompletionChunk[] {
   switch (event.type) {
+    case "thinking":
+      return [chunk(identity, [{ index, delta: { reasoning_content: event.text }, finish_reason: null, logprobs: null }])];
     case "text":
-      return [chunk(identity, [{ index: 0, delta: { content: event.text }, finish_reason: null, logprobs: null }])];
+      return [
+        chunk(identity, [
+          {
+            index,
+            delta: { content: event.text },
+            finish_reason: null,
+            logprobs: identity.logprobs ? toChatLogprobs(event.logprobs ?? []) : null,
+          },
+        ]),
+      ];
     case "tool_call_start":
       // The first fragment of a call carries its id, type and name, with empty arguments.
       return [
         chunk(identity, [
           {
-            index: 0,
+            index,
             delta: { tool_calls: [{ index: event.index, id: event.id, type: "function", function: { name: event.name, arguments: "" } }] },
             finish_reason: null,
             logprobs: null,
@@ -44,15 +55,17 @@ export function toChatCompletionChunk(identity: StreamIdentity, event: ChatEvent
     case "tool_call_arguments":
       return [
         chunk(identity, [
-          { index: 0, delta: { tool_calls: [{ index: event.index, function: { arguments: event.text } }] }, finish_reason: null, logprobs: null },
+          { index, delta: { tool_calls: [{ index: event.index, function: { arguments: event.text } }] }, finish_reason: null, logprobs: null },
         ]),
       ];
-    case "done": {
-      const finish = chunk(identity, [{ index: 0, delta: {}, finish_reason: event.finishReason, logprobs: null }]);
-      if (!identity.includeUsage) return [finish];
-      return [finish, { ...chunk(identity, []), usage: toUsage(event.usage) }];
-    }
+    case "done":
+      return [chunk(identity, [{ index, delta: {}, finish_reason: event.finishReason, logprobs: null }])];
     default:
       return event satisfies never;
   }
+}
+
+/** With stream_options.include_usage, the last chunk before [DONE]: no choices, the totals of all of them. */
+export function toUsageChunk(identity: StreamIdentity, usage: Usage): ChatCompletionChunk {
+  return { ...chunk(identity, []), usage: toUsage(usage) };
 }

@@ -11,6 +11,9 @@ const typeOf: Record<ErrorCode, string> = {
   request_too_large: "invalid_request_error",
   invalid_api_key: "invalid_request_error",
   forbidden: "invalid_request_error",
+  not_signed_in: "invalid_request_error",
+  sign_in_failed: "invalid_request_error",
+  csrf_rejected: "invalid_request_error",
   // OpenAI sends "requests" or "tokens" as the type of a 429, by the limit that was hit.
   rate_limit_exceeded: "requests",
   tokens_limit_reached: "invalid_request_error",

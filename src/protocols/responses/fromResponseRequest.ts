@@ -1,0 +1,271 @@
+import { z } from "zod";
+import type { ChatMessage, ChatRequest, ResponseFormat, ToolCall, ToolDefinition } from "../../core/ChatRequest.js";
+import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
+import { randomBase62 } from "../../core/randomBase62.js";
+import { ServerError } from "../../core/ServerError.js";
+import { checkJsonDepth } from "../checkSchema.js";
+import { toInvalidRequestError } from "../toInvalidRequestError.js";
+import { toJsonSchemaFormat, toToolChoice, toToolDefinitions } from "../toolDefinitions.js";
+import {
+  createResponseSchema,
+  functionToolSchema,
+  inputItemSchemas,
+  type CreateResponseBody,
+  type OutputItem,
+  type ResponseSettings,
+  type StoredInputItem,
+  type WireTextFormat,
+  type WireToolChoice,
+} from "./schemas.js";
+
+/** An item id as OpenAI shapes them: a type prefix and random base62 (`msg_…`, `fc_…`). */
+export function newItemId(prefix: "msg" | "fc" | "fco" | "rs" | "resp"): string {
+  return `${prefix}_${randomBase62(prefix === "resp" ? 40 : 32)}`;
+}
+
+/**
+ * A validated create request. The conversation is not built yet: with `previous_response_id` the
+ * stored conversation comes first, and only the route can fetch it (see `toChatRequest`).
+ */
+export interface ParsedResponseRequest {
+  settings: ResponseSettings;
+  stream: boolean;
+  /** This request's input items, each with an id: what `input_items` lists after the stored prefix. */
+  input: StoredInputItem[];
+  tools: ToolDefinition[];
+  chat: Omit<ChatRequest, "messages">;
+}
+
+/** Validates a POST /v1/responses body. */
+export function fromResponseRequest(body: unknown): ParsedResponseRequest {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) {
+    throw new ServerError("invalid_request", { message: "The request body must be a JSON object." });
+  }
+  const parsed = createResponseSchema.safeParse(body);
+  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
+  const wire = parsed.data;
+  refuseUnsupported(wire);
+
+  const functionTools = (wire.tools ?? []).map((tool, i) => {
+    if (tool.type !== "function") {
+      throw new ServerError("invalid_request", {
+        param: `tools[${i}].type`,
+        message: `Invalid value for 'tools[${i}].type': tools of type '${tool.type}' are not supported by this server; only 'function' tools are.`,
+      });
+    }
+    return parseAt(functionToolSchema, tool, ["tools", i], body);
+  });
+  const format = wire.text?.format ?? { type: "text" as const };
+  checkSchemaBudget(
+    [...functionTools.map((tool) => tool.parameters ?? {}), ...(format.type === "json_schema" ? [format.schema] : [])],
+    functionTools.length > 0 ? "tools" : "text.format",
+  );
+  const tools = toToolDefinitions(functionTools, (i) => `tools[${i}]`);
+  const wireChoice = toWireToolChoice(wire.tool_choice);
+  const toolChoice = toToolChoice(typeof wireChoice === "object" ? { name: wireChoice.name } : wireChoice, tools, "tool_choice.name");
+  const effort = wire.reasoning?.effort ?? null;
+
+  const settings: ResponseSettings = {
+    model: wire.model,
+    instructions: wire.instructions ?? null,
+    max_output_tokens: wire.max_output_tokens ?? null,
+    parallel_tool_calls: wire.parallel_tool_calls ?? true,
+    previous_response_id: wire.previous_response_id ?? null,
+    prompt_cache_key: wire.prompt_cache_key ?? null,
+    reasoning: { effort, summary: wire.reasoning?.summary ?? wire.reasoning?.generate_summary ?? null },
+    safety_identifier: wire.safety_identifier ?? null,
+    // Every request is served the same way here: "default", as OpenAI reports a request without a tier.
+    service_tier: "default",
+    // OpenAI's default: stored, so that it can be retrieved and continued.
+    store: wire.store ?? true,
+    temperature: wire.temperature ?? 1,
+    text: { format, verbosity: wire.text?.verbosity ?? "medium" },
+    // OpenAI echoes "auto" for a request that sent none.
+    tool_choice: wireChoice ?? "auto",
+    tools: functionTools.map((tool) => ({
+      type: "function",
+      name: tool.name,
+      description: tool.description ?? null,
+      parameters: tool.parameters ?? null,
+      strict: tool.strict ?? true,
+    })),
+    top_logprobs: wire.top_logprobs ?? 0,
+    top_p: wire.top_p ?? 1,
+    truncation: wire.truncation ?? "disabled",
+    user: wire.user ?? null,
+    metadata: wire.metadata ?? {},
+  };
+  return {
+    settings,
+    stream: wire.stream === true,
+    input: toInputItems(wire.input, body),
+    tools,
+    chat: {
+      model: wire.model,
+      ...(wire.max_output_tokens == null ? {} : { maxTokens: wire.max_output_tokens }),
+      stop: [],
+      sampling: {
+        temperature: settings.temperature,
+        topP: settings.top_p,
+        presencePenalty: 0,
+        frequencyPenalty: 0,
+        logitBias: new Map(),
+      },
+      tools,
+      toolChoice,
+      parallelToolCalls: settings.parallel_tool_calls,
+      responseFormat: toResponseFormat(format),
+      // The answer's token log-probabilities, with `top_logprobs` alternatives each, as OpenAI: asked for by `include`.
+      ...(wire.include?.includes("message.output_text.logprobs") ? { logprobs: { top: wire.top_logprobs ?? 0 } } : {}),
+      // "none" turns thinking off where the template can; any other effort asks for it.
+      ...(effort === null ? {} : { thinking: effort !== "none" }),
+    },
+  };
+}
+
+/** The engine's request: the stored conversation (`prefix`: an earlier response's input and output), then this request's input. */
+export function toChatRequest(request: ParsedResponseRequest, prefix: ReadonlyArray<StoredInputItem | OutputItem>): ChatRequest {
+  const instructions: ChatMessage[] = request.settings.instructions === null ? [] : [{ role: "system", content: request.settings.instructions }];
+  const messages = toMessages(prefix, request.input);
+  if (messages.length === 0) throw new ServerError("invalid_request", { param: "input", message: "Invalid value for 'input': there is nothing to answer; send at least one message." });
+  return { ...request.chat, messages: [...instructions, ...messages] };
+}
+
+function refuseUnsupported(wire: CreateResponseBody): void {
+  const refuse = (param: string, why: string) => {
+    throw new ServerError("invalid_request", { param, message: `Invalid value for '${param}': ${why}` });
+  };
+  if (wire.background) refuse("background", "background responses are not supported by this server; send the request without it (or stream it).");
+  if (wire.conversation != null) refuse("conversation", "the Conversations API is not supported by this server; use 'previous_response_id' to continue a conversation.");
+  if (wire.prompt != null) refuse("prompt", "stored prompt templates are not supported by this server; send 'instructions' and 'input' instead.");
+}
+
+function toWireToolChoice(wire: CreateResponseBody["tool_choice"]): WireToolChoice | undefined {
+  if (wire == null || typeof wire === "string") return wire ?? undefined;
+  if (wire.type === "function" && "name" in wire && typeof wire.name === "string") return { type: "function", name: wire.name };
+  throw new ServerError("invalid_request", {
+    param: "tool_choice.type",
+    message: `Invalid value for 'tool_choice.type': a tool choice of type '${wire.type}' is not supported by this server; use "none", "auto", "required" or {"type": "function", "name": …}.`,
+  });
+}
+
+function toResponseFormat(format: WireTextFormat): ResponseFormat {
+  switch (format.type) {
+    case "text":
+    case "json_object":
+      return { type: format.type };
+    case "json_schema":
+      return toJsonSchemaFormat(format.name, format.schema, "text.format.schema");
+    default:
+      return format satisfies never;
+  }
+}
+
+/** Validates `value` at `path` of the body, so the error names the full wire path (`input[2].call_id`). */
+function parseAt<T>(schema: z.ZodType<T>, value: unknown, path: PropertyKey[], body: unknown): T {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => ({ ...issue, path: [...path, ...issue.path] }));
+  throw toInvalidRequestError(new z.ZodError(issues), body);
+}
+
+/** Each input item checked by its type's schema and given an id, as `input_items` lists it. */
+function toInputItems(input: CreateResponseBody["input"], body: unknown): StoredInputItem[] {
+  // A string is one user message.
+  if (typeof input === "string") return [{ type: "message", id: newItemId("msg"), role: "user", status: "completed", content: [{ type: "input_text", text: input }] }];
+  return input.map((raw, i): StoredInputItem => {
+    const param = `input[${i}]`;
+    const type = raw.type ?? "message";
+    switch (type) {
+      case "message": {
+        const item = parseAt(inputItemSchemas.message, raw, ["input", i], body);
+        const texts = toTexts(item.content, `${param}.content`, item.role === "assistant" ? ["output_text", "input_text"] : ["input_text"]);
+        const id = item.id ?? newItemId("msg");
+        if (item.role === "assistant") {
+          return { type: "message", id, role: "assistant", status: "completed", content: texts.map((text) => ({ type: "output_text", text, annotations: [], logprobs: [] })) };
+        }
+        return { type: "message", id, role: item.role, status: "completed", content: texts.map((text) => ({ type: "input_text", text })) };
+      }
+      case "function_call": {
+        const item = parseAt(inputItemSchemas.function_call, raw, ["input", i], body);
+        const args = checkJsonDepth(item.arguments, `${param}.arguments`);
+        return { type: "function_call", id: item.id ?? newItemId("fc"), call_id: item.call_id, name: item.name, arguments: args, status: "completed" };
+      }
+      case "function_call_output": {
+        const item = parseAt(inputItemSchemas.function_call_output, raw, ["input", i], body);
+        const output = typeof item.output === "string" ? item.output : toTexts(item.output, `${param}.output`, ["input_text"]).join("\n");
+        return { type: "function_call_output", id: item.id ?? newItemId("fco"), call_id: item.call_id, output: checkJsonDepth(output, `${param}.output`), status: "completed" };
+      }
+      case "reasoning": {
+        const item = parseAt(inputItemSchemas.reasoning, raw, ["input", i], body);
+        return { type: "reasoning", id: item.id ?? newItemId("rs"), summary: item.summary, content: item.content ?? [], status: "completed" };
+      }
+      default:
+        throw new ServerError("invalid_request", {
+          param: `${param}.type`,
+          message: `Invalid value for '${param}.type': input items of type '${type}' are not supported by this server; send 'message', 'function_call', 'function_call_output' or 'reasoning' items.`,
+        });
+    }
+  });
+}
+
+/** The texts of a content field: a string, or parts of the allowed text types (images and files are refused: text-only models). */
+function toTexts(content: string | Array<{ type: string }>, param: string, allowed: readonly string[]): string[] {
+  if (typeof content === "string") return [content];
+  return content.map((part, j) => {
+    if (!allowed.includes(part.type)) {
+      throw new ServerError("invalid_request", {
+        param: `${param}[${j}].type`,
+        message: `Invalid value for '${param}[${j}].type': content parts of type '${part.type}' are not supported by this server (its models read text); use ${allowed.map((type) => `'${type}'`).join(" or ")}.`,
+      });
+    }
+    const text = (part as { text?: unknown }).text;
+    if (typeof text !== "string") throw new ServerError("invalid_request", { param: `${param}[${j}].text`, message: `Missing required parameter: '${param}[${j}].text'.` });
+    return text;
+  });
+}
+
+/**
+ * The conversation as engine messages. Consecutive function calls (and the assistant text before
+ * them) are one assistant turn; a call's output must answer a call made before it. Reasoning items
+ * are left out: chat templates drop earlier turns' thoughts.
+ */
+function toMessages(prefix: ReadonlyArray<StoredInputItem | OutputItem>, input: readonly StoredInputItem[]): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  const answerable = new Set<string>();
+  const items = [...prefix, ...input];
+  items.forEach((item, position) => {
+    const param = `input[${position - prefix.length}]`;
+    switch (item.type) {
+      case "message": {
+        const content = item.content.map((part) => part.text).join("\n");
+        if (item.role === "assistant") messages.push({ role: "assistant", content });
+        else messages.push({ role: item.role === "user" ? "user" : "system", content });
+        return;
+      }
+      case "function_call": {
+        const call: ToolCall = { id: item.call_id, name: item.name, arguments: item.arguments };
+        answerable.add(item.call_id);
+        const last = messages.at(-1);
+        if (last?.role === "assistant") last.toolCalls = [...(last.toolCalls ?? []), call];
+        else messages.push({ role: "assistant", content: "", toolCalls: [call] });
+        return;
+      }
+      case "function_call_output":
+        if (!answerable.has(item.call_id)) {
+          throw new ServerError("invalid_request", {
+            param: `${param}.call_id`,
+            message: `Invalid value for '${param}.call_id': no function_call item before it has call_id '${item.call_id}'.`,
+          });
+        }
+        answerable.delete(item.call_id);
+        messages.push({ role: "tool", content: item.output, toolCallId: item.call_id });
+        return;
+      case "reasoning":
+        return;
+      default:
+        return item satisfies never;
+    }
+  });
+  return messages;
+}

@@ -1,0 +1,118 @@
+import { describe, expect, it } from "vitest";
+import type { ChatEvent } from "../../src/core/ChatEvent.js";
+import { fromCountTokensRequest, fromMessagesRequest } from "../../src/protocols/anthropic/fromMessagesRequest.js";
+import { MessageStreamTranslator, toMessage } from "../../src/protocols/anthropic/toMessage.js";
+
+const done = (extra: Partial<Extract<ChatEvent, { type: "done" }>> = {}): ChatEvent => ({
+  type: "done",
+  finishReason: "stop",
+  usage: { promptTokens: 7, cachedTokens: 2, completionTokens: 5 },
+  timings: { loadMs: 0, promptMs: 0, generationMs: 0 },
+  ...extra,
+});
+
+async function* events(list: ChatEvent[]): AsyncGenerator<ChatEvent> {
+  yield* list;
+}
+
+describe("Messages request translation", () => {
+  it("turns system blocks, tool_use and tool_result blocks into the engine's conversation", () => {
+    const { chat, stream } = fromMessagesRequest({
+      model: "m",
+      max_tokens: 9,
+      system: [{ type: "text", text: "One." }, { type: "text", text: "Two." }],
+      stop_sequences: ["END"],
+      temperature: 0.5,
+      top_k: 3,
+      tools: [{ name: "add", input_schema: { type: "object", properties: {} } }],
+      tool_choice: { type: "any", disable_parallel_tool_use: true },
+      thinking: { type: "disabled" },
+      messages: [
+        { role: "user", content: "Add." },
+        { role: "assistant", content: [{ type: "thinking", thinking: "hm", signature: "" }, { type: "text", text: "Sure." }, { type: "tool_use", id: "toolu_1", name: "add", input: { a: 1 } }] },
+        { role: "user", content: [{ type: "text", text: "Go on." }, { type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "2" }] }] },
+      ],
+    });
+    expect(stream).toBe(false);
+    expect(chat.messages).toEqual([
+      { role: "system", content: "One.\nTwo." },
+      { role: "user", content: "Add." },
+      { role: "assistant", content: "Sure.", toolCalls: [{ id: "toolu_1", name: "add", arguments: '{"a":1}' }] },
+      { role: "tool", toolCallId: "toolu_1", content: "2" },
+      { role: "user", content: "Go on." },
+    ]);
+    expect(chat).toMatchObject({ maxTokens: 9, stop: ["END"], toolChoice: { type: "required" }, parallelToolCalls: false, thinking: false });
+    expect(chat.sampling).toMatchObject({ temperature: 0.5, topP: 1, topK: 3 });
+  });
+
+  it("maps tool_choice auto, none and tool, and leaves top_k to the server when absent", () => {
+    const base = { model: "m", messages: [{ role: "user", content: "x" }], tools: [{ name: "f", input_schema: { type: "object" } }] };
+    expect(fromCountTokensRequest(base).toolChoice).toEqual({ type: "auto" });
+    expect(fromCountTokensRequest({ ...base, tool_choice: { type: "none" } }).toolChoice).toEqual({ type: "none" });
+    expect(fromCountTokensRequest({ ...base, tool_choice: { type: "tool", name: "f" } }).toolChoice).toEqual({ type: "function", name: "f" });
+    expect(fromMessagesRequest({ ...base, max_tokens: 1 }).chat.sampling.topK).toBeUndefined();
+  });
+
+  it("refuses a tool_result in an assistant turn and a tool_use in a user turn, naming the block", () => {
+    const turn = (role: string, block: object) => () => fromCountTokensRequest({ model: "m", messages: [{ role, content: [block] }] });
+    expect(turn("assistant", { type: "tool_result", tool_use_id: "x" })).toThrow(/messages\[0\]\.content\[0\].*'tool_result' blocks belong in user messages/);
+    expect(turn("user", { type: "tool_use", id: "x", name: "f", input: {} })).toThrow(/'tool_use' blocks belong in assistant messages/);
+    expect(turn("user", { type: "text" })).toThrow(/messages\[0\]\.content\[0\]\.text/);
+  });
+});
+
+describe("Messages reply translation", () => {
+  it("opens a block per run of thought, text and each tool call, in order, and closes each", () => {
+    const translator = new MessageStreamTranslator({ id: "msg_x", model: "m" });
+    const out = [
+      { type: "thinking", text: "a" },
+      { type: "thinking", text: "b" },
+      { type: "text", text: "c" },
+      { type: "tool_call_start", index: 0, id: "call_abc", name: "f" },
+      { type: "tool_call_arguments", index: 0, text: '{"x":' },
+      { type: "tool_call_arguments", index: 0, text: "1}" },
+      { type: "tool_call_start", index: 1, id: "call_def", name: "g" },
+      done({ finishReason: "tool_calls" }),
+    ].flatMap((event) => translator.push(event as ChatEvent));
+    expect(out.map((event) => [event.type, "index" in event ? event.index : "-"])).toEqual([
+      ["content_block_start", 0],
+      ["content_block_delta", 0],
+      ["content_block_delta", 0],
+      ["content_block_delta", 0],
+      ["content_block_stop", 0],
+      ["content_block_start", 1],
+      ["content_block_delta", 1],
+      ["content_block_stop", 1],
+      ["content_block_start", 2],
+      ["content_block_delta", 2],
+      ["content_block_delta", 2],
+      ["content_block_stop", 2],
+      ["content_block_start", 3],
+      ["content_block_stop", 3],
+      ["message_delta", "-"],
+      ["message_stop", "-"],
+    ]);
+    expect(out[3]).toEqual({ type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "" } });
+    expect(out[8]).toMatchObject({ content_block: { type: "tool_use", id: "toolu_abc", name: "f", input: {} } });
+    expect(out.at(-2)).toMatchObject({ delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { input_tokens: 7, output_tokens: 5 } });
+  });
+
+  it("gathers the same events into the whole message; a stop sequence is named", async () => {
+    const message = await toMessage(
+      { id: "msg_x", model: "m" },
+      events([{ type: "text", text: "Hel" }, { type: "text", text: "lo" }, done({ stopSequence: "END" })]),
+      7,
+    );
+    expect(message).toMatchObject({
+      id: "msg_x",
+      content: [{ type: "text", text: "Hello", citations: null }],
+      stop_reason: "stop_sequence",
+      stop_sequence: "END",
+      usage: { input_tokens: 7, output_tokens: 5, cache_read_input_tokens: 0, output_tokens_details: null },
+    });
+    const cut = await toMessage({ id: "msg_y", model: "m" }, events([{ type: "tool_call_start", index: 0, id: "call_q", name: "f" }, { type: "tool_call_arguments", index: 0, text: '{"a": ' }, done({ finishReason: "length" })]), 7);
+    // A call cut off by max_tokens has no complete input.
+    expect(cut).toMatchObject({ stop_reason: "max_tokens", content: [{ type: "tool_use", id: "toolu_q", input: {} }] });
+    await expect(toMessage({ id: "msg_z", model: "m" }, events([{ type: "text", text: "x" }]), 1)).rejects.toMatchObject({ code: "internal_error" });
+  });
+});
