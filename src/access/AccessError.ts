@@ -10,6 +10,8 @@ export const accessErrorCodes = [
   "expiry_invalid",
   "date_invalid",
   "tiers_file_invalid",
+  "password_invalid",
+  "account_disabled",
 ] as const;
 
 export type AccessErrorCode = (typeof accessErrorCodes)[number];

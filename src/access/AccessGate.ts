@@ -1,17 +1,17 @@
 import type { AdmissionRequest, AdmissionTicket } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
-import type { AccessStore, AccessToken, Account, UsageRow } from "./AccessStore.js";
+import { PLAYGROUND_LEDGER_ID, type AccessStore, type AccessToken, type Account, type UsageRow } from "./AccessStore.js";
 import { HEARTBEAT_MS } from "./limitFigures.js";
 import { LimiterUnavailableError } from "./RateLimiter.js";
 import type { LimitName, LimitState, RateLimiter } from "./RateLimiter.js";
 import { resolveLimits, type Endpoint, type TiersConfig } from "./tiers.js";
 import { hashToken, isWellFormedToken, tokensEqual } from "./tokenFormat.js";
-import { UsageBuffer } from "./UsageBuffer.js";
+import { UsageBuffer, type LedgerBacklog } from "./UsageBuffer.js";
 
-/** Who is calling: the account and the token it presented. */
+/** Who is calling: the account, and the token it presented (null: signed in to the playground with a session). */
 export interface Caller {
   account: Account;
-  token: AccessToken;
+  token: AccessToken | null;
 }
 
 export interface GateLogger {
@@ -97,9 +97,14 @@ export class AccessGate {
         settled = true;
         const used = usage.promptTokens + usage.completionTokens;
         this.#limiter.settle(reservation, used).catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter settle failed"));
-        this.#usage.add({ accountId: caller.account.id, tokenId: caller.token.id, model, day, requests: 1, ...usage });
+        this.#usage.add({ accountId: caller.account.id, tokenId: caller.token?.id ?? PLAYGROUND_LEDGER_ID, model, day, requests: 1, ...usage });
       },
     };
+  }
+
+  /** The usage ledger's backlog: rows not yet written, and how long the oldest has waited. */
+  ledgerBacklog(): LedgerBacklog {
+    return this.#usage.backlog();
   }
 
   /** The caller's account's ledger rows since a day (YYYY-MM-DD). */
@@ -165,5 +170,6 @@ function rateLimited(limit: LimitName, retryAfter: number, state: LimitState, wa
     retryAfter,
     message: messages[limit],
     limitKind: limit === "tokens_per_day" ? "tokens" : "requests",
+    limit,
   });
 }

@@ -47,13 +47,19 @@ export class AccessService {
     return this.#store.setAccountTier(nameOrId, tier);
   }
 
-  /** Creates a token and returns its secret: the only time it is ever shown. */
-  async createToken(accountNameOrId: string, options: { name?: string; expires?: string } = {}): Promise<{ secret: string; token: AccessToken }> {
+  /**
+   * Creates a token and returns its secret: the only time it is ever shown. Its expiry is
+   * `expires` as the CLI takes it (7d, 30d, a date, never), or `expiresAt` in milliseconds (null:
+   * never), which must be in the future.
+   */
+  async createToken(accountNameOrId: string, options: { name?: string; expires?: string; expiresAt?: number | null } = {}): Promise<{ secret: string; token: AccessToken }> {
     const account = await this.#account(accountNameOrId);
-    const expiresAt = parseExpiry(options.expires ?? DEFAULT_TOKEN_EXPIRY, this.#now());
+    const now = this.#now();
+    const expiresAt = options.expiresAt !== undefined ? options.expiresAt : parseExpiry(options.expires ?? DEFAULT_TOKEN_EXPIRY, now);
     if (expiresAt === undefined) {
       throw new AccessError("expiry_invalid", `Invalid expiry "${options.expires}": use 7d, 30d, 60d, 90d, a future date YYYY-MM-DD, or never.`);
     }
+    if (expiresAt !== null && expiresAt <= now) throw new AccessError("expiry_invalid", "A token's expiry must be in the future.");
     const { token: secret, prefix, hash } = generateToken();
     const token = await this.#store.createToken({ accountId: account.id, name: options.name ?? "default", prefix, hash, expiresAt });
     return { secret, token };

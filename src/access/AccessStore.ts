@@ -23,10 +23,18 @@ export interface AccessToken {
   revokedAt: number | null;
 }
 
-/** One ledger row: an account's use of one model through one token on one UTC day. */
+/**
+ * The ledger's token id for what an account used through the browser playground, signed in with
+ * a session rather than a token: one row per account, model and day for all its sessions (a
+ * session's own id would scatter the ledger over short-lived ids that mean nothing once it ends).
+ */
+export const PLAYGROUND_LEDGER_ID = "playground";
+
+/** One ledger row: an account's use of one model through one token (or the playground) on one UTC day. */
 export interface UsageRow {
   accountId: string;
   accountName: string;
+  /** The token's id, or PLAYGROUND_LEDGER_ID for what the account's signed-in playground sessions used. */
   tokenId: string;
   model: string;
   /** `YYYY-MM-DD`, UTC. */
@@ -49,6 +57,33 @@ export interface NewToken {
   /** Hex SHA-256 of the whole token. */
   hash: string;
   expiresAt: number | null;
+}
+
+/**
+ * A signed-in browser session of the playground. Its secret lives only in the user's cookie; the
+ * store keeps its SHA-256, as for tokens.
+ */
+export interface Session {
+  id: string;
+  accountId: string;
+  createdAt: number;
+  lastSeenAt: number;
+}
+
+export interface NewSession {
+  accountId: string;
+  /** Hex SHA-256 of the session secret. */
+  hash: string;
+  /** Milliseconds since the epoch, by the caller's clock (the store never reads one for sessions). */
+  at: number;
+  /** Sessions created before this, or last seen before `idleBefore`, are deleted meanwhile: they have ended. */
+  endedBefore: { createdBefore: number; idleBefore: number };
+}
+
+/** A session found by its hash, with its account (the caller checks idleness, age and disabling). */
+export interface FoundSession {
+  session: Session;
+  account: Account;
 }
 
 /** A token found by its hash, with its account and the stored hash (compared by the caller in constant time). */
@@ -84,6 +119,32 @@ export interface AccessStore {
   findTokenByHash(hash: string): Promise<FoundToken | undefined>;
   /** Records when tokens were last used; may be batched by the caller. */
   touchTokens(lastUsed: ReadonlyMap<string, number>): Promise<void>;
+
+  /**
+   * Sets (or with null removes) an account's password hash (see passwords.ts) and ends the
+   * account's sessions, in one transaction: a new password is how an operator shuts out whoever
+   * learnt the old one, and the sessions they opened with it.
+   */
+  setPasswordHash(nameOrId: string, hash: string | null): Promise<Account>;
+  /** The account with this exact name, and its password hash (null: it has none). */
+  findPasswordHash(name: string): Promise<{ account: Account; passwordHash: string | null } | undefined>;
+
+  createSession(session: NewSession): Promise<Session>;
+  findSessionByHash(hash: string): Promise<FoundSession | undefined>;
+  /** Records that a session was used at `at` (never moving it backwards). */
+  touchSession(id: string, at: number): Promise<void>;
+  /** Deletes the session with this hash, if there is one (signing out twice is no error). */
+  deleteSession(hash: string): Promise<void>;
+
+  /** Stores a one-time sign-in link's hash; links expired before `at` are deleted meanwhile. */
+  createSignInLink(link: { accountId: string; hash: string; expiresAt: number }, at: number): Promise<void>;
+  /** Marks the link used and returns its account id, atomically: only if it exists, is unused and has not expired at `at`. */
+  consumeSignInLink(hash: string, at: number): Promise<string | undefined>;
+
+  /** Records one failed sign-in under each key (account name, address) at `at`; forgets failures before `forgetBefore`. */
+  recordSignInFailure(keys: readonly string[], at: number, forgetBefore: number): Promise<void>;
+  /** How many failures a key has had since `since`, and when the oldest of them was. */
+  signInFailures(key: string, since: number): Promise<{ count: number; oldest: number | null }>;
 
   /** Adds each row to the ledger row of its (account, token, model, day), creating it if needed; all in one transaction. */
   recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void>;

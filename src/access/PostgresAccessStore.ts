@@ -1,9 +1,10 @@
 import pg from "pg";
-import type { Pool, PoolClient } from "pg";
+import type { Pool } from "pg";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
-import type { AccessStore, AccessToken, Account, FoundToken, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
-import { newAccessToken, newAccount, toAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
-import type { AccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
+import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, UsageQuery, UsageRow } from "./AccessStore.js";
+import { inTransaction, openMigratedPool } from "./migratePostgres.js";
+import { newAccessToken, newAccount, newSession, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
  * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
@@ -51,17 +52,14 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (account_id, token_id, model, day)
    );
    CREATE INDEX IF NOT EXISTS usage_ledger_day ON usage_ledger (day);`,
+  // 2: the playground's sign-in (issue 13); see signInTablesSql.
+  `ALTER TABLE accounts ADD COLUMN IF NOT EXISTS password_hash text;
+   ${signInTablesSql({ text: "text", integer: "bigint", table: "" })}
+   ALTER TABLE usage_ledger DROP CONSTRAINT IF EXISTS usage_ledger_token_id_fkey;`,
 ];
 
 /** This store's row in `schema_versions`. */
 const SCHEMA_COMPONENT = "access";
-/**
- * Held while migrating, so replicas starting at once take turns: concurrent CREATE TABLE IF NOT
- * EXISTS of the same table can still fail on the catalog's unique index. Any constant will do, as
- * long as nothing else in the database uses it ("mhac").
- */
-const MIGRATION_LOCK = 0x6d686163;
-
 const UNIQUE_VIOLATION = "23505";
 const FOREIGN_KEY_VIOLATION = "23503";
 
@@ -104,6 +102,24 @@ const SQL = {
   selectUsage: `SELECT u.*, a.name AS account_name FROM usage_ledger u JOIN accounts a ON a.id = u.account_id
                 WHERE ($1::text IS NULL OR u.account_id = $1) AND ($2::text IS NULL OR u.day >= $2)
                 ORDER BY u.day, a.name, u.model, u.token_id COLLATE "C"`,
+  // One statement (so one transaction): the password changes and the account's sessions end together.
+  updatePassword: `WITH updated AS (UPDATE accounts SET password_hash = $2 WHERE id = (${ACCOUNT_ID_BY_KEY}) RETURNING *),
+                        ended AS (DELETE FROM sessions WHERE account_id IN (SELECT id FROM updated))
+                   SELECT * FROM updated`,
+  selectPassword: "SELECT * FROM accounts WHERE name = $1",
+  deleteEndedSessions: "DELETE FROM sessions WHERE created_at < $1 OR last_seen_at < $2",
+  insertSession: "INSERT INTO sessions (id, hash, account_id, created_at, last_seen_at) VALUES ($1, $2, $3, $4, $5)",
+  selectSession: sessionByHashSql("$1"),
+  updateSessionSeen: "UPDATE sessions SET last_seen_at = GREATEST(last_seen_at, $2) WHERE id = $1",
+  deleteSession: "DELETE FROM sessions WHERE hash = $1",
+  deleteExpiredLinks: "DELETE FROM sign_in_links WHERE expires_at < $1",
+  insertLink: "INSERT INTO sign_in_links (hash, account_id, expires_at) VALUES ($1, $2, $3)",
+  // One statement: of two requests presenting the same link at once, exactly one gets its account
+  // (the second waits for the first's row lock, then re-checks used_at and matches nothing).
+  useLink: "UPDATE sign_in_links SET used_at = $2 WHERE hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING account_id",
+  forgetFailures: "DELETE FROM sign_in_failures WHERE at < $1",
+  insertFailures: "INSERT INTO sign_in_failures (key, at) SELECT unnest($1::text[]), $2",
+  countFailures: "SELECT count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key = $1 AND at >= $2",
 } as const;
 
 type Statement = keyof typeof SQL;
@@ -130,18 +146,7 @@ export class PostgresAccessStore implements AccessStore {
 
   /** Connects to `url` (postgres://…), bringing the schema up to date. */
   static async connect(url: string): Promise<PostgresAccessStore> {
-    const pool = new pg.Pool({ connectionString: url });
-    // An idle pooled connection that breaks (server restart, network) is emitted here, and an
-    // unhandled 'error' event would end the process. The pool has already discarded it; the next
-    // query opens a new connection or fails with its own error.
-    pool.on("error", () => {});
-    try {
-      await migrate(pool);
-      return new PostgresAccessStore(pool);
-    } catch (error) {
-      await pool.end();
-      throw error;
-    }
+    return new PostgresAccessStore(await openMigratedPool(url, SCHEMA_COMPONENT, MIGRATIONS));
   }
 
   async createAccount(name: string, tier: string): Promise<Account> {
@@ -208,6 +213,57 @@ export class PostgresAccessStore implements AccessStore {
     await this.query("updateLastUsed", [[...lastUsed.keys()], [...lastUsed.values()]]);
   }
 
+  async setPasswordHash(nameOrId: string, hash: string | null): Promise<Account> {
+    const [row] = await this.query<AccountColumns>("updatePassword", [nameOrId, hash]);
+    return toAccount(row ?? accountNotFound(nameOrId));
+  }
+
+  async findPasswordHash(name: string): Promise<{ account: Account; passwordHash: string | null } | undefined> {
+    const [row] = await this.query<AccountColumns & { password_hash: string | null }>("selectPassword", [name]);
+    return row && { account: toAccount(row), passwordHash: row.password_hash };
+  }
+
+  async createSession(session: NewSession): Promise<Session> {
+    const created = newSession(session);
+    // Two statements, no transaction: a prune that ran without the insert (or the reverse) is still right.
+    await this.query("deleteEndedSessions", [session.endedBefore.createdBefore, session.endedBefore.idleBefore]);
+    await this.query("insertSession", [created.id, session.hash, created.accountId, created.createdAt, created.lastSeenAt]);
+    return created;
+  }
+
+  async findSessionByHash(hash: string): Promise<FoundSession | undefined> {
+    const [row] = await this.query<SessionWithAccountColumns>("selectSession", [hash]);
+    return row && toSessionWithAccount(row);
+  }
+
+  async touchSession(id: string, at: number): Promise<void> {
+    await this.query("updateSessionSeen", [id, at]);
+  }
+
+  async deleteSession(hash: string): Promise<void> {
+    await this.query("deleteSession", [hash]);
+  }
+
+  async createSignInLink(link: { accountId: string; hash: string; expiresAt: number }, at: number): Promise<void> {
+    await this.query("deleteExpiredLinks", [at]);
+    await this.query("insertLink", [link.hash, link.accountId, link.expiresAt]);
+  }
+
+  async consumeSignInLink(hash: string, at: number): Promise<string | undefined> {
+    const [row] = await this.query<{ account_id: string }>("useLink", [hash, at]);
+    return row?.account_id;
+  }
+
+  async recordSignInFailure(keys: readonly string[], at: number, forgetBefore: number): Promise<void> {
+    await this.query("forgetFailures", [forgetBefore]);
+    await this.query("insertFailures", [keys, at]);
+  }
+
+  async signInFailures(key: string, since: number): Promise<{ count: number; oldest: number | null }> {
+    const [row] = await this.query<{ count: string; oldest: string | null }>("countFailures", [key, since]);
+    return { count: Number(row?.count ?? 0), oldest: row?.oldest == null ? null : Number(row.oldest) };
+  }
+
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
     if (rows.length === 0) return;
     await inTransaction(this.pool, async (client) => {
@@ -230,50 +286,6 @@ export class PostgresAccessStore implements AccessStore {
     const result = await this.pool.query<Row>({ name: `access_${statement}`, text: SQL[statement], values });
     return result.rows;
   }
-}
-
-/**
- * Applies the pending migrations in one transaction under an advisory lock: a replica that starts
- * while another migrates waits, then reads the new version and has nothing left to do. The lock is
- * transaction-scoped, so it is released by COMMIT or ROLLBACK, or if the connection dies.
- */
-async function migrate(pool: Pool): Promise<void> {
-  await inTransaction(pool, async (client) => {
-    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
-    await client.query("CREATE TABLE IF NOT EXISTS schema_versions (component text PRIMARY KEY, version integer NOT NULL)");
-    const version = await schemaVersion(client);
-    for (const [offset, migration] of MIGRATIONS.slice(version).entries()) {
-      await client.query(migration);
-      await client.query(
-        "INSERT INTO schema_versions (component, version) VALUES ($1, $2) ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
-        [SCHEMA_COMPONENT, version + offset + 1],
-      );
-    }
-  });
-}
-
-/** Runs `work` in one transaction on one pooled connection: committed if it resolves, rolled back if it throws. */
-async function inTransaction(pool: Pool, work: (client: PoolClient) => Promise<void>): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    await work(client);
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
-async function schemaVersion(client: PoolClient): Promise<number> {
-  const result = await client.query<{ version: number }>("SELECT version FROM schema_versions WHERE component = $1", [SCHEMA_COMPONENT]);
-  const version = result.rows[0]?.version ?? 0;
-  if (version > MIGRATIONS.length) {
-    throw new Error(`The database has access schema version ${version}; this modelhost knows up to ${MIGRATIONS.length}: upgrade modelhost.`);
-  }
-  return version;
 }
 
 function isViolation(error: unknown, code: string, constraint: string): boolean {

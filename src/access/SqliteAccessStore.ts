@@ -3,10 +3,10 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
-import type { AccessStore, AccessToken, Account, FoundToken, NewToken, UsageQuery, UsageRow } from "./AccessStore.js";
+import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, UsageQuery, UsageRow } from "./AccessStore.js";
 import { migrateSqlite } from "./migrateSqlite.js";
-import { newAccessToken, newAccount, toAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
-import type { AccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
+import { newAccessToken, newAccount, newSession, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
  * Migration n takes the access schema from version n to n + 1. Never edit a released one: append
@@ -48,6 +48,24 @@ const MIGRATIONS: readonly string[] = [
      completion_tokens INTEGER NOT NULL,
      PRIMARY KEY (account_id, token_id, model, day)
    ) STRICT, WITHOUT ROWID;
+   CREATE INDEX usage_ledger_day ON usage_ledger (day);`,
+  // 2: the playground's sign-in (issue 13). SQLite cannot drop a foreign key, so the ledger is
+  // copied into a table without the one on token_id (see signInTablesSql).
+  `ALTER TABLE accounts ADD COLUMN password_hash TEXT;
+   ${signInTablesSql({ text: "TEXT", integer: "INTEGER", table: " STRICT" })}
+   CREATE TABLE usage_ledger_2 (
+     account_id TEXT NOT NULL REFERENCES accounts (id),
+     token_id TEXT NOT NULL,
+     model TEXT NOT NULL,
+     day TEXT NOT NULL CHECK (day GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]'),
+     requests INTEGER NOT NULL,
+     prompt_tokens INTEGER NOT NULL,
+     completion_tokens INTEGER NOT NULL,
+     PRIMARY KEY (account_id, token_id, model, day)
+   ) STRICT, WITHOUT ROWID;
+   INSERT INTO usage_ledger_2 SELECT account_id, token_id, model, day, requests, prompt_tokens, completion_tokens FROM usage_ledger;
+   DROP TABLE usage_ledger;
+   ALTER TABLE usage_ledger_2 RENAME TO usage_ledger;
    CREATE INDEX usage_ledger_day ON usage_ledger (day);`,
 ];
 
@@ -96,6 +114,16 @@ export class SqliteAccessStore implements AccessStore {
   private readonly upsertUsage: Statement<[Omit<UsageRow, "accountName">]>;
   private readonly selectUsage: Statement<[{ accountId: string | null; since: string | null }], UsageColumns>;
   private readonly readTokenAndAccount: Transaction<(hash: string) => FoundToken | undefined>;
+  private readonly updatePassword: Transaction<(key: string, hash: string | null) => AccountColumns | undefined>;
+  private readonly selectPassword: Statement<[string], AccountColumns & { password_hash: string | null }>;
+  private readonly insertSession: Transaction<(session: Session & { hash: string }, ended: NewSession["endedBefore"]) => void>;
+  private readonly selectSession: Statement<[string], SessionWithAccountColumns>;
+  private readonly updateSessionSeen: Statement<[{ id: string; at: number }]>;
+  private readonly deleteSessionByHash: Statement<[string]>;
+  private readonly insertLink: Transaction<(link: { accountId: string; hash: string; expiresAt: number }, at: number) => void>;
+  private readonly useLink: Statement<[{ hash: string; at: number }], { account_id: string }>;
+  private readonly insertFailures: Transaction<(keys: readonly string[], at: number, forgetBefore: number) => void>;
+  private readonly countFailures: Statement<[{ key: string; since: number }], { count: number; oldest: number | null }>;
   private readonly touchAll: Transaction<(lastUsed: ReadonlyMap<string, number>) => void>;
 
   private constructor(db: Connection) {
@@ -143,6 +171,40 @@ export class SqliteAccessStore implements AccessStore {
       const account = token && this.selectAccountById.get(token.account_id);
       return token && account ? { token: toToken(token), account: toAccount(account), hash: token.hash } : undefined;
     });
+    const updatePassword = db.prepare<[{ key: string; hash: string | null }], AccountColumns>(
+      `UPDATE accounts SET password_hash = @hash WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`,
+    );
+    const deleteAccountSessions = db.prepare("DELETE FROM sessions WHERE account_id = ?");
+    this.updatePassword = db.transaction((key, hash) => {
+      const account = updatePassword.get({ key, hash });
+      if (account) deleteAccountSessions.run(account.id);
+      return account;
+    });
+    this.selectPassword = db.prepare("SELECT * FROM accounts WHERE name = ?");
+    const insertSession = db.prepare("INSERT INTO sessions (id, hash, account_id, created_at, last_seen_at) VALUES (@id, @hash, @accountId, @createdAt, @lastSeenAt)");
+    const deleteEnded = db.prepare("DELETE FROM sessions WHERE created_at < @createdBefore OR last_seen_at < @idleBefore");
+    this.insertSession = db.transaction((session, ended) => {
+      deleteEnded.run(ended);
+      insertSession.run(session);
+    });
+    this.selectSession = db.prepare(sessionByHashSql("?"));
+    this.updateSessionSeen = db.prepare("UPDATE sessions SET last_seen_at = max(last_seen_at, @at) WHERE id = @id");
+    this.deleteSessionByHash = db.prepare("DELETE FROM sessions WHERE hash = ?");
+    const insertLink = db.prepare("INSERT INTO sign_in_links (hash, account_id, expires_at) VALUES (@hash, @accountId, @expiresAt)");
+    const deleteExpiredLinks = db.prepare("DELETE FROM sign_in_links WHERE expires_at < ?");
+    this.insertLink = db.transaction((link, at) => {
+      deleteExpiredLinks.run(at);
+      insertLink.run(link);
+    });
+    // One statement: of two requests presenting the same link at once, exactly one gets its account.
+    this.useLink = db.prepare("UPDATE sign_in_links SET used_at = @at WHERE hash = @hash AND used_at IS NULL AND expires_at > @at RETURNING account_id");
+    const insertFailure = db.prepare("INSERT INTO sign_in_failures (key, at) VALUES (?, ?)");
+    const forgetFailures = db.prepare("DELETE FROM sign_in_failures WHERE at < ?");
+    this.insertFailures = db.transaction((keys, at, forgetBefore) => {
+      forgetFailures.run(forgetBefore);
+      for (const key of keys) insertFailure.run(key, at);
+    });
+    this.countFailures = db.prepare("SELECT count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key = @key AND at >= @since");
     // One transaction, so one fsync, for the whole batch.
     this.touchAll = db.transaction((lastUsed: ReadonlyMap<string, number>) => {
       for (const [id, at] of lastUsed) this.updateLastUsed.run({ id, at });
@@ -220,6 +282,50 @@ export class SqliteAccessStore implements AccessStore {
     // IMMEDIATE takes the write lock up front, so busy_timeout applies: a deferred transaction that
     // read first and then finds another connection has written since fails at once, without waiting.
     this.touchAll.immediate(lastUsed);
+  }
+
+  async setPasswordHash(nameOrId: string, hash: string | null): Promise<Account> {
+    return toAccount(this.updatePassword.immediate(nameOrId, hash) ?? accountNotFound(nameOrId));
+  }
+
+  async findPasswordHash(name: string): Promise<{ account: Account; passwordHash: string | null } | undefined> {
+    const row = this.selectPassword.get(name);
+    return row && { account: toAccount(row), passwordHash: row.password_hash };
+  }
+
+  async createSession(session: NewSession): Promise<Session> {
+    const created = newSession(session);
+    this.insertSession.immediate({ ...created, hash: session.hash }, session.endedBefore);
+    return created;
+  }
+
+  async findSessionByHash(hash: string): Promise<FoundSession | undefined> {
+    const row = this.selectSession.get(hash);
+    return row && toSessionWithAccount(row);
+  }
+
+  async touchSession(id: string, at: number): Promise<void> {
+    this.updateSessionSeen.run({ id, at });
+  }
+
+  async deleteSession(hash: string): Promise<void> {
+    this.deleteSessionByHash.run(hash);
+  }
+
+  async createSignInLink(link: { accountId: string; hash: string; expiresAt: number }, at: number): Promise<void> {
+    this.insertLink.immediate(link, at);
+  }
+
+  async consumeSignInLink(hash: string, at: number): Promise<string | undefined> {
+    return this.useLink.get({ hash, at })?.account_id;
+  }
+
+  async recordSignInFailure(keys: readonly string[], at: number, forgetBefore: number): Promise<void> {
+    this.insertFailures.immediate(keys, at, forgetBefore);
+  }
+
+  async signInFailures(key: string, since: number): Promise<{ count: number; oldest: number | null }> {
+    return this.countFailures.get({ key, since }) ?? { count: 0, oldest: null };
   }
 
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {

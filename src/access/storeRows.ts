@@ -1,5 +1,5 @@
 import { randomBase62 } from "../core/randomBase62.js";
-import type { AccessToken, Account, NewToken, UsageRow } from "./AccessStore.js";
+import type { AccessToken, Account, NewSession, NewToken, Session, UsageRow } from "./AccessStore.js";
 
 // What the SQLite and PostgreSQL stores share beyond their storage: how records are made, and how
 // rows of their (identically named) columns become records.
@@ -38,6 +38,61 @@ export interface UsageColumns {
   completion_tokens: Integer;
 }
 
+export interface SessionColumns {
+  id: string;
+  account_id: string;
+  created_at: Integer;
+  last_seen_at: Integer;
+}
+
+/** A session and its account, as both stores select them in one statement. */
+export interface SessionWithAccountColumns extends SessionColumns {
+  account_name: string;
+  account_tier: string;
+  account_disabled: number | boolean;
+  account_created_at: Integer;
+}
+
+/** Selects a session by hash (the one parameter) with its account, as SessionWithAccountColumns: both stores' SQL. */
+export function sessionByHashSql(parameter: string): string {
+  return `SELECT s.id, s.account_id, s.created_at, s.last_seen_at,
+                 a.name AS account_name, a.tier AS account_tier, a.disabled AS account_disabled, a.created_at AS account_created_at
+          FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE s.hash = ${parameter}`;
+}
+
+/**
+ * The sessions, sign-in links and failed sign-ins tables, and the ledger without its token
+ * foreign key (the playground's usage is recorded under PLAYGROUND_LEDGER_ID, which is no token):
+ * migration 2 of both stores, from the parts that differ between their SQL dialects.
+ */
+export function signInTablesSql(types: { text: string; integer: string; table: string }): string {
+  const { text, integer, table } = types;
+  return `CREATE TABLE IF NOT EXISTS sessions (
+     id ${text} PRIMARY KEY,
+     hash ${text} NOT NULL UNIQUE,
+     account_id ${text} NOT NULL REFERENCES accounts (id),
+     created_at ${integer} NOT NULL,
+     last_seen_at ${integer} NOT NULL
+   )${table};
+   CREATE INDEX IF NOT EXISTS sessions_account ON sessions (account_id);
+   CREATE INDEX IF NOT EXISTS sessions_created ON sessions (created_at);
+   CREATE INDEX IF NOT EXISTS sessions_last_seen ON sessions (last_seen_at);
+
+   CREATE TABLE IF NOT EXISTS sign_in_links (
+     hash ${text} PRIMARY KEY,
+     account_id ${text} NOT NULL REFERENCES accounts (id),
+     expires_at ${integer} NOT NULL,
+     used_at ${integer}
+   )${table};
+
+   CREATE TABLE IF NOT EXISTS sign_in_failures (
+     key ${text} NOT NULL,
+     at ${integer} NOT NULL
+   )${table};
+   CREATE INDEX IF NOT EXISTS sign_in_failures_key ON sign_in_failures (key, at);
+   CREATE INDEX IF NOT EXISTS sign_in_failures_at ON sign_in_failures (at);`;
+}
+
 /** The columns of a token as records carry them: never the hash. */
 export const TOKEN_COLUMNS = "id, account_id, name, prefix, created_at, expires_at, last_used_at, revoked_at";
 
@@ -58,6 +113,16 @@ export function newAccessToken(token: NewToken): AccessToken {
     lastUsedAt: null,
     revokedAt: null,
   };
+}
+
+/** A new session record, at the caller's time. */
+export function newSession(session: NewSession): Session {
+  return { id: `ses_${randomBase62(16)}`, accountId: session.accountId, createdAt: session.at, lastSeenAt: session.at };
+}
+
+export function toSessionWithAccount(row: SessionWithAccountColumns): { session: Session; account: Account } {
+  const account = toAccount({ id: row.account_id, name: row.account_name, tier: row.account_tier, disabled: row.account_disabled, created_at: row.account_created_at });
+  return { session: { id: row.id, accountId: row.account_id, createdAt: Number(row.created_at), lastSeenAt: Number(row.last_seen_at) }, account };
 }
 
 export function toAccount(row: AccountColumns): Account {

@@ -19,7 +19,7 @@ const limitsSchema = z.strictObject({
 const tierSchema = limitsSchema.extend({
   /**
    * Limits of their own for some models: keys are model-name globs (`text-embedding-*`) or the
-   * groups `@chat` and `@embeddings` (by endpoint). Unset fields come from the tier; the group has
+   * groups `@chat`, `@embeddings`, `@rerank` and `@tokenize` (by endpoint). Unset fields come from the tier; the group has
    * counters of its own.
    */
   models: z.record(z.string().min(1), limitsSchema).default({}),
@@ -60,7 +60,8 @@ export async function loadTiers(file: string | undefined): Promise<TiersConfig> 
   return parsed.data;
 }
 
-export type Endpoint = "chat" | "embeddings";
+/** What a request is for: its group in a tier's `models` (`@chat`, `@embeddings`, `@rerank`, `@tokenize`). */
+export type Endpoint = "chat" | "embeddings" | "rerank" | "tokenize";
 
 /** The limits one request is held to, and the counters (key) it counts against. */
 export interface ResolvedLimits {
