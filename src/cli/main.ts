@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import os from "node:os";
 import { parseArgs } from "node:util";
 import { loadConfig, settingsFor } from "../config/loadConfig.js";
 import { formatSettingsHelp } from "../config/formatSettingsHelp.js";
@@ -37,7 +38,7 @@ const commands: Record<string, { summary: string; usage: string; options?: [stri
   usage: { summary: "Hosted profile: print the usage ledger.", usage: "modelhost usage [--account A] [--since YYYY-MM-DD] [--json]" },
   "make-test-model": {
     summary: "Write a small GGUF model with random weights, for tests and benchmarks.",
-    usage: "modelhost make-test-model --preset <tiny|bench|embed-tiny> --out <file.gguf> [--seed <n>]",
+    usage: "modelhost make-test-model --preset <tiny|bench|embed-tiny|think-tiny|rerank-tiny> --out <file.gguf> [--seed <n>]",
   },
 };
 
@@ -125,9 +126,29 @@ async function main(argv: string[]): Promise<number> {
       // Said whatever the log level, for people and for scripts that wait for the server.
       process.stderr.write(`modelhost: listening on ${server.url} (${config.profile} profile)\n`);
       if (server.models.length === 0) process.stderr.write(`modelhost: ${noModelsHint(config.modelsDir)}\n`);
-      const stop = () => void server.close().then(() => process.exit(0));
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
+      // The first SIGTERM or SIGINT drains (see --shutdown-grace) and exits 0; a second one exits at
+      // once, with the shell's status for death by that signal (128 + its number: 130, 143).
+      let stopping = false;
+      const stop = (signal: NodeJS.Signals) => {
+        if (stopping) {
+          process.stderr.write(`modelhost: ${signal} again, exiting now\n`);
+          process.exit(128 + os.constants.signals[signal]);
+        }
+        stopping = true;
+        process.stderr.write(`modelhost: ${signal}, finishing the requests in flight (at most ${config.shutdownGrace / 1000} s)\n`);
+        void server.shutdown().then(
+          (report) => {
+            process.stderr.write(`modelhost: stopped (${report.inFlight} in flight, ${report.cut} cut, drained in ${report.ms} ms)\n`);
+            process.exit(0);
+          },
+          (error: unknown) => {
+            process.stderr.write(`modelhost: shutdown failed: ${error instanceof Error ? error.message : String(error)}\n`);
+            process.exit(1);
+          },
+        );
+      };
+      process.on("SIGINT", stop);
+      process.on("SIGTERM", stop);
       return -1; // keep running
     }
     case "pull":

@@ -1,10 +1,15 @@
 import path from "node:path";
 import { AccessGate, type GateLogger } from "../access/AccessGate.js";
+import { AccessService } from "../access/AccessService.js";
+import { SignInService } from "../access/SignInService.js";
 import type { AccessStore } from "../access/AccessStore.js";
 import { PostgresAccessStore } from "../access/PostgresAccessStore.js";
+import { PostgresResponseStore } from "../access/PostgresResponseStore.js";
+import type { ResponseStore } from "../access/ResponseStore.js";
 import type { RateLimiter } from "../access/RateLimiter.js";
 import { RedisRateLimiter } from "../access/RedisRateLimiter.js";
 import { SqliteAccessStore } from "../access/SqliteAccessStore.js";
+import { SqliteResponseStore } from "../access/SqliteResponseStore.js";
 import { SqliteRateLimiter } from "../access/SqliteRateLimiter.js";
 import { loadTiers, type TiersConfig } from "../access/tiers.js";
 import type { Config } from "../config/settings.js";
@@ -21,13 +26,35 @@ export async function openStore(config: Pick<Config, "dataDir" | "databaseUrl">)
   return config.databaseUrl ? PostgresAccessStore.connect(config.databaseUrl) : SqliteAccessStore.open(path.join(config.dataDir, DATABASE_FILE));
 }
 
+/**
+ * The store of the Responses API's stored responses: SQLite in the data directory, in both
+ * profiles; PostgreSQL in the hosted profile with a database URL (the local profile has no use
+ * for one, and a URL left in its environment must not send a user's conversations there).
+ */
+export async function openResponseStore(config: Pick<Config, "profile" | "dataDir" | "databaseUrl">): Promise<ResponseStore> {
+  return config.profile === "hosted" && config.databaseUrl
+    ? PostgresResponseStore.connect(config.databaseUrl)
+    : SqliteResponseStore.open(path.join(config.dataDir, DATABASE_FILE));
+}
+
 /** The rate limiter the configuration names: Redis, or SQLite in the data directory. */
 export async function openLimiter(config: Pick<Config, "dataDir" | "redisUrl">): Promise<RateLimiter> {
   return config.redisUrl ? RedisRateLimiter.connect(config.redisUrl) : SqliteRateLimiter.open(path.join(config.dataDir, DATABASE_FILE));
 }
 
-/** The hosted profile's door: the tiers, store and limiter the configuration names, behind one gate. */
-export async function openGate(config: Config, logger: GateLogger): Promise<{ gate: AccessGate; close(): Promise<void> }> {
+/** What the hosted profile's server runs on: the gate of its API, and the playground's accounts and sign-in. */
+export interface HostedAccess {
+  gate: AccessGate;
+  accounts: AccessService;
+  signIn: SignInService;
+  close(): Promise<void>;
+}
+
+/**
+ * The hosted profile's door: the tiers, store and limiter the configuration names, behind one gate,
+ * with the playground's services on the same store. `now` is the clock of expiries (tests move it).
+ */
+export async function openGate(config: Config, logger: GateLogger, now: () => number = Date.now): Promise<HostedAccess> {
   // The tiers first: a bad tiers file is refused before any connection is made.
   const tiers = await openTiers(config);
   const store = await openStore(config);
@@ -35,9 +62,11 @@ export async function openGate(config: Config, logger: GateLogger): Promise<{ ga
     await store.close();
     throw error;
   });
-  const gate = new AccessGate(store, limiter, tiers, { logger });
+  const gate = new AccessGate(store, limiter, tiers, { logger, now });
   return {
     gate,
+    accounts: new AccessService(store, tiers, now),
+    signIn: new SignInService(store, { idleMs: config.sessionIdleTimeout, maxAgeMs: config.sessionMaxAge }, now),
     async close() {
       await gate.close();
       await Promise.all([limiter.close(), store.close()]);

@@ -1,15 +1,17 @@
 import os from "node:os";
 import type { FastifyInstance } from "fastify";
 import type { DestinationStream } from "pino";
+import { ResponseArchive } from "../access/ResponseArchive.js";
 import type { Config } from "../config/settings.js";
 import { LlamaEngine } from "../engine/LlamaEngine.js";
 import { loadLlama } from "../engine/loadLlama.js";
 import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { buildApp } from "../http/buildApp.js";
+import { Drain, type DrainReport } from "../http/Drain.js";
 import type { PullModel } from "../http/routes/modelManagementRoutes.js";
 import { pullModel } from "../models/pullModel.js";
 import { createLogger } from "./createLogger.js";
-import { openGate } from "./openAccess.js";
+import { openGate, openResponseStore } from "./openAccess.js";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -17,11 +19,26 @@ export interface RunningServer {
   url: string;
   /** The installed models' names when it started. */
   models: string[];
+  /** Closes at once: in-flight requests are not waited for. */
   close(): Promise<void>;
+  /**
+   * Graceful shutdown (SIGTERM, SIGINT): stops accepting connections, /health not-ready at once,
+   * waits up to --shutdown-grace for the requests in flight, cuts the rest with an error event,
+   * then closes (the usage ledger is flushed and the stores closed). Resolves with what happened.
+   */
+  shutdown(): Promise<DrainReport>;
 }
 
 /** Composition root of the server: the real engine behind the HTTP app, listening. */
-export async function serve(config: Config, options: { logDestination?: DestinationStream } = {}): Promise<RunningServer> {
+export interface ServeOptions {
+  logDestination?: DestinationStream;
+  /** The built playground page (default: web/dist of this package). */
+  playgroundDir?: string;
+  /** The clock of token and session expiry (tests move it instead of waiting). */
+  now?: () => number;
+}
+
+export async function serve(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
   const logger = createLogger(config.logLevel, { format: config.logFormat, ...(options.logDestination ? { destination: options.logDestination } : {}) });
   const { llama, backend, threads } = await loadLlama({
     engine: config.engine,
@@ -36,23 +53,45 @@ export async function serve(config: Config, options: { logDestination?: Destinat
     batchSize: config.batchSize,
     threads,
     maxQueue: config.maxQueue,
+    maxGenerationMs: config.maxGenerationTime,
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAlive,
     backend,
     logger,
   });
-  const access = config.profile === "hosted" ? await openGate(config, logger) : undefined;
+  const access = config.profile === "hosted" ? await openGate(config, logger, options.now) : undefined;
+  // Opened on the first request that stores or reads a response, not at start.
+  const responses = new ResponseArchive(() => openResponseStore(config), { ttlMs: config.responseExpiry, logger });
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
   const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
   const pull: PullModel = (reference, options) =>
     pullModel(reference, { modelsDir: config.modelsDir, hfEndpoint: config.hfEndpoint, ...(config.hfToken ? { hfToken: config.hfToken } : {}), ...options });
-  const app = await buildApp({ engine, access: access?.gate, modelsDir: config.modelsDir, pull, bodyLimit: config.bodyLimit, connections, corsOrigins: config.corsOrigins, logger });
+  const drain = new Drain();
+  const streamLimits = { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout };
+  const app = await buildApp({
+    engine,
+    access: access?.gate,
+    responses,
+    playground: access,
+    trustProxy: config.trustProxy,
+    modelsDir: config.modelsDir,
+    pull,
+    bodyLimit: config.bodyLimit,
+    connections,
+    corsOrigins: config.corsOrigins,
+    streamLimits,
+    drain,
+    metricsToken: config.metricsToken,
+    logger,
+    playgroundDir: options.playgroundDir,
+  });
   const port = config.port === "auto" ? (config.profile === "hosted" ? 8080 : 11434) : config.port;
   try {
     await app.listen({ host: config.host, port });
   } catch (error) {
     await engine.close();
     await access?.close();
+    await responses.close();
     throw error;
   }
   const address = app.server.address();
@@ -64,10 +103,15 @@ export async function serve(config: Config, options: { logDestination?: Destinat
   logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models }, "modelhost listening");
 
   let closing: Promise<void> | undefined;
-  return {
-    app,
-    url,
-    models,
-    close: () => (closing ??= app.close().then(() => Promise.all([engine.close(), access?.close()])).then(() => undefined)),
-  };
+  const close = () => (closing ??= app.close().then(() => Promise.all([engine.close(), access?.close(), responses.close()])).then(() => undefined));
+  let shuttingDown: Promise<DrainReport> | undefined;
+  const shutdown = () =>
+    (shuttingDown ??= (async () => {
+      logger.info({ graceMs: config.shutdownGrace }, "shutting down: draining requests in flight");
+      const report = await drain.finish(config.shutdownGrace, () => engine.status().loaded.every((model) => model.active === 0 && model.queued === 0));
+      await close();
+      logger.info(report, "shut down");
+      return report;
+    })());
+  return { app, url, models, close, shutdown };
 }

@@ -42,6 +42,9 @@ const byteSize = z.string().transform((text, ctx) => {
 /** A time limit on clients: a positive, finite duration. */
 const timeout = duration.refine((ms) => ms > 0 && Number.isFinite(ms), 'must be a positive duration such as "30s" or "500ms"');
 
+/** A time limit that may be turned off with "0". */
+const optionalTimeout = duration.refine((ms) => ms >= 0 && Number.isFinite(ms), 'must be a duration such as "30s", or "0" for none');
+
 const directory = z.string().trim().min(1).transform((text) =>
   path.resolve(text === "~" || text.startsWith("~/") ? path.join(os.homedir(), text.slice(1)) : text),
 );
@@ -110,7 +113,7 @@ export const settings = {
     flag: "data-dir",
     env: "MODELHOST_DATA_DIR",
     default: "~/.modelhost",
-    description: "Hosted profile state: the SQLite database (accounts, tokens, usage, rate-limit counters) unless --database-url/--redis-url say otherwise.",
+    description: "State: the SQLite database of stored responses (Responses API) and, in the hosted profile, of accounts, tokens, usage and rate-limit counters, unless --database-url/--redis-url say otherwise.",
     schema: directory,
     commands: ["serve", "access"],
   }),
@@ -118,7 +121,7 @@ export const settings = {
     flag: "database-url",
     env: "MODELHOST_DATABASE_URL",
     default: "",
-    description: "PostgreSQL URL (postgres://…) for accounts, tokens and usage, shared by several replicas. Empty: SQLite in --data-dir.",
+    description: "PostgreSQL URL (postgres://…) for accounts, tokens, usage and (hosted profile) stored responses, shared by several replicas. Empty: SQLite in --data-dir.",
     schema: z.string().trim(),
     commands: ["serve", "access"],
   }),
@@ -137,6 +140,48 @@ export const settings = {
     description: 'JSON file of tiers and their limits (see docs/hosted.md). Empty: one tier, "free": 15 requests per minute, 150,000 tokens per day.',
     schema: z.string().trim(),
     commands: ["serve", "access"],
+  }),
+  responseExpiry: setting({
+    flag: "response-expiry",
+    env: "MODELHOST_RESPONSE_EXPIRY",
+    default: "30d",
+    description:
+      "How long a response stored by the Responses API (`store`, the default) stays retrievable and continuable with previous_response_id; then it is deleted. Stored in --data-dir's SQLite database, or with --database-url (hosted profile) in PostgreSQL.",
+    schema: duration.refine((ms) => ms > 0 && Number.isFinite(ms), 'must be a positive duration such as "30d" or "12h"'),
+    commands: ["serve"],
+  }),
+  publicUrl: setting({
+    flag: "public-url",
+    env: "MODELHOST_PUBLIC_URL",
+    default: "",
+    description: "The server's address as browsers reach it (https://models.example.com), for the one-time sign-in links `modelhost account sign-in-link` prints. Empty: http://--host:--port.",
+    schema: z.union([z.literal(""), z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, ""))]),
+    commands: ["serve", "access"],
+  }),
+  sessionIdleTimeout: setting({
+    flag: "session-idle-timeout",
+    env: "MODELHOST_SESSION_IDLE_TIMEOUT",
+    default: "12h",
+    description: "Hosted profile: a playground session unused this long ends (the user signs in again).",
+    schema: timeout,
+    commands: ["serve"],
+  }),
+  sessionMaxAge: setting({
+    flag: "session-max-age",
+    env: "MODELHOST_SESSION_MAX_AGE",
+    default: "7d",
+    description: "Hosted profile: a playground session ends this long after sign-in, used or not.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
+  trustProxy: setting({
+    flag: "trust-proxy",
+    env: "MODELHOST_TRUST_PROXY",
+    default: "",
+    description:
+      "Addresses or CIDR ranges of reverse proxies whose X-Forwarded-For, -Proto and -Host headers are believed (e.g. 127.0.0.1,10.0.0.0/8): then the client address (sign-in limits, logs), https (Secure cookies) and the origin (CSRF check) come from them. Empty: no proxy is trusted.",
+    schema: list,
+    commands: ["serve"],
   }),
   maxLoadedModels: setting({
     flag: "max-loaded-models",
@@ -261,6 +306,51 @@ export const settings = {
     description:
       "Open client connections at most; connections beyond it are closed at once, so a flood of connections cannot exhaust the process's file descriptors and starve the requests being served.",
     schema: integer(1),
+    commands: ["serve"],
+  }),
+  streamStallTimeout: setting({
+    flag: "stream-stall-timeout",
+    env: "MODELHOST_STREAM_STALL_TIMEOUT",
+    default: "60s",
+    description:
+      "How long a streamed response may wait for a client that reads nothing (its socket buffer full) before the server drops it: such a client would otherwise hold its decoding slot for good.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
+  maxGenerationTime: setting({
+    flag: "max-generation-time",
+    env: "MODELHOST_MAX_GENERATION_TIME",
+    default: "10m",
+    description:
+      'Longest a generation may run, prompt included; then it ends as if max_tokens were reached (finish_reason "length", done_reason "length") with what it has. "0": no limit.',
+    schema: optionalTimeout,
+    commands: ["serve"],
+  }),
+  streamKeepalive: setting({
+    flag: "stream-keepalive",
+    env: "MODELHOST_STREAM_KEEPALIVE",
+    default: "15s",
+    description:
+      'Server-sent event streams send a comment line (": keepalive"; a `ping` event on the Messages API) after this long without an event, e.g. while a long prompt is read, so proxies with idle timeouts (nginx: 60s) keep them open. "0": never. NDJSON streams have no comment syntax and get none.',
+    schema: optionalTimeout,
+    commands: ["serve"],
+  }),
+  shutdownGrace: setting({
+    flag: "shutdown-grace",
+    env: "MODELHOST_SHUTDOWN_GRACE",
+    default: "25s",
+    description:
+      "On SIGTERM or SIGINT, how long requests in flight may take to finish; then the remaining streams end with an error event and the server exits. Below Kubernetes' default 30s termination grace, which leaves time to flush the usage ledger. A second signal exits at once.",
+    schema: optionalTimeout,
+    commands: ["serve"],
+  }),
+  metricsToken: setting({
+    flag: "metrics-token",
+    env: "MODELHOST_METRICS_TOKEN",
+    default: "",
+    description:
+      "Bearer token GET /metrics requires (Prometheus: `authorization: {credentials: …}`). Empty: /metrics is open in the local profile and not served at all in the hosted one, whose tokens are the users'. Prefer the variable: a flag shows in process listings.",
+    schema: z.string().trim(),
     commands: ["serve"],
   }),
   logLevel: setting({

@@ -1,25 +1,53 @@
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import cookie from "@fastify/cookie";
 import cors from "@fastify/cors";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { AccessGate } from "../access/AccessGate.js";
+import type { ResponseArchive } from "../access/ResponseArchive.js";
+import type { AccessService } from "../access/AccessService.js";
+import type { SignInService } from "../access/SignInService.js";
 import type { Engine } from "../core/Engine.js";
 import { jsonTextDepth, MAX_JSON_DEPTH } from "../core/jsonLimits.js";
 import { ServerError } from "../core/ServerError.js";
+import { ollamaErrorSchema } from "../protocols/ollama/responseSchemas.js";
+import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
+import { errorBodySchema } from "../protocols/openai/responseSchemas.js";
+import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
 import { limitConnections, serverOptions, type ConnectionLimits } from "./connectionLimits.js";
+import { serverAbortReason } from "./abortSignalOf.js";
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
+import { Drain } from "./Drain.js";
 import { errorStatus } from "./errorStatus.js";
-import { authenticateCallers, errorShapeOf, requireAdmission, requireRouteAccess } from "./routePolicy.js";
+import { ServerMetrics } from "./metrics.js";
+import { ApiDescription } from "./openapi.js";
+import { requestIdOf, returnRequestId } from "./requestId.js";
+import { authenticateCallers, errorShapeOf, guardMonitoring, guardPlayground, requireAdmission, requireRouteAccess } from "./routePolicy.js";
+import { anthropicRoutes } from "./routes/anthropicRoutes.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
+import { llamaServerRoutes } from "./routes/llamaServerRoutes.js";
+import { metricsRoutes } from "./routes/metricsRoutes.js";
+import { openApiRoutes } from "./routes/openApiRoutes.js";
 import { modelManagementRoutes, type PullModel } from "./routes/modelManagementRoutes.js";
 import { ollamaRoutes } from "./routes/ollamaRoutes.js";
 import { openaiRoutes } from "./routes/openaiRoutes.js";
+import { DEFAULT_PLAYGROUND_DIR, playgroundRoutes } from "./routes/playgroundRoutes.js";
+import { responsesRoutes } from "./routes/responsesRoutes.js";
+import { PlaygroundSessions } from "./playgroundSessions.js";
 import { usageRoutes } from "./routes/usageRoutes.js";
 import { setRateLimitHeaders } from "./rateLimitHeaders.js";
+import type { StreamLimits } from "./StreamingResponse.js";
 import { toServerError } from "./toServerError.js";
+
+/** package.json's version, for the API description (the same path from src/http and dist/http). */
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 export interface AppOptions {
   engine: Engine;
   /** The hosted profile: every /v1 and /api request needs a personal access token and counts against its tier. */
   access?: AccessGate;
+  /** Stored responses of the Responses API (`store`, `previous_response_id`, GET/DELETE /v1/responses/{id}). */
+  responses: ResponseArchive;
   /** The models directory: the native API's copy and delete change it. */
   modelsDir: string;
   /** Pulls a model into the models directory (`POST /api/pull`). */
@@ -27,6 +55,21 @@ export interface AppOptions {
   bodyLimit: number;
   connections: ConnectionLimits;
   corsOrigins: readonly string[];
+  /** The built playground page; default web/dist of this package. */
+  playgroundDir?: string;
+  /** Time limits of streamed responses (keepalive comments, clients that read nothing). */
+  streamLimits?: StreamLimits;
+  /** The graceful shutdown the server's owner drives (serve.ts); absent, one that is never begun. */
+  drain?: Drain;
+  /** The hosted profile's playground: its accounts' tokens and its sign-in. */
+  playground?: { accounts: AccessService; signIn: SignInService };
+  /** Addresses or CIDR ranges of reverse proxies whose X-Forwarded-* headers are believed (--trust-proxy). */
+  trustProxy?: readonly string[];
+  /**
+   * The bearer token GET /metrics requires (--metrics-token). Empty: /metrics is open in the local
+   * profile and absent from the hosted one.
+   */
+  metricsToken?: string;
   logger?: FastifyBaseLogger;
 }
 
@@ -37,11 +80,28 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     // On shutdown, end idle keep-alive connections instead of waiting for clients to drop them.
     forceCloseConnections: "idle",
+    // Only the listed proxies' X-Forwarded-For/-Proto/-Host: anyone else could claim any address
+    // (dodging the sign-in limits) or https (getting Secure cookies over plain http).
+    trustProxy: options.trustProxy && options.trustProxy.length > 0 ? [...options.trustProxy] : false,
+    // Our own x-request-id handling (requestId.ts): Fastify's would take any header value as is.
+    requestIdHeader: false,
+    genReqId: requestIdOf,
     ...serverOptions(options.connections),
   });
   limitConnections(app, options.connections);
   // Before any route (the CORS plugin's included): every route must declare its access policy.
   requireRouteAccess(app);
+  // Likewise its entry in GET /openapi.json.
+  const api = new ApiDescription({ title: "modelhost", version: PACKAGE_VERSION });
+  api.describeErrors(toOpenAIError, "OpenAIError", errorBodySchema);
+  api.describeErrors(toOllamaError, "OllamaError", ollamaErrorSchema);
+  api.install(app);
+  const drain = options.drain ?? new Drain();
+  drain.install(app);
+  app.decorate("streamLimits", options.streamLimits ?? { keepaliveMs: 0, stallMs: 0 });
+  returnRequestId(app);
+  const metrics = new ServerMetrics({ engine: options.engine, ...(options.access ? { ledger: () => options.access!.ledgerBacklog() } : {}) });
+  metrics.install(app);
 
   // Every body is parsed as JSON whatever its Content-Type: curl users often forget the header,
   // and llama-server and Ollama accept such requests too.
@@ -64,7 +124,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   app.setErrorHandler((error, request, reply) => {
-    const serverError = toServerError(error);
+    // A request the server itself ended (shutdown) fails with whatever its engine call threw then:
+    // the reason it was ended is the answer.
+    const serverError = serverAbortReason(reply) ?? toServerError(error);
     const status = errorStatus[serverError.code];
     if (status >= 500 && !reply.raw.destroyed) request.log.error({ err: error }, serverError.message);
     if (serverError.details.retryAfter !== undefined) reply.header("retry-after", String(serverError.details.retryAfter));
@@ -77,17 +139,36 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     return reply.status(404).send(errorShapeOf(request)(error));
   });
 
-  // In the hosted profile the engine refuses any call without admission: fail closed.
-  const routeOptions = { ...options, engine: options.access ? requireAdmission(options.engine) : options.engine };
+  // Every generation is measured and logged once, whichever route asked (metrics.ts); in the hosted
+  // profile the engine also refuses any call without admission: fail closed.
+  const observed = metrics.observe(options.engine);
+  const routeOptions = { ...options, engine: options.access ? requireAdmission(observed) : observed };
   if (options.access) {
     authenticateCallers(app, options.access);
     rateLimitHeaders(app, options.access);
     usageRoutes(app, options.access);
   }
-  healthRoutes(app, routeOptions);
+  await app.register(cookie);
+  // Hosted: sessions in the access store. Local: no sign-in, and one CSRF token per process (256
+  // random bits), handed to the page by GET /playground/api/session.
+  const localCsrfToken = randomBytes(32).toString("base64url");
+  const sessions = options.access && options.playground ? new PlaygroundSessions(options.playground.signIn) : undefined;
+  if (options.access && !sessions) throw new Error("The hosted profile's app needs its playground services (accounts, sign-in).");
+  guardPlayground(app, sessions ?? { csrfTokensOf: () => [localCsrfToken] });
+  guardMonitoring(app, options.metricsToken ?? "");
+  healthRoutes(app, { ...routeOptions, drain });
+  openApiRoutes(app, api);
+  // Hosted: the operator's metrics are not for tokens; served only behind --metrics-token.
+  if (!options.access || options.metricsToken) metricsRoutes(app, metrics);
   openaiRoutes(app, routeOptions);
+  anthropicRoutes(app, routeOptions);
+  responsesRoutes(app, routeOptions);
   ollamaRoutes(app, routeOptions);
+  llamaServerRoutes(app, routeOptions);
   modelManagementRoutes(app, routeOptions);
+  const playgroundDir = options.playgroundDir ?? DEFAULT_PLAYGROUND_DIR;
+  const hosted = sessions && options.playground && options.access ? { sessions, accounts: options.playground.accounts, gate: options.access } : undefined;
+  await playgroundRoutes(app, { engine: routeOptions.engine, playgroundDir, localCsrfToken, ...(hosted ? { hosted } : {}) });
   return app;
 }
 

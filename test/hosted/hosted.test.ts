@@ -177,6 +177,19 @@ describe("hosted profile over HTTP", () => {
     expect(usage).toMatchObject({ object: "usage", account: { name, tier: "budget" }, limits: { tokens_per_day: { limit: 1000, remaining: 1000 - used } } });
   });
 
+  it("reserves n × max_tokens for n choices, and charges the prompt once and every choice's tokens", async () => {
+    const { name, token } = await newAccount("budget");
+    // 1000 tokens a day: one choice of 300 fits, four do not.
+    const four = await chat(token, { max_tokens: 300, n: 4 });
+    expect(four.status).toBe(429);
+    expect(((await four.json()) as { error: { type: string } }).error.type).toBe("tokens");
+    expect(await tokensUsed(name)).toBe(0);
+    const reply = await client(token).chat.completions.create({ model: "tiny", messages, max_tokens: 50, n: 4, temperature: 0 });
+    expect(reply.choices).toHaveLength(4);
+    expect(reply.usage!.completion_tokens).toBe(reply.choices.length * 50);
+    await expect.poll(() => tokensUsed(name)).toBe(reply.usage!.total_tokens);
+  });
+
   it("charges an aborted stream what it generated", async () => {
     const { name, token } = await newAccount("free");
     const completionTokens = async () => (await service.usage({ account: name })).reduce((sum, row) => sum + row.completionTokens, 0);

@@ -1,46 +1,22 @@
 // Issue 8 §1: in the hosted profile the access policy is the matched route's, whatever spelling of
 // the request target reached it; a route that declares none cannot be registered; and the engine
 // refuses a request that carries no admission.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../../src/access/AccessService.js";
 import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
+import { SqliteResponseStore } from "../../src/access/SqliteResponseStore.js";
 import { loadTiers } from "../../src/access/tiers.js";
 import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import type { Engine } from "../../src/core/Engine.js";
 import { requireAdmission, requireRouteAccess } from "../../src/http/routePolicy.js";
 import { rawRequest } from "../support/rawHttp.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
+import { routesOf, type Route } from "../support/routeTree.js";
 import { testModelPath } from "../support/testModels.js";
-
-interface Route {
-  method: string;
-  path: string;
-}
-
-/** Every route of the app, from Fastify's own route tree (so a route added later is covered too). */
-function routesOf(tree: string): Route[] {
-  const routes: Route[] = [];
-  const prefixes: string[] = [];
-  for (const line of tree.split("\n")) {
-    const match = /^([│ ├└─]*)(\S+)(?: \(([A-Z, ]+)\))?$/u.exec(line.trimEnd());
-    if (!match) continue;
-    // Each level is indented by four characters of tree drawing, the first level included.
-    const depth = [...(match[1] ?? "")].length / 4 - 1;
-    prefixes.length = depth;
-    // A static child continues its parent's label (`/api/embed` → `dings`); a wildcard or a
-    // parameter starts a segment of its own (`/v1/models` → `*`).
-    const label = match[2] ?? "";
-    const separator = depth === 0 || prefixes.at(-1)?.endsWith("/") || !/^[*:]/.test(label) ? "" : "/";
-    const full = (prefixes.at(-1) ?? "") + separator + label;
-    prefixes.push(full);
-    for (const method of match[3]?.split(", ") ?? []) if (method !== "HEAD") routes.push({ method, path: full });
-  }
-  return routes;
-}
 
 /** The same route, spelled every way a router, a proxy or a client might spell it. */
 function targetForms(route: string): string[] {
@@ -79,33 +55,65 @@ describe("hosted profile: route-level access policy", () => {
   let store: SqliteAccessStore;
   let token: string;
   let routes: Route[];
+  let responses: SqliteResponseStore;
+  let accountId: string;
+  let storedResponses = 0;
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-route-access-"));
     store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
     const service = new AccessService(store, await loadTiers(undefined));
-    await service.createAccount("mallory", "free");
+    accountId = (await service.createAccount("mallory", "free")).id;
+    responses = SqliteResponseStore.open(path.join(dataDir, DATABASE_FILE));
     token = (await service.createToken("mallory", { name: "test" })).secret;
+    // Every caller route is called a few times in a minute: more than the built-in free tier's 15.
+    const tiersFile = path.join(dataDir, "tiers.json");
+    await writeFile(tiersFile, JSON.stringify({ default: "free", tiers: { free: { requestsPerMinute: 10_000 } } }));
     server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
-      config: { profile: "hosted", dataDir, tiersFile: "" },
+      models: { tiny: await testModelPath("tiny"), rerank: await testModelPath("rerank-tiny") },
+      config: { profile: "hosted", dataDir, tiersFile },
     });
-    routes = routesOf(server.app.printRoutes({ commonPrefix: false }));
+    routes = routesOf(server.app);
   });
   afterAll(async () => {
     await server?.close();
     await store?.close();
+    await responses?.close();
     if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
   const body = (route: Route) =>
     ["POST", "DELETE"].includes(route.method)
-      ? JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "hi" }], input: "hi", max_tokens: 1, options: { num_predict: 1 }, source: "tiny", destination: "copy" })
+      ? JSON.stringify({
+          // Reranking needs a reranking model; every other route takes the chat model.
+          model: route.path.endsWith("/rerank") ? "rerank" : "tiny",
+          messages: [{ role: "user", content: "hi" }],
+          input: "hi",
+          ...(route.path === "/v1/completions" ? { prompt: "hi" } : {}),
+          max_tokens: 1,
+          max_output_tokens: 1,
+          options: { num_predict: 1 },
+          source: "tiny",
+          destination: "copy",
+          content: "hi",
+          tokens: [1],
+          query: "hi",
+          documents: ["hello"],
+        })
       : undefined;
   /** Model management on the native API: a token is authenticated, then refused (the operator's CLI manages models). */
   const isManagement = (route: Route) => /^\/api\/(pull|push|create|copy|delete|blobs)\b/.test(route.path);
   const concrete = (route: Route) => route.path.replace(/\*$/, "tiny");
-  const isPublic = (route: Route) => route.path === "/" || route.path === "/health" || route.method === "OPTIONS";
+  /** A route's path with a stored response of the token's account for `:id` (written to the store directly: no request spent on it). */
+  const withResponse = async (route: Route) => {
+    if (!route.path.includes(":id")) return concrete(route);
+    const id = `resp_route${++storedResponses}`;
+    await responses.save({ id, owner: accountId, createdAt: Date.now(), expiresAt: Date.now() + 60_000, response: { id }, input: [] });
+    return route.path.replace(":id", id);
+  };
+  /** The browser playground's routes have a door of their own (a session cookie, never a token): see the last test. */
+  const isPlayground = (route: Route) => route.path === "/playground" || route.path.startsWith("/playground/");
+  const isPublic = (route: Route) => route.path === "/" || route.path === "/health" || route.method === "OPTIONS" || isPlayground(route);
 
   it("finds the app's routes", () => {
     expect(routes).toEqual(
@@ -116,6 +124,10 @@ describe("hosted profile: route-level access policy", () => {
         { method: "GET", path: "/v1/models/*" },
         { method: "POST", path: "/v1/chat/completions" },
         { method: "POST", path: "/v1/embeddings" },
+        { method: "POST", path: "/v1/rerank" },
+        { method: "POST", path: "/rerank" },
+        { method: "POST", path: "/tokenize" },
+        { method: "POST", path: "/detokenize" },
         { method: "GET", path: "/v1/usage" },
       ]),
     );
@@ -157,10 +169,21 @@ describe("hosted profile: route-level access policy", () => {
 
   it("still serves a valid token on every caller route", async () => {
     for (const route of routes.filter((route) => !isPublic(route))) {
-      for (const target of [concrete(route), `http://any${concrete(route)}`]) {
+      for (const target of [await withResponse(route), `http://any${await withResponse(route)}`]) {
         const response = await rawRequest(server.url, { method: route.method, target, body: body(route), headers: [["Authorization", `Bearer ${token}`]] });
         expect([route.method, target, response.status]).toEqual([route.method, target, isManagement(route) ? 403 : 200]);
       }
+    }
+  });
+
+  it("gives a token nothing on the playground's session routes", async () => {
+    const sessionRoutes = routes.filter((route) => route.path.startsWith("/playground/api/") && !/\/(session|sign-in|sign-out|\*)$/.test(route.path));
+    expect(sessionRoutes).toEqual(expect.arrayContaining([{ method: "POST", path: "/playground/api/chat/completions" }, { method: "GET", path: "/playground/api/tokens" }]));
+    for (const route of sessionRoutes) {
+      const target = route.path.replace(":id", "tok_x");
+      const response = await rawRequest(server.url, { method: route.method, target, body: body(route), headers: [["Authorization", `Bearer ${token}`]] });
+      expect([route.method, target, response.status]).toEqual([route.method, target, 401]);
+      expect(JSON.parse(response.body).error.code).toBe("not_signed_in");
     }
   });
 
@@ -188,16 +211,22 @@ describe("route access policy, default deny", () => {
 });
 
 describe("engine admission in the hosted profile, fail closed", () => {
-  it("refuses a chat or embeddings call that carries no admission", async () => {
+  it("refuses a chat, embeddings, rerank or tokenizer call that carries no admission", async () => {
     const calls: string[] = [];
     const engine = {
       chat: async () => void calls.push("chat"),
       embed: async () => void calls.push("embed"),
+      rerank: async () => void calls.push("rerank"),
+      tokenize: async () => void calls.push("tokenize"),
+      detokenize: async () => void calls.push("detokenize"),
     } as unknown as Engine;
     const guarded = requireAdmission(engine);
     const signal = new AbortController().signal;
     await expect(guarded.chat({ model: "tiny", messages: [] } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
     await expect(guarded.embed({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
+    await expect(guarded.rerank({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
+    await expect(guarded.tokenize({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
+    await expect(guarded.detokenize({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
     expect(calls).toEqual([]);
     const admit = async () => ({ maxOutputTokens: 1, settle: () => undefined });
     await guarded.chat({ model: "tiny", messages: [] } as never, { signal, admit });

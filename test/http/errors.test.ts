@@ -52,7 +52,7 @@ describe("errors", () => {
     [{ model: "tiny", messages, temperature: 2.5 }, "temperature"],
     [{ model: "tiny", messages, max_tokens: -1 }, "max_tokens"],
     [{ model: "tiny", messages, stop: ["a", "b", "c", "d", "e"] }, "stop"],
-    [{ model: "tiny", messages, n: 3 }, "n"],
+    [{ model: "tiny", messages, n: 9 }, "n"],
     [{ model: "tiny", messages: [...messages, { role: "tool", tool_call_id: "call_x", content: "{}" }] }, "messages[1].tool_call_id"],
   ])("answers 400 naming the param for %j", async (body, param) => {
     await expectError(await postJson(url, body), 400, param, null);

@@ -6,6 +6,7 @@ import { Ollama, type ChatResponse, type Message, type Tool } from "ollama";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
+import { weatherSchema as weather } from "../support/toolSchemas.js";
 
 // The native API through the official `ollama` npm client, against the real server on generated
 // models. The chat model has random weights: it writes gibberish, so tests check shapes, framing,
@@ -14,12 +15,6 @@ import { testModelPath } from "../support/testModels.js";
 const messages: Message[] = [{ role: "user", content: "Tell me a story about a lighthouse." }];
 const greedy = { temperature: 0, num_predict: 24 };
 
-const weather = {
-  type: "object",
-  properties: { city: { type: "string", maxLength: 12 }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } },
-  required: ["city", "unit"],
-  additionalProperties: false,
-} as const;
 const tools: Tool[] = [{ type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: weather as never } }];
 
 /** Reads an NDJSON body line by line, checking the framing as it goes. */

@@ -25,7 +25,9 @@ export const debianPackages = {
   // `modelhost run` is driven in a real terminal: a tmux pane, keys sent, the screen read.
   tmux: { commands: ["tmux"], neededFor: "the `modelhost run` terminal test" },
   // The sample agent's page is tested in a real headless browser, driven by playwright-core.
-  chromium: { commands: ["chromium"], neededFor: "the sample agent's browser test" },
+  chromium: { commands: ["chromium"], neededFor: "the browser tests of the sample agent and the playground" },
+  // The deployment test runs docs/deploy.md's nginx configuration in front of two replicas.
+  nginx: { commands: ["nginx"], neededFor: "the nginx two-replica deployment test" },
 } as const satisfies Record<string, DebianPackage>;
 
 export type PackageName = keyof typeof debianPackages;

@@ -11,6 +11,10 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
   /** SIGKILL: a crash, nothing flushed. */
   kill(): Promise<void>;
+  /** Sends a signal without waiting. */
+  signal(name: NodeJS.Signals): void;
+  /** Resolves with the exit code once the process has exited. */
+  exited: Promise<number | null>;
 }
 
 /** Runs `modelhost serve …` as its own process (as replicas and crash tests need) and waits until it listens. */
@@ -49,5 +53,9 @@ export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv 
       if (child.exitCode === null) child.kill("SIGKILL");
       await exited;
     },
+    signal(name) {
+      if (child.exitCode === null) child.kill(name);
+    },
+    exited,
   };
 }

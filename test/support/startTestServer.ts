@@ -26,17 +26,23 @@ export interface TestServerOptions {
   config?: Partial<Config>;
   /** Receives the server's JSON log lines (tests that inspect the logs). */
   logDestination?: { write(line: string): void };
+  /** The built playground page's directory (default: the repository's web/dist). */
+  playgroundDir?: string;
+  /** The clock of token and session expiry (tests of expiry move it instead of waiting). */
+  now?: () => number;
 }
 
 /** Starts the real server (the CLI's composition root) on a free loopback port. */
 export async function startTestServer(options: TestServerOptions): Promise<TestServer> {
   const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-models-"));
+  // State (stored responses; hosted tests pass a data directory of their own) never goes to ~/.modelhost.
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-data-"));
   for (const [id, file] of Object.entries(options.models)) await symlink(file, path.join(modelsDir, `${id}.gguf`));
   if (options.manifest !== undefined) await writeFile(path.join(modelsDir, "models.json"), JSON.stringify(options.manifest));
   const config = loadConfig({
-    overrides: { host: "127.0.0.1", port: 0, modelsDir, logLevel: "silent", threads: 1, parallel: 4, contextSize: 1024, ...options.config },
+    overrides: { host: "127.0.0.1", port: 0, modelsDir, dataDir, logLevel: "silent", threads: 1, parallel: 4, contextSize: 1024, ...options.config },
   });
-  const server = await serve(config, { logDestination: options.logDestination });
+  const server = await serve(config, { logDestination: options.logDestination, playgroundDir: options.playgroundDir, now: options.now });
   return {
     url: server.url,
     client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "any-value-works-locally", maxRetries: 0 }),
@@ -45,16 +51,17 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
     async close() {
       await server.close();
       await rm(modelsDir, { recursive: true, force: true });
+      await rm(dataDir, { recursive: true, force: true });
     },
   };
 }
 
-/** Reads a whole SSE response body and splits it into its `data:` payloads. */
+/** Reads a whole SSE response body and splits it into its `data:` payloads (comments such as `: keepalive` are skipped). */
 export async function readSseEvents(response: Response): Promise<string[]> {
   const text = await response.text();
   return text
     .split("\n\n")
-    .filter((block) => block.length > 0)
+    .filter((block) => block.length > 0 && !block.startsWith(":"))
     .map((block) => {
       if (!block.startsWith("data: ")) throw new Error(`not an SSE data event: ${JSON.stringify(block)}`);
       return block.slice("data: ".length);

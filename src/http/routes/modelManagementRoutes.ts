@@ -5,6 +5,8 @@ import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
 import { abortSignalOf } from "../abortSignalOf.js";
 import { NdjsonWriter } from "../NdjsonWriter.js";
 import { toServerError } from "../toServerError.js";
+import { described } from "../openapi.js";
+import { pullRequestSchema } from "../../protocols/ollama/schemas.js";
 
 /** Pulls a model into the server's models directory (the composition root binds the settings). */
 export type PullModel = (reference: string, options: { signal?: AbortSignal; onProgress?: (progress: PullProgress) => void }) => Promise<PullResult>;
@@ -17,7 +19,7 @@ export type PullModel = (reference: string, options: { signal?: AbortSignal; onP
 export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: PullModel }): void {
   const config = { access: "operator" as const, errorShape: toOllamaError };
 
-  app.post("/api/pull", { config }, async (request, reply) => {
+  app.post("/api/pull", { config: described(config, { summary: "Pulls a model, streaming progress as NDJSON", body: pullRequestSchema, produces: ["application/x-ndjson"] }) }, async (request, reply) => {
     const { model, stream } = fromPullRequest(request.body);
     // A client that goes away cancels the pull; what was downloaded stays, and the next pull resumes it.
     const signal = abortSignalOf(reply);

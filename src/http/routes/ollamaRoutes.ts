@@ -19,6 +19,9 @@ import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
 import { NdjsonWriter } from "../NdjsonWriter.js";
 import { engineOptions } from "../engineOptions.js";
 import { toServerError } from "../toServerError.js";
+import { described } from "../openapi.js";
+import { nativeChatResponseSchema, nativeGenerateResponseSchema } from "../../protocols/ollama/responseSchemas.js";
+import { chatRequestSchema, copyRequestSchema, embedRequestSchema, generateRequestSchema, legacyEmbeddingsRequestSchema, modelRequestSchema } from "../../protocols/ollama/schemas.js";
 
 export interface OllamaRouteOptions {
   engine: Engine;
@@ -56,10 +59,10 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return model;
   };
 
-  app.get("/api/version", { config }, async () => ({ version: API_VERSION }));
+  app.get("/api/version", { config: described(config, { summary: "The native API version" }) }, async () => ({ version: API_VERSION }));
 
-  app.post("/api/chat", { config }, (request, reply) => generate("chat", fromChatRequest(request.body), request, reply));
-  app.post("/api/generate", { config }, (request, reply) => generate("generate", fromGenerateRequest(request.body), request, reply));
+  app.post("/api/chat", { config: described(config, { summary: "Native chat: NDJSON stream by default, one object with stream: false", body: chatRequestSchema, response: nativeChatResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeChatResponseSchema }) }, (request, reply) => generate("chat", fromChatRequest(request.body), request, reply));
+  app.post("/api/generate", { config: described(config, { summary: "Native completion of a prompt (templated, raw, or fill-in-the-middle)", body: generateRequestSchema, response: nativeGenerateResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeGenerateResponseSchema }) }, (request, reply) => generate("generate", fromGenerateRequest(request.body), request, reply));
 
   /** Runs a chat or generate request and answers with one object, or streams them as NDJSON. */
   async function generate(kind: ReplyKind, generation: NativeGeneration, request: FastifyRequest, reply: FastifyReply) {
@@ -102,7 +105,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     }
   }
 
-  app.post("/api/embed", { config }, async (request, reply) => {
+  app.post("/api/embed", { config: described(config, { summary: "Native embeddings (normalised)", body: embedRequestSchema }) }, async (request, reply) => {
     const started = performance.now();
     const { embed, keepAliveMs } = fromEmbedRequest(request.body);
     const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
@@ -114,7 +117,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return toEmbedResponse(embed.model, result, performance.now() - started);
   });
 
-  app.post("/api/embeddings", { config }, async (request, reply) => {
+  app.post("/api/embeddings", { config: described(config, { summary: "Legacy native embedding (not normalised)", body: legacyEmbeddingsRequestSchema }) }, async (request, reply) => {
     const { embed, keepAliveMs } = fromLegacyEmbeddingsRequest(request.body);
     const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
     if (embed.inputs.length === 0) {
@@ -125,7 +128,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return { embedding: Array.from(vectors[0] ?? []) };
   });
 
-  app.get("/api/tags", { config }, async (request) => {
+  app.get("/api/tags", { config: described(config, { summary: "Installed models with digests and GGUF details" }) }, async (request) => {
     const models = await engine.listModels();
     const listed = await Promise.all(
       models.map((model) =>
@@ -142,14 +145,14 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return { models: listed.flat() };
   });
 
-  app.post("/api/show", { config }, async (request) => {
+  app.post("/api/show", { config: described(config, { summary: "One model's metadata and template", body: modelRequestSchema }) }, async (request) => {
     const { model } = fromModelRequest(request.body);
     const description = await engine.describeModel(model);
     if (!description) throw new ServerError("model_not_found", { model, param: "model" });
     return toShowResponse(description);
   });
 
-  app.get("/api/ps", { config }, async () => {
+  app.get("/api/ps", { config: described(config, { summary: "Loaded models" }) }, async () => {
     const running = await Promise.all(
       engine.status().loaded.map(async (status) => {
         const model = await engine.findModel(status.id);
@@ -159,7 +162,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return { models: running.flat() };
   });
 
-  app.post("/api/copy", { config: management }, async (request, reply) => {
+  app.post("/api/copy", { config: described(management, { summary: "A new name (alias) for a model", body: copyRequestSchema }) }, async (request, reply) => {
     const { source, destination } = fromCopyRequest(request.body);
     const model = await engine.findModel(source);
     if (!model) throw new ServerError("model_not_found", { model: source, param: "source", message: `model "${source}" not found` });
@@ -168,7 +171,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return reply.status(200).send();
   });
 
-  app.delete("/api/delete", { config: management }, async (request, reply) => {
+  app.delete("/api/delete", { config: described(management, { summary: "Deletes an alias, or a model with its files", body: modelRequestSchema }) }, async (request, reply) => {
     const { model: name } = fromModelRequest(request.body);
     const model = await findOrThrow(name);
     // An alias goes alone; the model's own name takes its file, its other names and its aliases.
@@ -190,7 +193,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
           : "modelhost does not push models to a registry.",
     });
   };
-  app.post("/api/create", { config: management }, notOffered("create"));
-  app.post("/api/push", { config: management }, notOffered("push"));
-  app.route({ method: ["HEAD", "POST"], url: "/api/blobs/:digest", config: management, handler: notOffered("create") });
+  app.post("/api/create", { config: described(management, { summary: "Not offered (501): the message names the supported way" }) }, notOffered("create"));
+  app.post("/api/push", { config: described(management, { summary: "Not offered (501)" }) }, notOffered("push"));
+  app.route({ method: ["HEAD", "POST"], url: "/api/blobs/:digest", config: described(management, { summary: "Not offered (501): models are not created from blobs" }), handler: notOffered("create") });
 }

@@ -1,19 +1,35 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
-import type { ChatStream } from "../../core/ChatEvent.js";
+import type { ChatEvent, ChatStream, Usage } from "../../core/ChatEvent.js";
+import type { ChatRequest } from "../../core/ChatRequest.js";
 import type { Engine } from "../../core/Engine.js";
 import { randomBase62 } from "../../core/randomBase62.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
 import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingRequest.js";
-import { toChatCompletion } from "../../protocols/openai/toChatCompletion.js";
-import { toChatCompletionChunk, toRoleChunk, type StreamIdentity } from "../../protocols/openai/toChatCompletionChunk.js";
+import { collectChoice, promptsUsage, toChatCompletion, type CollectedChoice } from "../../protocols/openai/toChatCompletion.js";
+import { fromCompletionRequest } from "../../protocols/openai/fromCompletionRequest.js";
+import { TextCompletionChunks, toTextCompletion } from "../../protocols/openai/toTextCompletion.js";
+import { toChatCompletionChunk, toRoleChunk, toUsageChunk, type StreamIdentity } from "../../protocols/openai/toChatCompletionChunk.js";
 import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.js";
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { engineOptions } from "../engineOptions.js";
+import { interleaveChoices } from "../interleaveChoices.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
+import { described } from "../openapi.js";
+import { chatCompletionChunkSchema, chatCompletionSchema, embeddingResponseSchema, modelListSchema, modelObjectSchema } from "../../protocols/openai/responseSchemas.js";
+import { chatCompletionRequestSchema, completionRequestSchema, embeddingRequestSchema } from "../../protocols/openai/schemas.js";
+
+/** The chat completions route's description (also the playground's copy of it). */
+export const chatCompletionsDoc = {
+  summary: "Chat completion, plain or streamed (stream: true, server-sent events of chunks ending with [DONE])",
+  body: chatCompletionRequestSchema,
+  response: chatCompletionSchema,
+  produces: ["text/event-stream"],
+  streamEvent: chatCompletionChunkSchema,
+};
 
 /** `chatcmpl-` and 29 random base62 characters, the shape OpenAI's ids have. */
 function newCompletionId(): string {
@@ -23,52 +39,149 @@ function newCompletionId(): string {
 export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
   const config = { access: "caller" as const, errorShape: toOpenAIError };
 
-  app.get("/v1/models", { config }, async () => {
-    const models = await engine.listModels();
-    return { object: "list", data: models.flatMap((model) => [model.id, ...model.aliases].map((id) => toModelObject(model, id))) };
-  });
+  app.get("/v1/models", { config: described(config, { summary: "Every model and alias", response: modelListSchema }) }, listModelsHandler(engine));
 
   // Model ids may contain slashes (e.g. "org/model"), hence the wildcard.
-  app.get("/v1/models/*", { config }, async (request) => {
-    const id = decodeURIComponent((request.params as { "*": string })["*"]);
+  app.get("/v1/models/*", { config: described(config, { summary: "One model (ids may contain slashes)", response: modelObjectSchema }) }, async (request) => {
+    const id = decodedOrRaw((request.params as { "*": string })["*"]);
     const model = await engine.findModel(id);
     if (!model) throw new ServerError("model_not_found", { model: id, param: "model" });
     return toModelObject(model, id);
   });
 
-  app.post("/v1/embeddings", { config }, async (request, reply) => {
+  app.post("/v1/embeddings", { config: described(config, { summary: "Embeddings of a string, strings or token ids", body: embeddingRequestSchema, response: embeddingResponseSchema }) }, async (request, reply) => {
     const { embed, encoding } = fromEmbeddingRequest(request.body);
     const result = await engine.embed(embed, engineOptions(request, reply, access, embed.model, "embeddings"));
     return toEmbeddingResponse(embed.model, result, encoding);
   });
 
-  app.post("/v1/chat/completions", { config }, async (request, reply) => {
-    const { chat, stream: streamed, includeUsage } = fromChatCompletionRequest(request.body);
-    const options = engineOptions(request, reply, access, chat.model, "chat");
-    const { signal } = options;
-    const identity: StreamIdentity = { id: newCompletionId(), created: Math.floor(Date.now() / 1000), model: chat.model, includeUsage };
-    const events = await engine.chat(chat, options);
-    // The stream holds a decoding slot until it is closed: close it on every way out, whoever
-    // leaves first (a client gone before the first event is written never iterates it at all).
+  app.post("/v1/chat/completions", { config: described(config, chatCompletionsDoc) }, chatCompletionsHandler(engine, access));
+
+  // Legacy completions: each prompt's n choices decode together; prompts take turns.
+  app.post("/v1/completions", { config: described(config, { summary: "Legacy text completion of one or more prompts, plain or streamed (server-sent events)", body: completionRequestSchema, produces: ["text/event-stream"] }) }, async (request, reply) => {
+    const { prompts, stream: streamed, includeUsage, logprobs, echo } = fromCompletionRequest(request.body);
+    const [firstPrompt, ...otherPrompts] = prompts as [ChatRequest, ...ChatRequest[]];
+    const options = engineOptions(request, reply, access, firstPrompt.model, "chat");
+    const identity: StreamIdentity = {
+      id: `cmpl-${randomBase62(29)}`,
+      created: Math.floor(Date.now() / 1000),
+      model: firstPrompt.model,
+      includeUsage,
+      logprobs: logprobs !== undefined,
+    };
+    const opened: ChatStream[] = [];
+    const start = async (prompt: ChatRequest) => {
+      const choices = await engine.chatChoices(prompt, options);
+      opened.push(...choices);
+      return choices;
+    };
+    // The first prompt starts before any byte is sent, so its errors (unknown model, no FIM
+    // tokens, too long) get their status; a later prompt starts once the one before has ended.
+    const first = await start(firstPrompt);
+    async function* batches(): AsyncGenerator<ChatStream[]> {
+      yield first;
+      for (const prompt of otherPrompts) yield await start(prompt);
+    }
     try {
-      if (!streamed) return await toChatCompletion(identity, events);
-      await streamChunks(request, reply, identity, events, signal);
+      if (!streamed) {
+        const collected: CollectedChoice[][] = [];
+        for await (const choices of batches()) collected.push(await Promise.all(choices.map(collectChoice)));
+        return toTextCompletion(identity, collected, echo);
+      }
+      const chunks = new TextCompletionChunks(identity, echo);
+      await streamChoices(request, reply, options.signal, batches(), {
+        first: () => [],
+        event: (index, event) => chunks.event(index, event),
+        usage: (usage) => (includeUsage ? chunks.usage(usage) : undefined),
+      });
     } finally {
-      await events.return();
+      await Promise.all(opened.map((choice) => choice.return()));
     }
   });
 }
 
-async function streamChunks(request: FastifyRequest, reply: FastifyReply, identity: StreamIdentity, events: ChatStream, signal: AbortSignal): Promise<void> {
+/** GET /v1/models; the playground's model picker is served by the same handler. */
+export function listModelsHandler(engine: Engine): RouteHandlerMethod {
+  return async () => {
+    const models = await engine.listModels();
+    return { object: "list", data: models.flatMap((model) => [model.id, ...model.aliases].map((id) => toModelObject(model, id))) };
+  };
+}
+
+/**
+ * POST /v1/chat/completions, streamed or not. The playground's chat is served by the same handler:
+ * the route's access policy decides who the caller is (a token there, a session cookie here), and
+ * the caller's limits, ledger and disconnect handling are the same.
+ */
+export function chatCompletionsHandler(engine: Engine, access: AccessGate | undefined): RouteHandlerMethod {
+  return async (request, reply) => {
+    const { chat, stream: streamed, includeUsage } = fromChatCompletionRequest(request.body);
+    const options = engineOptions(request, reply, access, chat.model, "chat");
+    const identity: StreamIdentity = {
+      id: newCompletionId(),
+      created: Math.floor(Date.now() / 1000),
+      model: chat.model,
+      includeUsage,
+      logprobs: chat.logprobs !== undefined,
+    };
+    const choices = await engine.chatChoices(chat, options);
+    // The streams hold decoding slots until they are closed: close them on every way out, whoever
+    // leaves first (a client gone before the first event is written never iterates them at all).
+    try {
+      if (!streamed) return await toChatCompletion(identity, choices);
+      await streamChoices(request, reply, options.signal, [choices], {
+        first: (index) => [toRoleChunk(identity, index)],
+        event: (index, event) => toChatCompletionChunk(identity, event, index),
+        usage: (usage) => (includeUsage ? toUsageChunk(identity, usage) : undefined),
+      });
+    } finally {
+      await Promise.all(choices.map((choice) => choice.return()));
+    }
+  };
+}
+
+/** How one OpenAI streaming endpoint turns its choices' events into chunks. */
+export interface ChoiceChunks {
+  /** Sent for each choice before its events (chat's role chunk). */
+  first(index: number): unknown[];
+  event(index: number, event: ChatEvent): unknown[];
+  /** The usage chunk after every choice ended, if the caller asked for one. */
+  usage(usage: Usage): unknown;
+}
+
+/**
+ * Streams server-sent events for the choices of one request. `batches` are groups of choices
+ * started one after the other (the prompts of a legacy completion), each group decoded in
+ * parallel; a batch's streams are opened when the previous batch has ended, so its sequences are
+ * free. Choice indexes run on across batches; the events of a batch's choices are interleaved as
+ * they come.
+ */
+export async function streamChoices(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  signal: AbortSignal,
+  batches: Iterable<ChatStream[]> | AsyncIterable<ChatStream[]>,
+  chunks: ChoiceChunks,
+): Promise<void> {
   const sse = new SseWriter(reply);
   sse.start();
+  const usages: Usage[][] = [];
   try {
-    if (!(await sse.send(toRoleChunk(identity)))) return;
-    for await (const event of events) {
-      for (const chunk of toChatCompletionChunk(identity, event)) {
-        if (!(await sse.send(chunk))) return;
+    let offset = 0;
+    for await (const choices of batches) {
+      const batchUsages: Usage[] = [];
+      usages.push(batchUsages);
+      for (let index = offset; index < offset + choices.length; index++) {
+        for (const chunk of chunks.first(index)) if (!(await sse.send(chunk))) return;
       }
+      for await (const { choice, event } of interleaveChoices(choices)) {
+        if (event.type === "done") batchUsages.push(event.usage);
+        for (const chunk of chunks.event(offset + choice, event)) if (!(await sse.send(chunk))) return;
+      }
+      offset += choices.length;
     }
+    const usageChunk = chunks.usage(promptsUsage(usages));
+    if (usageChunk !== undefined && !(await sse.send(usageChunk))) return;
     await sse.done();
   } catch (error) {
     // Once the stream has started the status is sent: the error travels as one more event.
@@ -79,5 +192,14 @@ async function streamChunks(request: FastifyRequest, reply: FastifyReply, identi
     }
   } finally {
     sse.end();
+  }
+}
+
+/** A percent-encoded path segment decoded; one that is not valid percent-encoding (`%ff`, `%`) stays as sent, an id no model has (404, not 500). */
+function decodedOrRaw(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
   }
 }

@@ -1,0 +1,33 @@
+import type { FastifyReply } from "fastify";
+import type { ServerError } from "../core/ServerError.js";
+import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
+import type { ResponseErrorEvent, ResponseStreamEvent } from "../protocols/responses/schemas.js";
+import { SseWriter } from "./SseWriter.js";
+
+/**
+ * The Responses API's typed stream: each event is `event: <type>` then `data: {…}` carrying
+ * `sequence_number`, counted from 0 over the whole stream. An error after the start, including a
+ * stream cut by shutdown (Drain calls `fail`), is the typed `error` event, numbered like the rest.
+ */
+export class ResponseEventWriter extends SseWriter {
+  #sequence = 0;
+
+  constructor(reply: FastifyReply) {
+    super(reply, { namedEvents: true });
+  }
+
+  async sendEvent(event: ResponseStreamEvent | ResponseErrorEvent): Promise<boolean> {
+    return this.send({ ...event, sequence_number: this.#sequence++ });
+  }
+
+  /** The `error` event: OpenAI's error fields (`code` null for internal errors) without the envelope. */
+  async sendError(error: ServerError): Promise<boolean> {
+    const { code, message, param } = toOpenAIError(error).error;
+    return this.sendEvent({ type: "error", code, message, param });
+  }
+
+  override async fail(error: ServerError): Promise<void> {
+    await this.sendError(error);
+    this.end();
+  }
+}

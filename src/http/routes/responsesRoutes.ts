@@ -1,0 +1,126 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { AccessGate } from "../../access/AccessGate.js";
+import type { ResponseArchive } from "../../access/ResponseArchive.js";
+import type { StoredResponse } from "../../access/ResponseStore.js";
+import type { ChatStream } from "../../core/ChatEvent.js";
+import type { Engine } from "../../core/Engine.js";
+import { ServerError } from "../../core/ServerError.js";
+import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
+import { fromResponseRequest, newItemId, toChatRequest } from "../../protocols/responses/fromResponseRequest.js";
+import { ResponseBuilder } from "../../protocols/responses/ResponseBuilder.js";
+import { retrieveQuerySchema, type DeletedResponse, type ResponseObject, type StoredInputItem } from "../../protocols/responses/schemas.js";
+import { toInputItemList } from "../../protocols/responses/toInputItemList.js";
+import { toInvalidRequestError } from "../../protocols/toInvalidRequestError.js";
+import { engineOptions } from "../engineOptions.js";
+import { ResponseEventWriter } from "../ResponseEventWriter.js";
+import { toServerError } from "../toServerError.js";
+import { described } from "../openapi.js";
+import { createResponseSchema, inputItemsQuerySchema } from "../../protocols/responses/schemas.js";
+
+/** A stored record as the protocol wrote it (the store keeps JSON and never looks inside). */
+interface StoredWire {
+  response: ResponseObject;
+  input: StoredInputItem[];
+}
+
+function wireOf(record: StoredResponse): StoredWire {
+  return record as unknown as StoredWire;
+}
+
+/**
+ * OpenAI's Responses API: POST /v1/responses over the same engine as chat completions, and the
+ * stored responses (GET and DELETE /v1/responses/{id}, GET …/input_items). A stored response is
+ * its owner's: in the hosted profile the caller's account, and another account's id is a 404 as
+ * an unknown one is.
+ */
+export function responsesRoutes(app: FastifyInstance, { engine, access, responses }: { engine: Engine; access?: AccessGate; responses: ResponseArchive }): void {
+  const config = { access: "caller" as const, errorShape: toOpenAIError };
+  const ownerOf = (request: FastifyRequest) => request.caller?.account.id ?? null;
+  const stored = async (request: FastifyRequest): Promise<StoredWire> => {
+    const { id } = request.params as { id: string };
+    const record = await responses.find(id, ownerOf(request));
+    if (!record) throw new ServerError("not_found", { message: `Response with id '${id}' not found.` });
+    return wireOf(record);
+  };
+
+  app.post("/v1/responses", { config: described(config, { summary: "OpenAI Responses API: create a response, plain or streamed (typed server-sent events)", body: createResponseSchema, produces: ["text/event-stream"] }) }, async (request, reply) => {
+    const parsed = fromResponseRequest(request.body);
+    const owner = ownerOf(request);
+    const previousId = parsed.settings.previous_response_id;
+    const previous = previousId === null ? undefined : await responses.find(previousId, owner);
+    if (previousId !== null && !previous) {
+      throw new ServerError("invalid_request", { param: "previous_response_id", message: `Previous response with id '${previousId}' not found.` });
+    }
+    // Continuing: the earlier response's input and output come first.
+    const prefix: StoredInputItem[] = previous ? [...wireOf(previous).input, ...wireOf(previous).response.output] : [];
+    const chat = toChatRequest(parsed, prefix);
+    const options = engineOptions(request, reply, access, chat.model, "chat");
+    const builder = new ResponseBuilder(newItemId("resp"), parsed.settings);
+    const keep = async (response: ResponseObject) => {
+      if (parsed.settings.store) await responses.save(response.id, owner, response, [...prefix, ...parsed.input]);
+    };
+    const events = await engine.chat(chat, options);
+    // The stream holds a decoding slot until it is closed: close it on every way out.
+    try {
+      if (!parsed.stream) {
+        for await (const event of events) builder.push(event);
+        if (builder.response.status === "in_progress") throw new ServerError("internal_error", { message: "The generation ended without a result." });
+        await keep(builder.response);
+        return builder.response;
+      }
+      await streamResponse(request, reply, builder, events, keep, options.signal);
+    } finally {
+      await events.return();
+    }
+  });
+
+  app.get("/v1/responses/:id", { config: described(config, { summary: "A stored response", query: retrieveQuerySchema }) }, async (request) => {
+    const query = retrieveQuerySchema.safeParse(request.query ?? {});
+    if (!query.success) throw toInvalidRequestError(query.error, request.query);
+    if (query.data.stream === "true") {
+      throw new ServerError("invalid_request", { param: "stream", message: "Invalid value for 'stream': replaying a stored response's events is not supported by this server; retrieve it without 'stream'." });
+    }
+    return (await stored(request)).response;
+  });
+
+  app.get("/v1/responses/:id/input_items", { config: described(config, { summary: "The input items of a stored response", query: inputItemsQuerySchema }) }, async (request) => toInputItemList((await stored(request)).input, request.query));
+
+  app.delete("/v1/responses/:id", { config: described(config, { summary: "Deletes a stored response" }) }, async (request): Promise<DeletedResponse> => {
+    const { id } = request.params as { id: string };
+    if (!(await responses.delete(id, ownerOf(request)))) throw new ServerError("not_found", { message: `Response with id '${id}' not found.` });
+    return { id, object: "response.deleted", deleted: true };
+  });
+}
+
+/**
+ * The typed event stream (see ResponseEventWriter). The response is stored before its final event
+ * is sent, so a client that reads the final event can continue from it at once. An error after
+ * the start is one `error` event, and the stream ends.
+ */
+async function streamResponse(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  builder: ResponseBuilder,
+  events: ChatStream,
+  keep: (response: ResponseObject) => Promise<void>,
+  signal: AbortSignal,
+): Promise<void> {
+  const sse = new ResponseEventWriter(reply);
+  sse.start();
+  try {
+    for (const event of builder.start()) if (!(await sse.sendEvent(event))) return;
+    for await (const event of events) {
+      const out = builder.push(event);
+      if (event.type === "done") await keep(builder.response);
+      for (const wire of out) if (!(await sse.sendEvent(wire))) return;
+    }
+  } catch (error) {
+    // A client that left, or a server that ended the request (shutdown: Drain sends its error), hears nothing more here.
+    if (!signal.aborted) {
+      request.log.error({ err: error }, "response stream failed");
+      await sse.sendError(toServerError(error));
+    }
+  } finally {
+    sse.end();
+  }
+}

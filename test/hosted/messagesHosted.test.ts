@@ -1,0 +1,113 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AccessService } from "../../src/access/AccessService.js";
+import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
+import { loadTiers } from "../../src/access/tiers.js";
+import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { rawRequest } from "../support/rawHttp.js";
+import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { testModelPath } from "../support/testModels.js";
+
+// The Messages API in the hosted profile: the same tokens, limits and usage ledger as /v1/chat,
+// the token in x-api-key (what the Anthropic SDK sends) or Authorization: Bearer, and the hosted
+// refusals (401, 429, 413) in the Messages error shape.
+
+const tiers = {
+  default: "free",
+  tiers: {
+    free: { requestsPerMinute: 15, tokensPerDay: 150_000 },
+    single: { requestsPerMinute: 1 },
+    capped: { requestsPerMinute: 1000, maxInputTokens: 5 },
+  },
+};
+const request = { model: "tiny", max_tokens: 3, messages: [{ role: "user" as const, content: "Hello there." }] };
+
+describe("Messages API in the hosted profile", () => {
+  let dataDir: string;
+  let server: TestServer;
+  let service: AccessService;
+  let store: SqliteAccessStore;
+  let accounts = 0;
+
+  const newToken = async (tier: keyof typeof tiers.tiers) => {
+    const name = `${tier}-${++accounts}`;
+    await service.createAccount(name, tier);
+    return { name, token: (await service.createToken(name, { name: "test" })).secret };
+  };
+  const anthropic = (options: ConstructorParameters<typeof Anthropic>[0]) => new Anthropic({ baseURL: server.url, maxRetries: 0, ...options });
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-messages-hosted-"));
+    const tiersFile = path.join(dataDir, "tiers.json");
+    await writeFile(tiersFile, JSON.stringify(tiers));
+    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    service = new AccessService(store, await loadTiers(tiersFile));
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { profile: "hosted", dataDir, tiersFile } });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await store?.close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("serves a token sent as x-api-key (the SDK's apiKey) or as Authorization: Bearer (its authToken), and records usage", async () => {
+    const { name, token } = await newToken("free");
+    const { data, response } = await anthropic({ apiKey: token }).messages.create(request).withResponse();
+    expect(data.usage.output_tokens).toBe(3);
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("15");
+    const bearer = await anthropic({ apiKey: null, authToken: token }).messages.create(request);
+    expect(bearer.usage.output_tokens).toBe(3);
+    const streamed = await anthropic({ apiKey: token }).messages.stream(request).finalMessage();
+    expect(streamed.usage.output_tokens).toBe(3);
+    expect((await anthropic({ apiKey: token }).messages.countTokens(request)).input_tokens).toBe(data.usage.input_tokens);
+    // The ledger is written by group commit within milliseconds; wait for it, boundedly.
+    let rows = await service.usage({ account: name });
+    for (let attempt = 0; attempt < 50 && (rows[0]?.requests ?? 0) < 3; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      rows = await service.usage({ account: name });
+    }
+    expect(rows[0]).toMatchObject({ requests: 3, completionTokens: 9 });
+  });
+
+  it("refuses a missing, wrong or ambiguous credential with 401 authentication_error", async () => {
+    const { token } = await newToken("free");
+    const other = (await newToken("free")).token;
+    const expect401 = async (headers: Record<string, string>, message: RegExp) => {
+      const response = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", ...headers } });
+      expect(response.status).toBe(401);
+      expect(await response.json()).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(message) } });
+    };
+    await expect401({}, /x-api-key/);
+    await expect401({ "x-api-key": "mh_not-a-token" }, /Invalid API key/);
+    await expect401({ "x-api-key": token, authorization: `Bearer ${other}` }, /both an Authorization and an x-api-key header with different credentials/);
+    await expect(anthropic({ apiKey: "wrong" }).messages.create(request)).rejects.toBeInstanceOf(Anthropic.AuthenticationError);
+    // Two x-api-key headers (which fetch would merge) could name two callers: refused whatever they hold.
+    const twice = await rawRequest(server.url, { method: "POST", target: "/v1/messages", headers: [["x-api-key", token], ["x-api-key", token]], body: JSON.stringify(request) });
+    expect(twice.status).toBe(401);
+    expect(JSON.parse(twice.body)).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(/more than one x-api-key header/) } });
+    // The same token in both headers is one credential.
+    const both = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", "x-api-key": token, authorization: `Bearer ${token}` } });
+    expect(both.status).toBe(200);
+  });
+
+  it("answers a rate-limited request with 429 rate_limit_error and Retry-After, streamed or not", async () => {
+    const { token } = await newToken("single");
+    const client = anthropic({ apiKey: token });
+    await client.messages.create(request);
+    const refused = await postJson(`${server.url}/v1/messages`, { ...request, stream: true }, { headers: { "content-type": "application/json", "x-api-key": token } });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(await refused.json()).toEqual({ type: "error", error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) } });
+    await expect(client.messages.create(request)).rejects.toBeInstanceOf(Anthropic.RateLimitError);
+  });
+
+  it("answers a prompt over the tier's per-request cap with 413 request_too_large", async () => {
+    const { token } = await newToken("capped");
+    const response = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", "x-api-key": token } });
+    expect(response.status).toBe(413);
+    expect(await response.json()).toEqual({ type: "error", error: { type: "request_too_large", message: expect.stringMatching(/allows 5 per request/) } });
+  });
+});

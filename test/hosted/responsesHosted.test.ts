@@ -1,0 +1,179 @@
+// Issue 14, Responses API in the hosted profile, on both stores (SQLite in the data directory, and
+// PostgreSQL with --database-url): a stored response is its account's, invisible to every other;
+// the caller's tier limits and the usage ledger apply as to chat completions; stored responses
+// expire.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AccessStore } from "../../src/access/AccessStore.js";
+import { AccessService } from "../../src/access/AccessService.js";
+import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
+import { PostgresResponseStore } from "../../src/access/PostgresResponseStore.js";
+import type { ResponseStore } from "../../src/access/ResponseStore.js";
+import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
+import { SqliteResponseStore } from "../../src/access/SqliteResponseStore.js";
+import { loadTiers } from "../../src/access/tiers.js";
+import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { needs } from "../support/debianPackages.js";
+import { startPostgres, type TestPostgres } from "../support/startPostgres.js";
+import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { testModelPath } from "../support/testModels.js";
+
+const tiers = {
+  default: "free",
+  tiers: {
+    free: { requestsPerMinute: 1000, tokensPerDay: 1_000_000 },
+    capped: { requestsPerMinute: 1000, maxOutputTokens: 5 },
+    slow: { requestsPerMinute: 2 },
+  },
+};
+
+interface Backend {
+  name: string;
+  available: boolean;
+  /** The access store and the response store the server uses, opened on the test's side too. */
+  open(dataDir: string): Promise<{ access: AccessStore; responses: ResponseStore; databaseUrl: string; close(): Promise<void> }>;
+}
+
+let postgres: TestPostgres | undefined;
+
+const backends: Backend[] = [
+  {
+    name: "SQLite",
+    available: true,
+    async open(dataDir) {
+      const file = path.join(dataDir, DATABASE_FILE);
+      const access = SqliteAccessStore.open(file);
+      const responses = SqliteResponseStore.open(file);
+      return { access, responses, databaseUrl: "", close: async () => void (await Promise.all([access.close(), responses.close()])) };
+    },
+  },
+  {
+    name: "PostgreSQL",
+    available: needs("postgresql"),
+    async open() {
+      postgres = await startPostgres();
+      const access = await PostgresAccessStore.connect(postgres.url);
+      const responses = await PostgresResponseStore.connect(postgres.url);
+      return {
+        access,
+        responses,
+        databaseUrl: postgres.url,
+        async close() {
+          await Promise.all([access.close(), responses.close()]);
+          await postgres?.stop();
+        },
+      };
+    },
+  },
+];
+
+describe.each(backends)("Responses API, hosted profile on $name", (backend) => {
+  let dataDir: string;
+  let server: TestServer;
+  let stores: Awaited<ReturnType<Backend["open"]>>;
+  let service: AccessService;
+  let accounts = 0;
+
+  const newAccount = async (tier: keyof typeof tiers.tiers) => {
+    const name = `${tier}-${++accounts}`;
+    const account = await service.createAccount(name, tier);
+    const token = (await service.createToken(name, { name: "test" })).secret;
+    return { name, id: account.id, token, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 }) };
+  };
+  const tokensUsed = async (account: string) => (await service.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
+
+  beforeAll(async () => {
+    if (!backend.available) return;
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-responses-hosted-"));
+    const tiersFile = path.join(dataDir, "tiers.json");
+    await writeFile(tiersFile, JSON.stringify(tiers));
+    stores = await backend.open(dataDir);
+    service = new AccessService(stores.access, await loadTiers(tiersFile));
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { profile: "hosted", dataDir, tiersFile, databaseUrl: stores.databaseUrl },
+    });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await stores?.close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it.skipIf(!backend.available)("keeps a stored response its account's: another account gets 404 on every route, and cannot continue it", async () => {
+    const alice = await newAccount("free");
+    const bob = await newAccount("free");
+    const response = await alice.client.responses.create({ model: "tiny", input: "A secret.", max_output_tokens: 3 });
+    // Stored in the configured backend, under the account.
+    expect((await stores.responses.find(response.id, alice.id, Date.now()))?.id).toBe(response.id);
+    expect(await stores.responses.find(response.id, bob.id, Date.now())).toBeUndefined();
+
+    expect((await alice.client.responses.retrieve(response.id)).id).toBe(response.id);
+    expect((await alice.client.responses.inputItems.list(response.id)).data).toHaveLength(1);
+    const notFound = { error: { message: `Response with id '${response.id}' not found.`, type: "invalid_request_error", param: null, code: "not_found" } };
+    for (const [method, suffix] of [["GET", ""], ["GET", "/input_items"], ["DELETE", ""]] as const) {
+      const reply = await fetch(`${server.url}/v1/responses/${response.id}${suffix}`, { method, headers: { authorization: `Bearer ${bob.token}` } });
+      expect([method, suffix, reply.status]).toEqual([method, suffix, 404]);
+      expect(await reply.json()).toEqual(notFound);
+    }
+    await expect(bob.client.responses.create({ model: "tiny", input: "Go on.", previous_response_id: response.id })).rejects.toMatchObject({
+      status: 400,
+      error: { param: "previous_response_id" },
+    });
+    // Without a token: 401, as every caller route.
+    expect((await fetch(`${server.url}/v1/responses/${response.id}`)).status).toBe(401);
+    // Bob's delete deleted nothing; Alice continues, then deletes.
+    const next = await alice.client.responses.create({ model: "tiny", input: "Go on.", previous_response_id: response.id, max_output_tokens: 2 });
+    expect(next.previous_response_id).toBe(response.id);
+    await alice.client.responses.delete(response.id);
+    await expect(alice.client.responses.retrieve(response.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it.skipIf(!backend.available)("applies the tier's output cap and writes the usage ledger, streamed or not", async () => {
+    const capped = await newAccount("capped");
+    const plain = await capped.client.responses.create({ model: "tiny", input: "Tell a long story.", max_output_tokens: 100, store: false });
+    expect(plain.status).toBe("incomplete");
+    expect(plain.usage?.output_tokens).toBe(5);
+    let streamed: OpenAI.Responses.Response | undefined;
+    for await (const event of await capped.client.responses.create({ model: "tiny", input: "Tell a long story.", stream: true, store: false })) {
+      if (event.type === "response.incomplete" || event.type === "response.completed") streamed = event.response;
+    }
+    expect(streamed?.usage?.output_tokens).toBe(5);
+    const used = plain.usage!.total_tokens + streamed!.usage!.total_tokens;
+    await expect.poll(() => tokensUsed(capped.name), { timeout: 10_000 }).toBe(used);
+  });
+
+  it.skipIf(!backend.available)("refuses beyond the tier's rate with 429 in the OpenAI shape, with rate-limit headers", async () => {
+    const slow = await newAccount("slow");
+    const post = () => postJson(`${server.url}/v1/responses`, { model: "tiny", input: "Hi.", max_output_tokens: 1 }, { headers: { "content-type": "application/json", authorization: `Bearer ${slow.token}` } });
+    const first = await post();
+    expect(first.status).toBe(200);
+    expect(first.headers.get("x-ratelimit-limit-requests")).toBe("2");
+    expect((await post()).status).toBe(200);
+    const refused = await post();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(await refused.json()).toMatchObject({ error: { type: "requests", code: "rate_limit_exceeded", param: null } });
+  });
+
+  it.skipIf(!backend.available)("hides and purges expired responses (the store, with explicit times)", async () => {
+    const { responses } = stores;
+    const base = { owner: "acct_expiry", response: { id: "x" }, input: [{ id: "msg_1" }] };
+    await responses.save({ ...base, id: "resp_expiry_old", createdAt: 1_000, expiresAt: 2_000 });
+    await responses.save({ ...base, id: "resp_expiry_new", createdAt: 1_000, expiresAt: 5_000 });
+    expect(await responses.find("resp_expiry_old", "acct_expiry", 1_999)).toMatchObject({ id: "resp_expiry_old", createdAt: 1_000, expiresAt: 2_000, input: [{ id: "msg_1" }] });
+    expect(await responses.find("resp_expiry_old", "acct_expiry", 2_000)).toBeUndefined();
+    expect(await responses.delete("resp_expiry_old", "acct_expiry", 2_000)).toBe(false);
+    expect(await responses.deleteExpired(3_000)).toBe(1);
+    expect(await responses.find("resp_expiry_old", "acct_expiry", 1_500)).toBeUndefined();
+    expect(await responses.find("resp_expiry_new", "acct_expiry", 3_000)).toBeDefined();
+    // An unowned response (the local profile's) is not an owner's, nor the reverse.
+    await responses.save({ ...base, owner: null, id: "resp_local", createdAt: 1_000, expiresAt: 5_000 });
+    expect(await responses.find("resp_local", null, 3_000)).toBeDefined();
+    expect(await responses.find("resp_local", "acct_expiry", 3_000)).toBeUndefined();
+    expect(await responses.find("resp_expiry_new", null, 3_000)).toBeUndefined();
+  });
+});

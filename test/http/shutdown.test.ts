@@ -1,0 +1,242 @@
+// Issue 16, Lifecycle: graceful shutdown of a real `modelhost serve` process on SIGTERM/SIGINT.
+// Stops accepting, /health not-ready at once, requests in flight finish within --shutdown-grace,
+// then the rest are cut with an error in their protocol's shape; the usage ledger is flushed and
+// the process exits 0; a second signal exits at once.
+import { mkdtemp, rm, symlink } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { AccessService } from "../../src/access/AccessService.js";
+import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
+import { loadTiers } from "../../src/access/tiers.js";
+import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { parseResponse } from "../support/rawHttp.js";
+import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
+import { testModelPath } from "../support/testModels.js";
+
+/** A response body read as it arrives: its text so far, and when it ends (or fails, a reset). */
+function readBody(response: Response) {
+  let text = "";
+  const decoder = new TextDecoder();
+  const ended = (async () => {
+    try {
+      for await (const chunk of response.body as AsyncIterable<Uint8Array>) text += decoder.decode(chunk, { stream: true });
+      return "ended" as const;
+    } catch {
+      return "reset" as const;
+    }
+  })();
+  return { text: () => text, ended };
+}
+
+const post = (url: string, body: object, headers: Record<string, string> = {}) =>
+  fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+
+/** A long generation: the tiny model's context fits far more than it generates in a test's time. */
+const LONG = 100_000;
+const chatBody = (extra: object) => ({ model: "tiny", messages: [{ role: "user", content: "Write a very long essay." }], ...extra });
+
+describe("graceful shutdown of a server process", () => {
+  let modelsDir: string;
+  let server: ServerProcess | undefined;
+  const sockets: net.Socket[] = [];
+
+  beforeAll(async () => {
+    modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-shutdown-models-"));
+    await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
+  });
+  afterEach(async () => {
+    for (const socket of sockets.splice(0)) socket.destroy();
+    await server?.kill();
+    server = undefined;
+  });
+  afterAll(async () => {
+    if (modelsDir) await rm(modelsDir, { recursive: true, force: true });
+  });
+
+  const start = async (args: string[]) => {
+    server = await startServerProcess(["--models-dir", modelsDir, "--context-size", String(LONG + 1000), "--max-generation-time", "0", ...args]);
+    return server;
+  };
+  /** Resolves once the server has reacted to the signal (it says so on stderr). */
+  const draining = (running: ServerProcess) => expect.poll(() => running.output(), { timeout: 10_000 }).toMatch(/finishing the requests in flight/);
+  const activeRequests = async (running: ServerProcess) => {
+    const health = (await (await fetch(`${running.url}/health`)).json()) as { loaded: { active: number }[] };
+    return health.loaded.reduce((sum, model) => sum + model.active, 0);
+  };
+
+  it("stops accepting, says draining on /health, lets a stream in flight finish, and exits 0", async () => {
+    const running = await start(["--shutdown-grace", "60s"]);
+    // Clients in the middle of sending their requests when the signal comes: they get answers.
+    const { hostname, port } = new URL(running.url);
+    const openProbe = async (target: string) => {
+      const socket = net.connect({ host: hostname, port: Number(port) });
+      sockets.push(socket);
+      const reply: Buffer[] = [];
+      socket.on("data", (chunk: Buffer) => reply.push(chunk));
+      const closed = new Promise((resolve) => socket.once("close", resolve));
+      await new Promise((resolve) => socket.once("connect", resolve));
+      socket.write(`GET ${target} HTTP/1.1\r\nHost: x\r\n`);
+      return { finish: async () => (socket.write("\r\n"), await closed, parseResponse(Buffer.concat(reply))) };
+    };
+    const healthProbe = await openProbe("/health");
+    const modelsProbe = await openProbe("/v1/models");
+
+    // Long enough (seconds for the tiny model) to be still running when the probes are answered.
+    const response = await post(`${running.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 5000 }));
+    expect(response.status).toBe(200);
+    const body = readBody(response);
+    await expect.poll(() => body.text()).toContain("data: ");
+
+    running.signal("SIGTERM");
+    await draining(running);
+    const [health, refused] = await Promise.all([healthProbe.finish(), modelsProbe.finish()]);
+    expect(health.status).toBe(503);
+    expect(JSON.parse(health.body)).toMatchObject({ status: "draining", ready: false });
+    // Work that arrives now is refused, in the route's shape, and the connection closed.
+    expect(refused.status).toBe(503);
+    expect(refused.headers["connection"]).toBe("close");
+    expect(refused.headers["retry-after"]).toBe("1");
+    expect(JSON.parse(refused.body).error).toMatchObject({ code: "engine_unavailable", message: expect.stringMatching(/shutting down/) });
+    // New connections are refused: a load balancer sends the next request elsewhere.
+    await expect(fetch(`${running.url}/health`)).rejects.toThrow();
+
+    expect(await body.ended).toBe("ended");
+    expect(body.text().trimEnd().endsWith("data: [DONE]")).toBe(true);
+    expect(await running.exited).toBe(0);
+    expect(running.output()).toMatch(/stopped \(\d+ in flight, 0 cut, drained in \d+ ms\)/);
+  });
+
+  it("after the grace period, cuts streams with an error event in their protocol's shape and answers the others 503", async () => {
+    const running = await start(["--shutdown-grace", "1s"]);
+    const openai = await post(`${running.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }));
+    const ollama = await post(`${running.url}/api/chat`, chatBody({ options: { num_predict: LONG } }));
+    // store: false, so the process writes nothing to the data directory.
+    const responses = await post(`${running.url}/v1/responses`, { model: "tiny", input: "Write a very long essay.", stream: true, store: false });
+    const plainReply = post(`${running.url}/v1/chat/completions`, chatBody({ max_tokens: LONG }));
+    const openaiBody = readBody(openai);
+    const ollamaBody = readBody(ollama);
+    const responsesBody = readBody(responses);
+    await expect.poll(() => activeRequests(running), { timeout: 20_000 }).toBe(4);
+
+    running.signal("SIGTERM");
+    expect(await openaiBody.ended).toBe("ended");
+    const events = openaiBody.text().split("\n\n").filter((block) => block.startsWith("data: "));
+    expect(events.at(-1)).not.toBe("data: [DONE]");
+    const last = JSON.parse(events.at(-1)!.slice("data: ".length)) as { error: { code: string; type: string; message: string } };
+    expect(last.error).toMatchObject({ code: "engine_unavailable", type: "server_error" });
+    expect(last.error.message).toMatch(/shutting down/);
+
+    expect(await ollamaBody.ended).toBe("ended");
+    const lines = ollamaBody.text().trimEnd().split("\n");
+    expect(JSON.parse(lines.at(-1)!)).toEqual({ error: expect.stringMatching(/shutting down/) });
+
+    // The Responses API's typed stream ends with its own `error` event, numbered like the others.
+    expect(await responsesBody.ended).toBe("ended");
+    const typed = responsesBody.text().split("\n\n").filter((block) => block.startsWith("event: "));
+    const [name, data] = typed.at(-1)!.split("\n");
+    expect(name).toBe("event: error");
+    expect(JSON.parse(data!.slice("data: ".length))).toEqual({
+      type: "error", code: "engine_unavailable", message: expect.stringMatching(/shutting down/), param: null, sequence_number: typed.length - 1,
+    });
+
+    const plain = await plainReply;
+    expect(plain.status).toBe(503);
+    expect(((await plain.json()) as { error: { code: string } }).error.code).toBe("engine_unavailable");
+
+    expect(await running.exited).toBe(0);
+    expect(running.output()).toMatch(/stopped \(4 in flight, 4 cut, drained in \d+ ms\)/);
+  });
+
+  it("exits at once on a second signal", async () => {
+    const running = await start(["--shutdown-grace", "10m"]);
+    const response = await post(`${running.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }));
+    const body = readBody(response);
+    await expect.poll(() => body.text()).toContain("data: ");
+    running.signal("SIGTERM");
+    await draining(running);
+    running.signal("SIGINT");
+    // 128 + SIGINT's number, as a shell reports a process ended by it; the stream just stops.
+    expect(await running.exited).toBe(130);
+    expect(await body.ended).toMatch(/ended|reset/);
+    expect(body.text()).not.toContain("[DONE]");
+    expect(running.output()).toMatch(/SIGINT again, exiting now/);
+  });
+});
+
+describe("graceful shutdown in the hosted profile", () => {
+  let dataDir: string;
+  let modelsDir: string;
+  let token: string;
+  let server: ServerProcess | undefined;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-shutdown-data-"));
+    modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-shutdown-models-"));
+    await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
+    const store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    const service = new AccessService(store, await loadTiers(undefined));
+    await service.createAccount("drained");
+    token = (await service.createToken("drained")).secret;
+    await store.close();
+  });
+  afterAll(async () => {
+    await server?.kill();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (modelsDir) await rm(modelsDir, { recursive: true, force: true });
+  });
+
+  it("writes the usage of a request that finished while draining to the ledger before exiting", async () => {
+    server = await startServerProcess(["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", dataDir, "--tiers-file", "", "--shutdown-grace", "60s"]);
+    const response = await post(
+      `${server.url}/v1/chat/completions`,
+      chatBody({ stream: true, max_tokens: 300, stream_options: { include_usage: true } }),
+      { authorization: `Bearer ${token}` },
+    );
+    expect(response.status).toBe(200);
+    const body = readBody(response);
+    await expect.poll(() => body.text()).toContain("data: ");
+    server.signal("SIGTERM");
+    expect(await body.ended).toBe("ended");
+    expect(await server.exited).toBe(0);
+
+    const usageEvent = body
+      .text()
+      .split("\n\n")
+      .filter((block) => block.startsWith("data: {"))
+      .map((block) => JSON.parse(block.slice("data: ".length)) as { usage?: { prompt_tokens: number; completion_tokens: number } })
+      .find((event) => event.usage);
+    expect(usageEvent?.usage?.completion_tokens).toBeGreaterThan(0);
+
+    const rows = await ledger();
+    expect(rows).toEqual([
+      expect.objectContaining({ model: "tiny", requests: 1, promptTokens: usageEvent!.usage!.prompt_tokens, completionTokens: usageEvent!.usage!.completion_tokens }),
+    ]);
+  });
+
+  it("settles the usage of a stream cut at the end of the grace period before the ledger's last flush", async () => {
+    const before = (await ledger()).reduce((sum, row) => sum + row.completionTokens, 0);
+    server = await startServerProcess(["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", dataDir, "--tiers-file", "", "--shutdown-grace", "1s", "--max-generation-time", "0", "--context-size", String(LONG + 1000)]);
+    const response = await post(`${server.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }), { authorization: `Bearer ${token}` });
+    const body = readBody(response);
+    await expect.poll(() => body.text()).toContain("data: ");
+    server.signal("SIGTERM");
+    expect(await body.ended).toBe("ended");
+    expect(body.text()).toContain('"code":"engine_unavailable"');
+    expect(await server.exited).toBe(0);
+    // The cut request is in the ledger with what it generated (its prompt and every token sent).
+    const chunks = body.text().split("\n\n").filter((block) => block.startsWith('data: {"id"')).length;
+    const after = (await ledger()).reduce((sum, row) => sum + row.completionTokens, 0);
+    expect(after - before).toBeGreaterThanOrEqual(chunks - 1);
+  });
+
+  const ledger = async () => {
+    const store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    try {
+      return await new AccessService(store, await loadTiers(undefined)).usage({ account: "drained" });
+    } finally {
+      await store.close();
+    }
+  };
+});
