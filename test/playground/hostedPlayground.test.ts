@@ -1,0 +1,262 @@
+// Issue 13, the page in the hosted profile: real headless Chromium against the real server with
+// generated test models. Sign-in (and a wrong password refused), chat and side by side in the
+// session, a token created in the page and used with the official client, then revoked (401),
+// the usage chart showing the calls just made, CSRF refusals, and sign-out.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import os from "node:os";
+import path from "node:path";
+import OpenAI from "openai";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AccessService } from "../../src/access/AccessService.js";
+import { SignInService } from "../../src/access/SignInService.js";
+import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
+import { loadTiers } from "../../src/access/tiers.js";
+import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { needs } from "../support/debianPackages.js";
+import { startTestServer, type TestServer } from "../support/startTestServer.js";
+import { testModelPath } from "../support/testModels.js";
+import { buildPage, type BuiltPage, launchChromium, screenshot, watchPage } from "./support.js";
+
+const ACCOUNT = "alice";
+const PASSWORD = "correct horse battery staple";
+const tiers = { default: "free", tiers: { free: { requestsPerMinute: 100, tokensPerDay: 1_000_000 } } };
+const SETTLE = { timeout: 10_000, interval: 200 };
+
+describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in headless Chromium", () => {
+  let built: BuiltPage;
+  let dataDir: string;
+  let store: SqliteAccessStore;
+  let signIns: SignInService;
+  let server: TestServer;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let problems: string[];
+  /** Chat requests this test file made, per model: what the usage chart must show. */
+  const chats = { tiny: 0, "tiny-b": 0 };
+
+  beforeAll(async () => {
+    built = await buildPage();
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-playground-hosted-"));
+    const tiersFile = path.join(dataDir, "tiers.json");
+    await writeFile(tiersFile, JSON.stringify(tiers));
+    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    await new AccessService(store, await loadTiers(tiersFile)).createAccount(ACCOUNT, "free");
+    signIns = new SignInService(store, { idleMs: 3_600_000, maxAgeMs: 86_400_000 });
+    await signIns.setPassword(ACCOUNT, PASSWORD);
+    const tiny = await testModelPath("tiny");
+    server = await startTestServer({ models: { tiny, "tiny-b": tiny }, playgroundDir: built.dir, config: { profile: "hosted", dataDir, tiersFile } });
+    browser = await launchChromium();
+    // UTC, so the dates the page shows are the ones the test computes.
+    context = await browser.newContext({ viewport: { width: 1200, height: 800 }, timezoneId: "UTC" });
+    page = await context.newPage();
+    problems = watchPage(page, server.url);
+    await page.goto(`${server.url}/playground/`);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    await store?.close();
+    await built?.remove();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const apiStatus = (script: string) => page.evaluate<number>(script);
+  const tokenRows = () => page.locator("#token-list tbody tr[data-token-id]");
+
+  it("asks for a sign-in, and refuses a wrong password", async () => {
+    await page.locator("#sign-in-form").waitFor();
+    expect(await page.locator("nav").count()).toBe(0);
+    await screenshot(page, "hosted-sign-in");
+
+    await page.fill("#sign-in-account", ACCOUNT);
+    await page.fill("#sign-in-password", "wrong password");
+    await page.click("#sign-in-submit");
+    await page.locator("#sign-in-error:not([hidden])").waitFor();
+    expect(await page.textContent("#sign-in-error")).toMatch(/\S/);
+    expect(await page.locator("nav").count()).toBe(0);
+    await screenshot(page, "hosted-sign-in-refused");
+  });
+
+  it("signs in with the password: a session cookie, and every page", async () => {
+    await page.fill("#sign-in-password", PASSWORD);
+    await page.click("#sign-in-submit");
+    await page.locator("nav").waitFor();
+    expect(await page.locator("nav a").allTextContents()).toEqual(["Chat", "Side by side", "Tokens", "Usage"]);
+    expect(await page.textContent("#account-name")).toBe(ACCOUNT);
+    const cookies = await context.cookies(`${server.url}/playground/`);
+    expect(cookies).toHaveLength(1);
+    expect(cookies[0]).toMatchObject({ httpOnly: true, sameSite: "Lax" });
+  });
+
+  it("chats in the session, streaming", async () => {
+    await page.fill("#chat-max-tokens", "32");
+    await page.fill("#chat-temperature", "0"); // greedy: the same answer, of more than one token, every run
+    await page.fill("#chat-input", "Hello from the browser.");
+    await page.click("#chat-send");
+    await page.locator("#chat-status", { hasText: "Answer complete." }).waitFor();
+    chats.tiny++;
+    expect((await page.textContent("#chat-messages .message.assistant .content"))?.length).toBeGreaterThan(0);
+    expect(await page.textContent("#chat-messages .message.assistant .meta")).toMatch(/^tiny · TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens · finish: (stop|length)$/);
+    await screenshot(page, "hosted-chat");
+  });
+
+  it("streams side by side", async () => {
+    await page.click("nav a[href='#/compare']");
+    await page.fill("#compare-max-tokens", "16");
+    await page.fill("#compare-temperature", "0");
+    await page.fill("#compare-input", "Describe the river.");
+    await page.click("#compare-send");
+    await page.locator("#compare-status", { hasText: "Both answers complete." }).waitFor();
+    chats.tiny++;
+    chats["tiny-b"]++;
+    for (const side of ["a", "b"]) expect(await page.textContent(`#compare-pane-${side} .stats`)).toMatch(/^TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens/);
+    await screenshot(page, "hosted-side-by-side");
+  });
+
+  it("creates a token, shown once, that works with the official client; revoked, the client gets 401", async () => {
+    await page.click("nav a[href='#/tokens']");
+    await page.locator("#token-list").waitFor();
+    await page.fill("#token-name", "laptop");
+    await page.selectOption("#token-expiry", "30");
+    await page.click("#token-create");
+    await page.locator("#token-created:not([hidden])").waitFor();
+    const token = (await page.textContent("#token-value")) ?? "";
+    expect(token).toMatch(/^mh_[A-Za-z0-9]{38}$/);
+    await screenshot(page, "hosted-token-created");
+
+    const row = tokenRows().filter({ hasText: "laptop" });
+    await row.waitFor();
+    const prefix = ((await row.locator("td").nth(1).textContent()) ?? "").replace(/…$/, "");
+    expect(token.startsWith(prefix)).toBe(true);
+    expect(prefix.length).toBeLessThan(token.length);
+    const in30Days = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
+    expect(await row.locator("td").nth(4).textContent()).toMatch(new RegExp(`^${in30Days} \\d\\d:\\d\\d$`));
+    expect(await row.locator("td").nth(3).textContent()).toBe("Never");
+
+    const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 });
+    const reply = await client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 2 });
+    chats.tiny++;
+    expect(reply.usage?.completion_tokens).toBe(2);
+
+    // Shown once: dismissed, it is gone from the page, and the list never had it.
+    await page.click("#token-created button:has-text('Done')");
+    expect(await page.isHidden("#token-created")).toBe(true);
+    expect(await page.content()).not.toContain(token);
+
+    // Tokens that never expire, and until a date (the end of that UTC day, as the CLI's --expires).
+    await page.fill("#token-name", "ci");
+    await page.selectOption("#token-expiry", "never");
+    await page.click("#token-create");
+    await tokenRows().filter({ hasText: "ci" }).waitFor();
+    expect(await tokenRows().filter({ hasText: "ci" }).locator("td").nth(4).textContent()).toBe("Never");
+    await page.fill("#token-name", "until-2030");
+    expect(await page.isVisible("#token-expiry-date")).toBe(false);
+    await page.selectOption("#token-expiry", "custom");
+    await page.fill("#token-expiry-date", "2030-01-15");
+    await page.click("#token-create");
+    await tokenRows().filter({ hasText: "until-2030" }).waitFor();
+    expect(await tokenRows().filter({ hasText: "until-2030" }).locator("td").nth(4).textContent()).toBe("2030-01-15 23:59");
+
+    // The list says when "laptop" was last used (the server writes last uses every 5 seconds).
+    await expect
+      .poll(async () => {
+        await page.click("#token-refresh");
+        return row.locator("td").nth(3).textContent();
+      }, SETTLE)
+      .toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d$/);
+    await screenshot(page, "hosted-tokens");
+
+    page.once("dialog", (dialog) => void dialog.accept());
+    await row.getByRole("button", { name: "Revoke laptop" }).click();
+    await expect.poll(() => row.locator(".token-status").textContent(), SETTLE).toMatch(/^Revoked /);
+    const refused = await client.models.list().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(refused).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(401);
+    await screenshot(page, "hosted-token-revoked");
+  });
+
+  it("charts the calls just made, per model, and today's remaining limits", async () => {
+    await page.click("nav a[href='#/usage']");
+    const today = new Date().toISOString().slice(0, 10);
+    const bar = (chart: string, model: string) => page.locator(`#chart-${chart} rect.bar[data-date='${today}'][data-model='${model}']`);
+    // The ledger is written as requests end; Refresh until it has them all.
+    await expect
+      .poll(async () => {
+        await page.click("#usage-refresh");
+        return Promise.all([bar("requests", "tiny").getAttribute("data-value"), bar("requests", "tiny-b").getAttribute("data-value")]);
+      }, SETTLE)
+      .toEqual([String(chats.tiny), String(chats["tiny-b"])]);
+    expect(Number(await bar("tokens", "tiny").getAttribute("data-value"))).toBeGreaterThan(0);
+    expect(await bar("requests", "tiny").locator("title").textContent()).toBe(`${today} · tiny: ${chats.tiny} requests`);
+    expect(await page.locator("#usage-legend li").allTextContents()).toEqual([" tiny", " tiny-b"]);
+    const limits = (await page.textContent("#usage-limits")) ?? "";
+    expect(limits).toMatch(/Requests in the last minute\d+ of 100 left/);
+    expect(limits).toMatch(/Tokens today \(UTC\)[\d,]+ of 1,000,000 left/);
+    await screenshot(page, "hosted-usage");
+  });
+
+  it("refuses a state-changing call without the CSRF header, or from another origin", async () => {
+    await page.click("nav a[href='#/tokens']");
+    const before = await tokenRows().count();
+    const post = `fetch("/playground/api/tokens", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "forged", expires_at: null }) })`;
+    expect(await apiStatus(`${post}.then((response) => response.status)`)).toBe(403);
+
+    // A page on another origin (another port on loopback) that posts a form to the playground, as a
+    // cross-site request forgery would.
+    const evil = await startOtherOrigin(`${server.url}/playground/api/tokens`);
+    try {
+      const other = await context.newPage();
+      await other.goto(evil.url);
+      await other.waitForURL(`${server.url}/playground/api/tokens`);
+      expect(await other.textContent("body")).toMatch(/"error"/);
+      await other.close();
+    } finally {
+      await new Promise((resolve) => evil.server.close(resolve));
+    }
+    await page.click("#token-refresh");
+    await expect.poll(() => tokenRows().count(), SETTLE).toBe(before);
+    expect(await page.locator("#token-list", { hasText: "forged" }).count()).toBe(0);
+  });
+
+  it("signs out: the session ends on the server", async () => {
+    const [cookie] = await context.cookies(`${server.url}/playground/`);
+    await page.click("#sign-out");
+    await page.locator("#sign-in-form").waitFor();
+    expect(await page.textContent("main")).toContain("You have signed out.");
+    expect(await apiStatus(`fetch("/playground/api/tokens").then((response) => response.status)`)).toBe(401);
+    // The old cookie, replayed, is refused too: the session is gone, not only the cookie.
+    const replayed = await fetch(`${server.url}/playground/api/tokens`, { headers: { cookie: `${cookie?.name}=${cookie?.value}` } });
+    expect(replayed.status).toBe(401);
+    await screenshot(page, "hosted-signed-out");
+  });
+
+  it("signs in with a one-time link, which works once", async () => {
+    const { secret } = await signIns.createSignInLink(ACCOUNT);
+    const link = `${server.url}/playground/sign-in?link=${secret}`;
+    await page.goto(link);
+    await page.waitForURL(`${server.url}/playground/`);
+    await page.locator("nav").waitFor();
+    expect(await page.textContent("#account-name")).toBe(ACCOUNT);
+    expect(page.url()).not.toContain(secret);
+    expect(problems).toEqual([]);
+
+    const again = await page.goto(link);
+    expect(again?.status()).toBe(401);
+  });
+});
+
+/** A loopback server on another port whose page auto-submits a form to `target`. */
+async function startOtherOrigin(target: string): Promise<{ server: Server; url: string }> {
+  const html = `<!doctype html><form method="post" action="${target}" enctype="text/plain"><input name='{"name":"forged","expires_at":null,"x":"' value='"}'></form><script>document.forms[0].submit()</script>`;
+  const server = createServer((_request, response) => response.writeHead(200, { "content-type": "text/html" }).end(html));
+  await new Promise<void>((resolve) => server.listen(0, "localhost", resolve));
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("no port");
+  return { server, url: `http://localhost:${address.port}/` };
+}
