@@ -1,0 +1,236 @@
+// Issue 16: the shape users deploy, run for real. nginx (Debian's) in front of two replicas of the
+// hosted profile, which share PostgreSQL (accounts, tokens, usage) and Redis (limits), all on
+// loopback. nginx runs the configuration of docs/deploy.md verbatim, with only its ports changed.
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AccessService } from "../../src/access/AccessService.js";
+import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
+import type { TiersConfig } from "../../src/access/tiers.js";
+import { needs } from "../support/debianPackages.js";
+import { freePort } from "../support/freePort.js";
+import { startNginx, type RunningNginx } from "../support/startNginx.js";
+import { startPostgres, type TestPostgres } from "../support/startPostgres.js";
+import { startRedis, type RunningRedis } from "../support/startRedis.js";
+import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
+import { testModelPath } from "../support/testModels.js";
+
+const tiers: TiersConfig = {
+  default: "load",
+  tiers: { load: { models: {} }, strict: { requestsPerMinute: 15, models: {} } },
+};
+
+/** The ```nginx block of docs/deploy.md, with its listen port and upstream ports replaced. */
+function documentedSite(ports: { listen: number; replicas: readonly [number, number] }): string {
+  const doc = readFileSync(path.resolve(import.meta.dirname, "../../docs/deploy.md"), "utf8");
+  const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1];
+  if (block === undefined) throw new Error("docs/deploy.md has no ```nginx block");
+  let replica = 0;
+  const site = block
+    .replace(/listen 127\.0\.0\.1:8080;/, `listen 127.0.0.1:${ports.listen};`)
+    .replace(/server 127\.0\.0\.1:1143[45]/g, () => `server 127.0.0.1:${ports.replicas[replica++]}`);
+  if (replica !== 2 || !site.includes(`listen 127.0.0.1:${ports.listen};`)) throw new Error("docs/deploy.md's nginx block changed shape: update this test");
+  return site;
+}
+
+interface Outcome {
+  sentAt: number;
+  status: number;
+  /** A streamed reply ended with its final event. */
+  complete: boolean;
+}
+
+describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front of two replicas on PostgreSQL and Redis", () => {
+  let postgres: TestPostgres;
+  let redis: RunningRedis;
+  let nginx: RunningNginx;
+  let workDir: string;
+  let replicaArgs: string[];
+  let replicaPorts: [number, number];
+  const replicas: ServerProcess[] = [];
+  let proxyUrl: string;
+  let loadToken: string;
+  let strictToken: string;
+
+  const startReplica = (index: 0 | 1) => startServerProcess([...replicaArgs, "--port", String(replicaPorts[index])]);
+
+  const post = (base: string, route: string, body: object, token = loadToken, signal?: AbortSignal) =>
+    fetch(`${base}${route}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      body: JSON.stringify(body),
+      signal,
+    });
+
+  beforeAll(async () => {
+    [postgres, redis] = await Promise.all([startPostgres(), startRedis()]);
+    workDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-deploy-"));
+    const modelsDir = path.join(workDir, "models");
+    await import("node:fs/promises").then((fs) => fs.mkdir(modelsDir));
+    await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
+    await symlink(await testModelPath("bench"), path.join(modelsDir, "bench.gguf"));
+    const tiersFile = path.join(workDir, "tiers.json");
+    await writeFile(tiersFile, JSON.stringify(tiers));
+
+    const store = await PostgresAccessStore.connect(postgres.url);
+    const service = new AccessService(store, tiers);
+    await service.createAccount("load");
+    await service.createAccount("strict", "strict");
+    loadToken = (await service.createToken("load")).secret;
+    strictToken = (await service.createToken("strict")).secret;
+    await store.close();
+
+    replicaPorts = [await freePort(), await freePort()];
+    replicaArgs = ["--profile", "hosted", "--models-dir", modelsDir, "--database-url", postgres.url, "--redis-url", redis.url, "--tiers-file", tiersFile, "--parallel", "4"];
+    replicas.push(await startReplica(0), await startReplica(1));
+
+    const listen = await freePort();
+    nginx = await startNginx(documentedSite({ listen, replicas: replicaPorts }), [listen]);
+    proxyUrl = `http://127.0.0.1:${listen}`;
+  });
+  afterAll(async () => {
+    await nginx?.stop();
+    await Promise.all(replicas.map((replica) => replica.stop()));
+    await Promise.all([postgres?.stop(), redis?.stop()]);
+    if (workDir) await rm(workDir, { recursive: true, force: true });
+  });
+
+  it("passes a stream on token by token (X-Accel-Buffering: no)", async () => {
+    // The bench model generates a token every ~10 ms on one thread: far enough apart that an
+    // unbuffered proxy delivers each in a read of its own, where a buffering one would hold them
+    // until 4–8 KB (20–40 chunks) had filled its buffer.
+    for (let i = 0; i < 2; i++) {
+      // Both replicas load the model first (round robin), so the stream measures generation only.
+      await (await post(proxyUrl, "/v1/chat/completions", { model: "bench", messages: [{ role: "user", content: "hi" }], max_tokens: 1 })).text();
+    }
+    const body = { model: "bench", messages: [{ role: "user", content: "Count to a hundred." }], max_tokens: 96, temperature: 0, stream: true };
+    const response = await post(proxyUrl, "/v1/chat/completions", body);
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    let reads = 0;
+    let text = "";
+    const decoder = new TextDecoder();
+    for await (const piece of response.body!) {
+      reads++;
+      text += decoder.decode(piece, { stream: true });
+    }
+    expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    const events = text.split("\n\n").filter((block) => block.startsWith("data: {")).length;
+    console.log(`stream through nginx: ${events} events in ${reads} reads`);
+    expect(events).toBeGreaterThan(64);
+    expect(reads).toBeGreaterThanOrEqual(events / 2);
+  });
+
+  it("holds a limit exactly across both replicas: 15 of 60 simultaneous requests admitted", async () => {
+    const responses = await Promise.all(
+      Array.from({ length: 60 }, () => post(proxyUrl, "/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }, strictToken)),
+    );
+    const statuses = responses.map((response) => response.status);
+    await Promise.all(responses.map((response) => response.text()));
+    expect(statuses.filter((status) => status === 200)).toHaveLength(15);
+    expect(statuses.filter((status) => status === 429)).toHaveLength(45);
+    // Both replicas served: each one's access log line count is not visible here, but their /health is.
+    for (const port of replicaPorts) {
+      const health = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as { loaded: { id: string }[] };
+      expect(health.loaded.map((model) => model.id)).toContain("tiny");
+    }
+  });
+
+  /** Requests from `workers` loops through nginx until `until` resolves; each outcome recorded. */
+  const load = async (workers: number, until: Promise<unknown>, streamed: boolean, outcomes: Outcome[] = []): Promise<Outcome[]> => {
+    let done = false;
+    void until.finally(() => (done = true));
+    const worker = async (id: number) => {
+      while (!done) {
+        const sentAt = performance.now();
+        const body = { model: "tiny", messages: [{ role: "user", content: `Request ${id}` }], max_tokens: 24, stream: streamed };
+        try {
+          const response = await post(proxyUrl, "/v1/chat/completions", body);
+          const text = await response.text();
+          outcomes.push({ sentAt, status: response.status, complete: streamed ? text.trimEnd().endsWith("data: [DONE]") : response.ok });
+        } catch {
+          outcomes.push({ sentAt, status: 0, complete: false });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: workers }, (_, id) => worker(id)));
+    return outcomes;
+  };
+
+  /** Both replicas have the tiny model loaded (nginx alternates between them). */
+  const warmBoth = async () => {
+    for (const port of replicaPorts) {
+      const response = await post(`http://127.0.0.1:${port}`, "/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 1 });
+      expect(response.status).toBe(200);
+      await response.text();
+    }
+  };
+
+  const waitUntilServing = async (port: number) => {
+    await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status, { timeout: 30_000 }).toBe(200);
+  };
+
+  /**
+   * Until nginx has sent a request to this (restarted) replica: nginx leaves a replica that refused
+   * a connection alone for fail_timeout (docs/deploy.md), then tries it again with the next request
+   * that comes its way. Restarting the other replica before that would leave nginx none to use.
+   */
+  const waitUntilProxiedTo = async (replica: ServerProcess) => {
+    await waitUntilServing(Number(new URL(replica.url).port));
+    await expect.poll(() => /"url":"\/v1\/chat\/completions"/.test(replica.output()), { timeout: 30_000, interval: 100 }).toBe(true);
+  };
+
+  it("sends every request that arrives after a replica is killed to the other replica", async () => {
+    await warmBoth();
+    let killedAt = Infinity;
+    const outcomes: Outcome[] = [];
+    const scenario = (async () => {
+      await expect.poll(() => outcomes.length, { timeout: 60_000 }).toBeGreaterThanOrEqual(20);
+      await replicas[0]!.kill();
+      // From here on the replica's port refuses connections.
+      killedAt = performance.now();
+      await expect.poll(() => outcomes.filter((outcome) => outcome.sentAt > killedAt).length, { timeout: 60_000 }).toBeGreaterThanOrEqual(40);
+    })();
+    await load(6, scenario, false, outcomes);
+    await scenario;
+    const after = outcomes.filter((outcome) => outcome.sentAt > killedAt);
+    const during = outcomes.filter((outcome) => outcome.sentAt <= killedAt && outcome.status !== 200);
+    console.log(`replica killed under load: ${outcomes.length} requests, ${after.length} sent after the kill (all must be 200), ${during.length} in flight on it that failed`);
+    expect(after.map((outcome) => outcome.status).filter((status) => status !== 200)).toEqual([]);
+
+    replicas[0] = await startReplica(0);
+    await waitUntilServing(replicaPorts[0]);
+  });
+
+  it("loses no request that had started during a rolling restart (SIGTERM one replica, restart it, then the other)", async () => {
+    const exitCodes: (number | null)[] = [];
+    const stopMs: number[] = [];
+    const outcomes: Outcome[] = [];
+    /** Until `count` more requests have been answered: the load runs on both replicas in between. */
+    const moreAnswered = async (count: number) => {
+      const target = outcomes.length + count;
+      await expect.poll(() => outcomes.length, { timeout: 60_000 }).toBeGreaterThanOrEqual(target);
+    };
+    await warmBoth();
+    const scenario = (async () => {
+      for (const index of [0, 1] as const) {
+        await moreAnswered(10);
+        const stopping = performance.now();
+        exitCodes.push(await replicas[index]!.stop());
+        stopMs.push(Math.round(performance.now() - stopping));
+        replicas[index] = await startReplica(index);
+        await waitUntilProxiedTo(replicas[index]!);
+      }
+      await moreAnswered(10);
+    })();
+    await load(6, scenario, true, outcomes);
+    await scenario;
+    const lost = outcomes.filter((outcome) => outcome.status !== 200 || !outcome.complete);
+    console.log(`rolling restart: ${outcomes.length} streamed requests, ${lost.length} lost; replicas exited with ${exitCodes.join(", ")} after ${stopMs.join(", ")} ms`);
+    expect(outcomes.length).toBeGreaterThan(20);
+    expect(lost).toEqual([]);
+    expect(exitCodes).toEqual([0, 0]);
+  });
+});
