@@ -1,8 +1,11 @@
-// npm run bench [-- --models tiny,bench --embeddings embed-tiny,tiny --runs 3 --tokens 128 --threads 2 --engine auto --llama-server PATH]
+// npm run bench [-- --models tiny,bench --embeddings embed-tiny,tiny --runs 3 --tokens 128 --threads 2 --engine auto --llama-server build|PATH]
 //
+// Also, per model, what n=4 choices cost against n=1 on one long prompt (bench/choices.ts).
 // Decode speed and time to first token, single stream and N concurrent streams, through
 // node-llama-cpp in process, through modelhost's HTTP API, and (with --llama-server) through
-// llama.cpp's own server on the same file, threads and slots. Each figure is a median over
+// llama.cpp's own server on the same file, threads and slots, with llama-bench's raw tg figure and
+// each server's peak memory. `--llama-server build` builds llama-server and llama-bench from
+// node-llama-cpp's bundled llama.cpp source (bench/llamaCpp.ts). Each figure is a median over
 // several runs; the phases of one run alternate, so the machine's drift affects all alike.
 import { mkdtemp, rm, symlink } from "node:fs/promises";
 import os from "node:os";
@@ -11,8 +14,10 @@ import { parseArgs } from "node:util";
 import { loadLlama, type EngineChoice } from "../src/engine/loadLlama.js";
 import { testModelPath, type CachedTestModelPreset } from "../test/support/testModels.js";
 import { timeHttpStream } from "./httpStream.js";
+import { benchChoices } from "./choices.js";
 import { benchEmbeddings } from "./embeddings.js";
 import { InProcessRunner } from "./inProcess.js";
+import { llamaBenchTg, llamaCppTools } from "./llamaCpp.js";
 import { startLlamaServer, startModelhost, type RunningProcess } from "./servers.js";
 import { aggregateRate, decodeRate, median, type StreamSample } from "./stats.js";
 
@@ -29,6 +34,7 @@ const { values: args } = parseArgs({
   },
 });
 
+const llamaCpp = args["llama-server"] ? await llamaCppTools(args["llama-server"]) : undefined;
 const runs = Number(args.runs);
 const maxTokens = Number(args.tokens);
 const concurrency = Number(args.concurrency);
@@ -39,6 +45,24 @@ const prompts = [
   "Write a detailed travel guide to a city that does not exist.",
   "Describe the rules of a board game you invent, with examples of play.",
 ];
+
+/** One model's line of the closing summary, in the layout of issue 17's table. */
+interface Summary {
+  preset: string;
+  rawTg: number | undefined;
+  rows: Row[];
+  peakRssMiB: Map<string, number>;
+}
+const summaries: Summary[] = [];
+
+interface Row {
+  name: string;
+  singleRate: number;
+  singleTtft: number;
+  multiRate: number;
+  multiTtft: number;
+  multiTokens: number;
+}
 
 interface Measurement {
   single: StreamSample[];
@@ -83,14 +107,16 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
       },
     },
   ];
-  const processes: RunningProcess[] = [];
+  const processes = new Map<string, RunningProcess>();
   try {
+    // The raw engine first, alone on the machine: llama-bench with the same threads and tokens.
+    const rawTg = llamaCpp?.bench ? await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens }) : undefined;
     const modelhost = await startModelhost({ ...serverOptions, engine: args.engine });
-    processes.push(modelhost);
+    processes.set("modelhost HTTP", modelhost);
     targets.push(httpTarget("modelhost HTTP", modelhost, preset));
-    if (args["llama-server"]) {
-      const llamaServer = await startLlamaServer(args["llama-server"], serverOptions);
-      processes.push(llamaServer);
+    if (llamaCpp) {
+      const llamaServer = await startLlamaServer(llamaCpp.server, serverOptions);
+      processes.set("llama-server HTTP", llamaServer);
       targets.push(httpTarget("llama-server HTTP", llamaServer, preset));
     }
 
@@ -102,18 +128,24 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
       for (const target of targets) results.get(target.name)!.single.push(await target.single());
       for (const target of targets) results.get(target.name)!.multi.push(await target.multi());
     }
-    report(preset, { backend, threads }, results);
+    // Peak memory of the comparable work, before modelhost alone runs the n-choices phase below.
+    const peakRssMiB = new Map<string, number>();
+    for (const [name, process] of processes) peakRssMiB.set(name, await process.peakRssMiB());
+    const rows = report(preset, { backend, threads }, results, rawTg, peakRssMiB);
+    summaries.push({ preset, rawTg, rows, peakRssMiB });
+    // About 900 prompt tokens with the test vocabulary: most of the 1,024-token context.
+    if (concurrency >= 4) await benchChoices(modelhost.url, preset, { runs, promptRepeats: 11 });
   } finally {
-    for (const process of processes) await process.stop();
+    for (const process of processes.values()) await process.stop();
     await inProcess.dispose();
     await llama.dispose();
     await rm(modelsDir, { recursive: true, force: true });
   }
 }
 
-function report(preset: string, setup: { backend: string; threads: number }, results: Map<string, Measurement>): void {
+function report(preset: string, setup: { backend: string; threads: number }, results: Map<string, Measurement>, rawTg: number | undefined, peakRssMiB: Map<string, number>): Row[] {
   console.log(`\n## ${preset} model — ${setup.backend} llama.cpp, ${setup.threads} threads, ${maxTokens} tokens, median of ${runs} runs\n`);
-  const rows = [...results.entries()].map(([name, m]) => ({
+  const rows: Row[] = [...results.entries()].map(([name, m]) => ({
     name,
     singleRate: median(m.single.map(decodeRate)),
     singleTtft: median(m.single.map((s) => s.ttftMs)),
@@ -129,17 +161,42 @@ function report(preset: string, setup: { backend: string; threads: number }, res
   const ours = rows.find((row) => row.name === "modelhost HTTP");
   const inProcess = rows.find((row) => row.name === "node-llama-cpp in process");
   const anchor = rows.find((row) => row.name === "llama-server HTTP");
-  if (!ours) return;
   console.log("");
+  if (rawTg !== undefined) console.log(`llama-bench -t ${setup.threads} -p 0 -n ${maxTokens}: ${rawTg.toFixed(1)} tok/s`);
+  for (const [name, mib] of peakRssMiB) console.log(`peak RSS (VmHWM), ${name}: ${mib.toFixed(0)} MiB`);
+  if (!ours) return rows;
   if (inProcess) {
     console.log(`modelhost / in process: single ${(ours.singleRate / inProcess.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / inProcess.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - inProcess.singleTtft).toFixed(1)} ms more`);
   }
   if (anchor) {
     console.log(`modelhost / llama-server: single ${(ours.singleRate / anchor.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / anchor.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`);
   }
+  if (rawTg !== undefined) console.log(`modelhost / llama-bench tg${maxTokens}: single ${(ours.singleRate / rawTg).toFixed(2)}×`);
+  return rows;
+}
+
+/** All models in one table, the layout of issue 17: raw engine, in process, both servers, ratios, memory. */
+function summarise(): void {
+  if (summaries.length === 0) return;
+  const pair = (row: Row | undefined) => (row ? `${row.singleRate.toFixed(1)} / ${row.multiRate.toFixed(1)}` : "–");
+  const ratio = (ours: Row | undefined, anchor: Row | undefined) =>
+    ours && anchor ? `${(ours.singleRate / anchor.singleRate).toFixed(2)}× / ${(ours.multiRate / anchor.multiRate).toFixed(2)}×` : "–";
+  const mib = (value: number | undefined) => (value === undefined ? "–" : `${value.toFixed(0)}`);
+  console.log(`\n## Summary — tok/s, 1 stream / ${concurrency} streams, ${maxTokens} tokens, median of ${runs} runs\n`);
+  console.log(`| model | raw engine tg${maxTokens} | in process 1 / ×${concurrency} | modelhost HTTP 1 / ×${concurrency} | llama-server 1 / ×${concurrency} | modelhost ÷ llama-server | peak RSS MiB modelhost / llama-server |`);
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const { preset, rawTg, rows, peakRssMiB } of summaries) {
+    const by = (name: string) => rows.find((row) => row.name === name);
+    const ours = by("modelhost HTTP");
+    const anchor = by("llama-server HTTP");
+    console.log(
+      `| ${preset} | ${rawTg === undefined ? "–" : rawTg.toFixed(1)} | ${pair(by("node-llama-cpp in process"))} | ${pair(ours)} | ${pair(anchor)} | ${ratio(ours, anchor)} | ${mib(peakRssMiB.get("modelhost HTTP"))} / ${mib(peakRssMiB.get("llama-server HTTP"))} |`,
+    );
+  }
 }
 
 for (const preset of args.models.split(",").filter(Boolean)) await benchModel(preset.trim() as CachedTestModelPreset);
+summarise();
 {
   const { llama, threads } = await loadLlama({ engine: args.engine as EngineChoice, gpu: "off", threads: args.threads ? Number(args.threads) : undefined });
   for (const preset of args.embeddings.split(",").filter(Boolean)) {

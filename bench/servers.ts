@@ -1,10 +1,13 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import path from "node:path";
 
 export interface RunningProcess {
   url: string;
+  /** The process's peak resident set so far (VmHWM), in MiB: its memory with the model loaded and used. */
+  peakRssMiB(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -35,11 +38,20 @@ async function waitHealthy(url: string, child: ChildProcess, what: string): Prom
   throw new Error(`${what} did not become healthy`);
 }
 
-function stopper(child: ChildProcess): () => Promise<void> {
-  return async () => {
-    if (child.exitCode !== null) return;
-    child.kill("SIGTERM");
-    await once(child, "exit");
+function running(url: string, child: ChildProcess): RunningProcess {
+  return {
+    url,
+    async peakRssMiB() {
+      const status = await readFile(`/proc/${child.pid}/status`, "utf8");
+      const kiB = /^VmHWM:\s+(\d+) kB$/m.exec(status)?.[1];
+      if (!kiB) throw new Error(`no VmHWM for process ${child.pid}`);
+      return Number(kiB) / 1024;
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill("SIGTERM");
+      await once(child, "exit");
+    },
   };
 }
 
@@ -71,7 +83,7 @@ export async function startModelhost(options: ServerOptions & { engine: string }
   );
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, child, "modelhost");
-  return { url, stop: stopper(child) };
+  return running(url, child);
 }
 
 /** llama.cpp's own server on the same file, threads and slots: the anchor users compare with. */
@@ -95,5 +107,5 @@ export async function startLlamaServer(binary: string, options: ServerOptions): 
   );
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, child, "llama-server");
-  return { url, stop: stopper(child) };
+  return running(url, child);
 }

@@ -1,0 +1,68 @@
+import { execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import { access, mkdir } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+
+/**
+ * llama.cpp's own tools for the comparison: llama-server (the HTTP anchor) and llama-bench (the raw
+ * engine figure), built from the very source node-llama-cpp ships
+ * (node_modules/node-llama-cpp/llama/gitRelease.bundle), so both sides run the same llama.cpp commit.
+ */
+export interface LlamaCppTools {
+  server: string;
+  /** llama-bench next to llama-server, when there is one. */
+  bench: string | undefined;
+}
+
+const repo = path.resolve(import.meta.dirname, "..");
+const bundle = path.join(repo, "node_modules/node-llama-cpp/llama/gitRelease.bundle");
+const cacheDir = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "modelhost-bench");
+const sourceDir = path.join(cacheDir, "llama.cpp");
+const buildDir = path.join(sourceDir, "build");
+// The same engine options as `modelhost engine build` (src/engine/nativeEngine.ts): this CPU's
+// instruction set, OpenMP. Static, so the binaries need no library path; no tests or examples, no
+// HTTPS: only the two targets are compiled (about 10 minutes on 2 cores).
+const cmakeOptions = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=ON", "-DGGML_OPENMP=ON"];
+
+async function exists(file: string): Promise<boolean> {
+  return access(file).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function run(command: string, args: string[], cwd?: string): Promise<void> {
+  console.error(`$ ${command} ${args.join(" ")}`);
+  const child = spawn(command, args, { cwd, stdio: ["ignore", "inherit", "inherit"] });
+  const [code] = (await once(child, "exit")) as [number | null];
+  if (code !== 0) throw new Error(`${command} exited with code ${code}`);
+}
+
+/** Clones the bundled source into the cache once, then configures and builds (incrementally). */
+async function build(): Promise<LlamaCppTools> {
+  await mkdir(cacheDir, { recursive: true });
+  if (!(await exists(path.join(sourceDir, "CMakeLists.txt")))) await run("git", ["clone", "--quiet", bundle, sourceDir]);
+  await run("cmake", ["-S", sourceDir, "-B", buildDir, ...cmakeOptions]);
+  await run("cmake", ["--build", buildDir, "--config", "Release", "-j", "2", "--target", "llama-server", "llama-bench"]);
+  return { server: path.join(buildDir, "bin/llama-server"), bench: path.join(buildDir, "bin/llama-bench") };
+}
+
+/** `--llama-server build` builds (or reuses) the cached build; anything else is a llama-server binary. */
+export async function llamaCppTools(option: string): Promise<LlamaCppTools> {
+  if (option === "build") return build();
+  const server = path.resolve(option);
+  if (!(await exists(server))) throw new Error(`no llama-server at ${server}`);
+  const bench = path.join(path.dirname(server), "llama-bench");
+  return { server, bench: (await exists(bench)) ? bench : undefined };
+}
+
+/** llama-bench's text-generation speed (`-p 0 -n <tokens>`), tokens/s averaged over its repetitions. */
+export async function llamaBenchTg(binary: string, modelPath: string, options: { threads: number; tokens: number }): Promise<number> {
+  const { stdout } = await promisify(execFile)(binary, ["-m", modelPath, "-t", String(options.threads), "-p", "0", "-n", String(options.tokens), "-o", "json"], { maxBuffer: 1 << 20 });
+  const results = JSON.parse(stdout) as Array<{ n_gen: number; avg_ts: number }>;
+  const tg = results.find((result) => result.n_gen === options.tokens);
+  if (!tg) throw new Error(`llama-bench reported no tg${options.tokens}: ${stdout}`);
+  return tg.avg_ts;
+}
