@@ -267,6 +267,12 @@ describe("native API (/api) with the ollama client", () => {
     expect(expiresIn).toBeGreaterThan(8 * 60_000);
     expect(expiresIn).toBeLessThanOrEqual(10 * 60_000);
 
+    // -1 keeps it forever: expires_at is the reference server's "forever" (Go's largest duration), far off.
+    const forever = await ollama.generate({ model: "tiny:1b", prompt: "", raw: true, keep_alive: -1 });
+    expect(forever).toMatchObject({ done: true, done_reason: "load" });
+    const kept = (await ollama.ps()).models.find((model) => model.name === "tiny:1b");
+    expect(Date.parse(kept?.expires_at as unknown as string) - Date.now()).toBeGreaterThan(100 * 365 * 86_400_000);
+
     // keep_alive 0 on a real request: the model goes once the reply is done.
     await ollama.generate({ model: "tiny:1b", prompt: "hi", options: { num_predict: 2 }, keep_alive: 0 });
     expect((await ollama.ps()).models.map((model) => model.name)).not.toContain("tiny:1b");

@@ -151,6 +151,8 @@ describe("native protocol translators", () => {
     expect(fromGenerateRequest({ model: "m", prompt: "p", raw: true, context: [1] }).chat.prompt).toEqual({ type: "raw", text: "p" });
     expect(fromGenerateRequest({ model: "m", prompt: "def f(", suffix: "  return x" }).chat.prompt).toEqual({ type: "infill", prefix: "def f(", suffix: "  return x" });
     expect(fromGenerateRequest({ model: "m", keep_alive: 0 })).toMatchObject({ loadOnly: true, keepAliveMs: 0 });
+    expect(fromGenerateRequest({ model: "m", prompt: "", raw: true })).toMatchObject({ loadOnly: true });
+    expect(fromGenerateRequest({ model: "m", suffix: "  return x" })).toMatchObject({ loadOnly: false });
     expect(() => fromGenerateRequest({ model: "m", prompt: "p", template: "{{ .Prompt }}" })).toThrow(/template/);
   });
 

@@ -106,7 +106,9 @@ export function fromGenerateRequest(body: unknown): NativeGeneration {
     },
     stream: wire.stream ?? true,
     keepAliveMs: parseKeepAlive(wire.keep_alive),
-    loadOnly: prompt === "" && override === undefined,
+    // An empty prompt only loads (or unloads) the model, raw or not, as the reference server does;
+    // fill-in-the-middle with a suffix but no prefix is a real request.
+    loadOnly: prompt === "" && override?.type !== "infill",
   };
 }
 
