@@ -93,6 +93,19 @@ export interface FoundToken {
   hash: string;
 }
 
+/** A sign-in attempt to count before its password is checked (see AccessStore.reserveSignInAttempt). */
+export interface SignInAttempt {
+  /** Random: what releases it. */
+  id: string;
+  /** In the order they are checked; each key counts its own attempts. */
+  limits: ReadonlyArray<{ key: string; limit: number }>;
+  at: number;
+  /** The window's start: attempts at or after it count. */
+  since: number;
+}
+
+export type SignInReservation = { reserved: true } | { reserved: false; key: string; oldest: number };
+
 /**
  * Accounts, tokens and the usage ledger. Implemented on SQLite (the embedded default, one file in
  * the data directory, WAL) and on PostgreSQL (several replicas). Every write is durable when the
@@ -141,10 +154,17 @@ export interface AccessStore {
   /** Marks the link used and returns its account id, atomically: only if it exists, is unused and has not expired at `at`. */
   consumeSignInLink(hash: string, at: number): Promise<string | undefined>;
 
-  /** Records one failed sign-in under each key (account name, address) at `at`; forgets failures before `forgetBefore`. */
-  recordSignInFailure(keys: readonly string[], at: number, forgetBefore: number): Promise<void>;
-  /** How many failures a key has had since `since`, and when the oldest of them was. */
-  signInFailures(key: string, since: number): Promise<{ count: number; oldest: number | null }>;
+  /**
+   * Counts a sign-in attempt against the limits of its keys (account name, address) BEFORE its
+   * password is checked, atomically on every replica: if each key has fewer than its `limit`
+   * attempts since `since`, records the attempt under every key and returns "reserved"; otherwise
+   * records nothing and returns the first key at its limit, with when its oldest attempt was.
+   * An attempt stays counted (as a failure) until released; attempts before `since` are deleted
+   * meanwhile.
+   */
+  reserveSignInAttempt(attempt: SignInAttempt): Promise<SignInReservation>;
+  /** Stops counting an attempt that succeeded (a right password costs nothing against the limits). */
+  releaseSignInAttempt(id: string): Promise<void>;
 
   /** Adds each row to the ledger row of its (account, token, model, day), creating it if needed; all in one transaction. */
   recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void>;

@@ -1,9 +1,10 @@
+import { createHash } from "node:crypto";
 import pg from "pg";
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
-import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, UsageQuery, UsageRow } from "./AccessStore.js";
+import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageQuery, UsageRow } from "./AccessStore.js";
 import { inTransaction, openMigratedPool } from "./migratePostgres.js";
-import { newAccessToken, newAccount, newSession, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import { newAccessToken, newAccount, newSession, reservationOf, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
 import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
@@ -56,11 +57,20 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE accounts ADD COLUMN IF NOT EXISTS password_hash text;
    ${signInTablesSql({ text: "text", integer: "bigint", table: "" })}
    ALTER TABLE usage_ledger DROP CONSTRAINT IF EXISTS usage_ledger_token_id_fkey;`,
+  // 3: a sign-in attempt is recorded (so counted) before its password is checked, under an id that
+  // removes it again if it succeeds (see reserveSignInAttempt). Older rows, without one, are failures.
+  `ALTER TABLE sign_in_failures ADD COLUMN IF NOT EXISTS attempt text;
+   CREATE INDEX IF NOT EXISTS sign_in_failures_attempt ON sign_in_failures (attempt);`,
 ];
 
 /** This store's row in `schema_versions`. */
 const SCHEMA_COMPONENT = "access";
 const UNIQUE_VIOLATION = "23505";
+/**
+ * The first key of the two-key advisory locks that serialise sign-in attempts per key ("mhsi"):
+ * a space of its own, apart from the one-key migration lock.
+ */
+const SIGN_IN_LOCKS = 0x6d687369;
 const FOREIGN_KEY_VIOLATION = "23503";
 
 /** An id wins over a name: a name can be anything, so it may look like another account's id. */
@@ -117,9 +127,11 @@ const SQL = {
   // One statement: of two requests presenting the same link at once, exactly one gets its account
   // (the second waits for the first's row lock, then re-checks used_at and matches nothing).
   useLink: "UPDATE sign_in_links SET used_at = $2 WHERE hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING account_id",
-  forgetFailures: "DELETE FROM sign_in_failures WHERE at < $1",
-  insertFailures: "INSERT INTO sign_in_failures (key, at) SELECT unnest($1::text[]), $2",
-  countFailures: "SELECT count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key = $1 AND at >= $2",
+  forgetAttempts: "DELETE FROM sign_in_failures WHERE at < $1",
+  lockAttemptKey: "SELECT pg_advisory_xact_lock($1::integer, $2::integer)",
+  countAttempts: "SELECT key, count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key = ANY($1::text[]) AND at >= $2 GROUP BY key",
+  insertAttempts: "INSERT INTO sign_in_failures (key, at, attempt) SELECT unnest($1::text[]), $2, $3",
+  deleteAttempt: "DELETE FROM sign_in_failures WHERE attempt = $1",
 } as const;
 
 type Statement = keyof typeof SQL;
@@ -254,22 +266,33 @@ export class PostgresAccessStore implements AccessStore {
     return row?.account_id;
   }
 
-  async recordSignInFailure(keys: readonly string[], at: number, forgetBefore: number): Promise<void> {
-    await this.query("forgetFailures", [forgetBefore]);
-    await this.query("insertFailures", [keys, at]);
+  /**
+   * Counts and inserts under a transaction-scoped advisory lock per key, taken in one order (so two
+   * attempts sharing keys never wait on each other crosswise): of attempts racing on any replicas,
+   * each counts the committed ones before it. Old attempts are pruned first, on their own, so the
+   * transaction only inserts and never waits on another's rows.
+   */
+  async reserveSignInAttempt(attempt: SignInAttempt): Promise<SignInReservation> {
+    await this.query("forgetAttempts", [attempt.since]);
+    const keys = attempt.limits.map(({ key }) => key);
+    return inTransaction(this.pool, async (client) => {
+      for (const lock of lockIdsOf(keys)) await queryOn(client, "lockAttemptKey", [SIGN_IN_LOCKS, lock]);
+      const counted = await queryOn<{ key: string; count: string; oldest: string }>(client, "countAttempts", [keys, attempt.since]);
+      const reservation = reservationOf(attempt, new Map(counted.map(({ key, count, oldest }) => [key, { count: Number(count), oldest: Number(oldest) }])));
+      if (reservation.reserved) await queryOn(client, "insertAttempts", [keys, attempt.at, attempt.id]);
+      return reservation;
+    });
   }
 
-  async signInFailures(key: string, since: number): Promise<{ count: number; oldest: number | null }> {
-    const [row] = await this.query<{ count: string; oldest: string | null }>("countFailures", [key, since]);
-    return { count: Number(row?.count ?? 0), oldest: row?.oldest == null ? null : Number(row.oldest) };
+  async releaseSignInAttempt(id: string): Promise<void> {
+    await this.query("deleteAttempt", [id]);
   }
 
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
     if (rows.length === 0) return;
     await inTransaction(this.pool, async (client) => {
       for (const row of rows) {
-        const values = [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens];
-        await client.query({ name: "access_upsertUsage", text: SQL.upsertUsage, values });
+        await queryOn(client, "upsertUsage", [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens]);
       }
     });
   }
@@ -282,10 +305,21 @@ export class PostgresAccessStore implements AccessStore {
     await this.pool.end();
   }
 
-  private async query<Row extends object>(statement: Statement, values: unknown[]): Promise<Row[]> {
-    const result = await this.pool.query<Row>({ name: `access_${statement}`, text: SQL[statement], values });
-    return result.rows;
+  private query<Row extends object>(statement: Statement, values: unknown[]): Promise<Row[]> {
+    return queryOn<Row>(this.pool, statement, values);
   }
+}
+
+/** Runs a named statement on the pool, or on one connection inside a transaction. */
+async function queryOn<Row extends object>(on: Pool | PoolClient, statement: Statement, values: unknown[]): Promise<Row[]> {
+  const result = await on.query<Row>({ name: `access_${statement}`, text: SQL[statement], values });
+  return result.rows;
+}
+
+/** The advisory lock of each distinct key (32 bits of its SHA-256), in ascending order. */
+function lockIdsOf(keys: readonly string[]): number[] {
+  const ids = new Set(keys.map((key) => createHash("sha256").update(key).digest().readInt32BE(0)));
+  return [...ids].sort((a, b) => a - b);
 }
 
 function isViolation(error: unknown, code: string, constraint: string): boolean {

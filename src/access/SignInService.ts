@@ -14,6 +14,12 @@ export const SIGN_IN_LINK_TTL_MS = 15 * 60_000;
  * spray a common password over many accounts). A refused attempt is not counted, so a locked-out
  * user is back after the window, not later. Anyone may lock an account's sign-in out for 15
  * minutes this way; its tokens keep working.
+ *
+ * An attempt is counted BEFORE its password is checked, atomically in the store (so on every
+ * replica), and uncounted if it succeeds: parallel guesses cannot all pass the check before the
+ * first of them has failed, and at most 5 hashes per account (20 per address) are ever waiting for
+ * the one scrypt worker, so a flood of guesses at one account delays no one else's sign-in by more
+ * than a second. An attempt cut short (a crash mid-check) stays counted, as a failure.
  */
 export const SIGN_IN_FAILURES = { perAccount: 5, perAddress: 20, windowMs: 15 * 60_000 } as const;
 
@@ -101,14 +107,12 @@ export class SignInService {
    */
   async signIn(name: string, password: string, address: string): Promise<NewSignIn> {
     const now = this.#now();
-    const keys = [`account:${name.toLowerCase()}`, `address:${address}`];
-    await this.#refuseIfLimited(keys, now);
+    const attempt = await this.#reserveAttempt(name, address, now);
     const found = password.length <= MAX_PASSWORD_LENGTH ? await this.#store.findPasswordHash(name) : undefined;
     const matches = found?.passwordHash ? await verifyPassword(password, found.passwordHash) : await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH));
-    if (!found || !matches || found.account.disabled) {
-      await this.#store.recordSignInFailure(keys, now, now - SIGN_IN_FAILURES.windowMs);
-      throw new ServerError("sign_in_failed");
-    }
+    // A failure stays counted: the attempt was recorded before the check.
+    if (!found || !matches || found.account.disabled) throw new ServerError("sign_in_failed");
+    await this.#store.releaseSignInAttempt(attempt);
     return this.#open(found.account, now);
   }
 
@@ -151,19 +155,26 @@ export class SignInService {
     return { secret, account, session };
   }
 
-  async #refuseIfLimited(keys: readonly string[], now: number): Promise<void> {
-    // A failure counts for windowMs: one at `now - windowMs` has just left the window.
-    const since = now - SIGN_IN_FAILURES.windowMs + 1;
-    const [byAccount, byAddress] = await Promise.all(keys.map((key) => this.#store.signInFailures(key, since)));
-    for (const [failures, limit] of [[byAccount, SIGN_IN_FAILURES.perAccount], [byAddress, SIGN_IN_FAILURES.perAddress]] as const) {
-      if (!failures || failures.count < limit) continue;
-      // The oldest failure leaves the window first; then one more attempt is allowed.
-      const retryAfter = Math.max(1, Math.ceil(((failures.oldest ?? now) + SIGN_IN_FAILURES.windowMs - now) / 1000));
-      throw new ServerError("rate_limit_exceeded", {
-        retryAfter,
-        limitKind: "requests",
-        message: `Too many failed sign-ins for this account or from this address. Retry in ${retryAfter} s.`,
-      });
-    }
+  /** Counts an attempt against the name's and the address's limits (see SIGN_IN_FAILURES), or refuses it with 429; returns its id. */
+  async #reserveAttempt(name: string, address: string, now: number): Promise<string> {
+    const id = randomBytes(16).toString("base64url");
+    const reservation = await this.#store.reserveSignInAttempt({
+      id,
+      limits: [
+        { key: `account:${name.toLowerCase()}`, limit: SIGN_IN_FAILURES.perAccount },
+        { key: `address:${address}`, limit: SIGN_IN_FAILURES.perAddress },
+      ],
+      at: now,
+      // An attempt counts for windowMs: one at `now - windowMs` has just left the window.
+      since: now - SIGN_IN_FAILURES.windowMs + 1,
+    });
+    if (reservation.reserved) return id;
+    // The oldest attempt leaves the window first; then one more is allowed.
+    const retryAfter = Math.max(1, Math.ceil((reservation.oldest + SIGN_IN_FAILURES.windowMs - now) / 1000));
+    throw new ServerError("rate_limit_exceeded", {
+      retryAfter,
+      limitKind: "requests",
+      message: `Too many failed sign-ins for this account or from this address (attempts still being checked count too). Retry in ${retryAfter} s.`,
+    });
   }
 }

@@ -3,9 +3,9 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
-import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, UsageQuery, UsageRow } from "./AccessStore.js";
+import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageQuery, UsageRow } from "./AccessStore.js";
 import { migrateSqlite } from "./migrateSqlite.js";
-import { newAccessToken, newAccount, newSession, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import { newAccessToken, newAccount, newSession, reservationOf, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
 import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
@@ -67,6 +67,10 @@ const MIGRATIONS: readonly string[] = [
    DROP TABLE usage_ledger;
    ALTER TABLE usage_ledger_2 RENAME TO usage_ledger;
    CREATE INDEX usage_ledger_day ON usage_ledger (day);`,
+  // 3: a sign-in attempt is recorded (so counted) before its password is checked, under an id that
+  // removes it again if it succeeds (see reserveSignInAttempt). Older rows, without one, are failures.
+  `ALTER TABLE sign_in_failures ADD COLUMN attempt TEXT;
+   CREATE INDEX sign_in_failures_attempt ON sign_in_failures (attempt);`,
 ];
 
 /** This store's row in `schema_versions`. */
@@ -122,8 +126,8 @@ export class SqliteAccessStore implements AccessStore {
   private readonly deleteSessionByHash: Statement<[string]>;
   private readonly insertLink: Transaction<(link: { accountId: string; hash: string; expiresAt: number }, at: number) => void>;
   private readonly useLink: Statement<[{ hash: string; at: number }], { account_id: string }>;
-  private readonly insertFailures: Transaction<(keys: readonly string[], at: number, forgetBefore: number) => void>;
-  private readonly countFailures: Statement<[{ key: string; since: number }], { count: number; oldest: number | null }>;
+  private readonly reserveAttempt: Transaction<(attempt: SignInAttempt) => SignInReservation>;
+  private readonly deleteAttempt: Statement<[string]>;
   private readonly touchAll: Transaction<(lastUsed: ReadonlyMap<string, number>) => void>;
 
   private constructor(db: Connection) {
@@ -198,13 +202,22 @@ export class SqliteAccessStore implements AccessStore {
     });
     // One statement: of two requests presenting the same link at once, exactly one gets its account.
     this.useLink = db.prepare("UPDATE sign_in_links SET used_at = @at WHERE hash = @hash AND used_at IS NULL AND expires_at > @at RETURNING account_id");
-    const insertFailure = db.prepare("INSERT INTO sign_in_failures (key, at) VALUES (?, ?)");
-    const forgetFailures = db.prepare("DELETE FROM sign_in_failures WHERE at < ?");
-    this.insertFailures = db.transaction((keys, at, forgetBefore) => {
-      forgetFailures.run(forgetBefore);
-      for (const key of keys) insertFailure.run(key, at);
+    const forgetAttempts = db.prepare("DELETE FROM sign_in_failures WHERE at < ?");
+    const countAttempts = db.prepare<[string, number], { key: string; count: number; oldest: number }>(
+      "SELECT key, count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key IN (SELECT value FROM json_each(?)) AND at >= ? GROUP BY key",
+    );
+    const insertAttempt = db.prepare("INSERT INTO sign_in_failures (key, at, attempt) VALUES (?, ?, ?)");
+    // Run IMMEDIATE: the write lock is taken before counting, so of attempts racing in any process
+    // on this file, each counts the ones before it.
+    this.reserveAttempt = db.transaction((attempt) => {
+      forgetAttempts.run(attempt.since);
+      const keys = attempt.limits.map(({ key }) => key);
+      const counts = new Map(countAttempts.all(JSON.stringify(keys), attempt.since).map(({ key, count, oldest }) => [key, { count, oldest }]));
+      const reservation = reservationOf(attempt, counts);
+      if (reservation.reserved) for (const key of keys) insertAttempt.run(key, attempt.at, attempt.id);
+      return reservation;
     });
-    this.countFailures = db.prepare("SELECT count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key = @key AND at >= @since");
+    this.deleteAttempt = db.prepare("DELETE FROM sign_in_failures WHERE attempt = ?");
     // One transaction, so one fsync, for the whole batch.
     this.touchAll = db.transaction((lastUsed: ReadonlyMap<string, number>) => {
       for (const [id, at] of lastUsed) this.updateLastUsed.run({ id, at });
@@ -320,12 +333,12 @@ export class SqliteAccessStore implements AccessStore {
     return this.useLink.get({ hash, at })?.account_id;
   }
 
-  async recordSignInFailure(keys: readonly string[], at: number, forgetBefore: number): Promise<void> {
-    this.insertFailures.immediate(keys, at, forgetBefore);
+  async reserveSignInAttempt(attempt: SignInAttempt): Promise<SignInReservation> {
+    return this.reserveAttempt.immediate(attempt);
   }
 
-  async signInFailures(key: string, since: number): Promise<{ count: number; oldest: number | null }> {
-    return this.countFailures.get({ key, since }) ?? { count: 0, oldest: null };
+  async releaseSignInAttempt(id: string): Promise<void> {
+    this.deleteAttempt.run(id);
   }
 
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {

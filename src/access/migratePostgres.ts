@@ -34,13 +34,14 @@ export async function migratePostgres(pool: Pool, component: string, migrations:
   });
 }
 
-/** Runs `work` in one transaction on one pooled connection: committed if it resolves, rolled back if it throws. */
-export async function inTransaction(pool: Pool, work: (client: PoolClient) => Promise<void>): Promise<void> {
+/** Runs `work` in one transaction on one pooled connection: committed if it resolves (to its result), rolled back if it throws. */
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
-    await work(client);
+    const result = await work(client);
     await client.query("COMMIT");
+    return result;
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});
     throw error;

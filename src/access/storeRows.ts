@@ -1,5 +1,5 @@
 import { randomBase62 } from "../core/randomBase62.js";
-import type { AccessToken, Account, NewSession, NewToken, Session, UsageRow } from "./AccessStore.js";
+import type { AccessToken, Account, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageRow } from "./AccessStore.js";
 
 // What the SQLite and PostgreSQL stores share beyond their storage: how records are made, and how
 // rows of their (identically named) columns become records.
@@ -91,6 +91,18 @@ export function signInTablesSql(types: { text: string; integer: string; table: s
    )${table};
    CREATE INDEX IF NOT EXISTS sign_in_failures_key ON sign_in_failures (key, at);
    CREATE INDEX IF NOT EXISTS sign_in_failures_at ON sign_in_failures (at);`;
+}
+
+/** How many attempts each key has had in the window (keys with none are absent), and when the oldest was. */
+export type AttemptCounts = ReadonlyMap<string, { count: number; oldest: number }>;
+
+/** What reserveSignInAttempt answers, given the keys' attempts in the window: the first key at its limit refuses. */
+export function reservationOf(attempt: SignInAttempt, counts: AttemptCounts): SignInReservation {
+  for (const { key, limit } of attempt.limits) {
+    const counted = counts.get(key);
+    if (counted && counted.count >= limit) return { reserved: false, key, oldest: counted.oldest };
+  }
+  return { reserved: true };
 }
 
 /** The columns of a token as records carry them: never the hash. */

@@ -281,6 +281,40 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
     });
   });
 
+  describe("sign-in attempts", () => {
+    const limits = [
+      { key: "account:alice", limit: 3 },
+      { key: "address:10.0.0.1", limit: 4 },
+    ];
+    const attempt = (id: string, at: number, keys = limits) => ({ id, limits: keys, at, since: at - 999 });
+
+    it("counts attempts per key up to its limit, refusing with the oldest; a released attempt stops counting", async () => {
+      expect(await store.reserveSignInAttempt(attempt("a", 1000))).toEqual({ reserved: true });
+      expect(await store.reserveSignInAttempt(attempt("b", 1100))).toEqual({ reserved: true });
+      await store.releaseSignInAttempt("a");
+      expect(await store.reserveSignInAttempt(attempt("c", 1200))).toEqual({ reserved: true });
+      expect(await store.reserveSignInAttempt(attempt("d", 1300))).toEqual({ reserved: true });
+      // The account's 3 (b, c, d): refused, recording nothing, so the address still has 3 of 4.
+      expect(await store.reserveSignInAttempt(attempt("e", 1400))).toEqual({ reserved: false, key: "account:alice", oldest: 1100 });
+      const bob = [{ key: "account:bob", limit: 3 }, limits[1]!];
+      expect(await store.reserveSignInAttempt(attempt("f", 1500, bob))).toEqual({ reserved: true });
+      expect(await store.reserveSignInAttempt(attempt("g", 1600, bob))).toEqual({ reserved: false, key: "address:10.0.0.1", oldest: 1100 });
+      // b has left the window (999 ms long here): one more for the account and the address.
+      expect(await store.reserveSignInAttempt(attempt("h", 2100))).toEqual({ reserved: true });
+    });
+
+    it("reserves at most the limit of attempts made at once, from two instances", async () => {
+      const second = await backend.open(location);
+      try {
+        const one = [{ key: "account:carol", limit: 5 }];
+        const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? store : second).reserveSignInAttempt(attempt(`x${i}`, 5000, one))));
+        expect(results.filter((result) => result.reserved)).toHaveLength(5);
+      } finally {
+        await second.close();
+      }
+    });
+  });
+
   it("finds everything again after reopening, leaving the schema as it was", async () => {
     const alice = await store.createAccount("alice", "free");
     const request = newToken(alice.id);

@@ -341,6 +341,31 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     clock += 15 * MINUTE;
   });
 
+  it("counts a sign-in before checking it: of 20 wrong passwords at once, on both servers, 5 are checked", async () => {
+    const user = await newUser();
+    // Each from an address of its own (`other` trusts no proxy: 127.0.0.1 for its ten), so the account's limit is the one met.
+    const browsers = Array.from({ length: 20 }, (_, index) => new Browser(index % 2 === 0 ? server : other, viaProxy()));
+    await Promise.all(browsers.map((browser) => browser.session()));
+    const responses = await Promise.all(browsers.map((browser, index) => browser.signIn(user.name, `wrong ${index}`)));
+    expect(responses.map((response) => response.status).sort()).toEqual([...Array<number>(5).fill(401), ...Array<number>(15).fill(429)]);
+    for (const response of responses.filter((each) => each.status === 429)) {
+      expect((await errorOf(response)).code).toBe("rate_limit_exceeded");
+      expect(Number(response.headers.get("retry-after"))).toBeGreaterThan(14 * 60);
+    }
+    // The five checked were failures: the right password waits now too.
+    expect((await new Browser(server, viaProxy()).signIn(user.name, user.password)).status).toBe(429);
+    clock += 15 * MINUTE;
+  });
+
+  it("does not count sign-ins that succeed", async () => {
+    const user = await newUser();
+    for (let attempt = 0; attempt < 8; attempt++) {
+      expect((await new Browser(attempt % 2 === 0 ? server : other, viaProxy()).signIn(user.name, user.password)).status).toBe(200);
+    }
+    const responses = await Promise.all(Array.from({ length: 4 }, () => new Browser(server, viaProxy()).signIn(user.name, user.password)));
+    expect(responses.map((response) => response.status)).toEqual([200, 200, 200, 200]);
+  });
+
   it("creates, lists and revokes the account's own tokens; a created token works with the openai client until revoked", async () => {
     const { browser } = await signedIn();
     const { browser: stranger } = await signedIn();
