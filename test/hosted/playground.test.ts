@@ -409,6 +409,31 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     }
   });
 
+  it("gives a personal access token nothing on the playground's API", async () => {
+    const user = await newUser();
+    const { secret } = await accounts.createToken(user.name, { name: "cli", expiresAt: null });
+    const bearer = { authorization: `Bearer ${secret}` };
+    // The token works where tokens do...
+    expect((await fetch(`${server.url}/v1/models`, { headers: bearer })).status).toBe(200);
+    // ...and not on /playground/api, which takes only the session cookie.
+    const asToken = (method: string, url: string, body?: unknown) =>
+      fetch(`${server.url}${url}`, { method, headers: { ...bearer, ...(body === undefined ? {} : { "content-type": "application/json" }) }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const calls: Array<[string, string, unknown?]> = [
+      ["GET", "/playground/api/models"],
+      ["GET", "/playground/api/tokens"],
+      ["GET", "/playground/api/usage"],
+      ["POST", "/playground/api/chat/completions", { model: "tiny", messages, max_tokens: 1 }],
+      ["POST", "/playground/api/tokens", { name: "minted by a token", expires_at: null }],
+    ];
+    for (const [method, url, body] of calls) {
+      const response = await asToken(method, url, body);
+      expect(response.status, `${method} ${url}`).toBe(401);
+      expect((await errorOf(response)).code, `${method} ${url}`).toBe("not_signed_in");
+    }
+    expect((await asToken("GET", "/playground/api/session").then((response) => response.json())) as SessionBody).toMatchObject({ signed_in: false });
+    expect((await accounts.listTokens(user.name)).map((token) => token.name)).toEqual(["cli"]);
+  });
+
   it("streams a chat through the session, counts it in the account's usage, and frees the slot on disconnect", async () => {
     const { browser } = await signedIn();
     const streamed = await browser.fetch("POST", "/playground/api/chat/completions", { body: { model: "tiny", messages, max_tokens: 3, stream: true, stream_options: { include_usage: true } } });
