@@ -49,8 +49,9 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     const tiny = await testModelPath("tiny");
     server = await startTestServer({ models: { tiny, "tiny-b": tiny }, playgroundDir: built.dir, config: { profile: "hosted", dataDir, tiersFile } });
     browser = await launchChromium();
-    // UTC, so the dates the page shows are the ones the test computes.
-    context = await browser.newContext({ viewport: { width: 1200, height: 800 }, timezoneId: "UTC" });
+    // A zone 14 hours from UTC, where the local date is another day for most of it: the page shows
+    // UTC (as the usage days and the expiry dates picked are) whatever the browser's zone.
+    context = await browser.newContext({ viewport: { width: 1200, height: 800 }, timezoneId: "Pacific/Kiritimati" });
     page = await context.newPage();
     problems = watchPage(page, server.url);
     await page.goto(`${server.url}/playground/`);
@@ -134,6 +135,7 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     expect(prefix.length).toBeLessThan(token.length);
     const in30Days = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
     expect(await row.locator("td").nth(4).textContent()).toMatch(new RegExp(`^${in30Days} \\d\\d:\\d\\d$`));
+    expect(await page.locator("#token-list thead th").allTextContents()).toEqual(["Name", "Prefix", "Created (UTC)", "Last used (UTC)", "Expires (UTC)", "Status", ""]);
     expect(await row.locator("td").nth(3).textContent()).toBe("Never");
 
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 });
@@ -172,6 +174,7 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     page.once("dialog", (dialog) => void dialog.accept());
     await row.getByRole("button", { name: "Revoke laptop" }).click();
     await expect.poll(() => row.locator(".token-status").textContent(), SETTLE).toMatch(/^Revoked /);
+    expect(await row.locator(".token-status").textContent()).toMatch(/^Revoked \d{4}-\d\d-\d\d \d\d:\d\d UTC$/);
     const refused = await client.models.list().then(
       () => undefined,
       (error: unknown) => error,

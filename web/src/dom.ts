@@ -103,10 +103,11 @@ export function formatNumber(value: number): string {
   return value.toLocaleString("en-US");
 }
 
-/** "2026-11-23 14:03" in the browser's time zone, or "—". */
+/**
+ * "2026-11-23 14:03" in UTC, or "—". UTC, as everything else the page shows (usage days, the
+ * expiry date picked, which ends that UTC day); where a time is shown, the page says "(UTC)".
+ */
 export function formatTime(unixSeconds: number | null | undefined): string {
   if (unixSeconds == null) return "—";
-  const date = new Date(unixSeconds * 1000);
-  const pad = (n: number) => String(n).padStart(2, "0");
-  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}`;
+  return new Date(unixSeconds * 1000).toISOString().slice(0, 16).replace("T", " ");
 }

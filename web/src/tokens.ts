@@ -49,7 +49,7 @@ export function tokensPage(): Page {
     "table",
     { id: "token-list" },
     h("caption", {}, "Your tokens ", h("button", { type: "button", id: "token-refresh", class: "secondary small", onclick: () => void load() }, "Refresh")),
-    h("thead", {}, h("tr", {}, ...["Name", "Prefix", "Created", "Last used", "Expires", "Status", ""].map((title) => h("th", { scope: "col" }, title)))),
+    h("thead", {}, h("tr", {}, ...["Name", "Prefix", "Created (UTC)", "Last used (UTC)", "Expires (UTC)", "Status", ""].map((title) => h("th", { scope: "col" }, title)))),
     rows,
   );
 
@@ -90,7 +90,7 @@ export function tokensPage(): Page {
   });
 
   function statusOf(token: TokenInfo): string {
-    if (token.revoked_at !== null) return `Revoked ${formatTime(token.revoked_at)}`;
+    if (token.revoked_at !== null) return `Revoked ${formatTime(token.revoked_at)} UTC`;
     if (token.expires_at !== null && token.expires_at * 1000 <= Date.now()) return "Expired";
     return "Active";
   }
