@@ -210,12 +210,20 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     const post = `fetch("/playground/api/tokens", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name: "forged", expires_at: null }) })`;
     expect(await apiStatus(`${post}.then((response) => response.status)`)).toBe(403);
 
-    // A page on another origin (another port on loopback) that posts a form to the playground, as a
-    // cross-site request forgery would.
+    // A page on another origin of the same site (127.0.0.1, another port) that posts a form to the
+    // playground, as a request forgery would. Same site, so the browser sends the SameSite=Lax
+    // session cookie with it: only the CSRF check stands in the way.
     const evil = await startOtherOrigin(`${server.url}/playground/api/tokens`);
     try {
       const other = await context.newPage();
+      const forged = other.waitForResponse(`${server.url}/playground/api/tokens`);
       await other.goto(evil.url);
+      const response = await forged;
+      const sent = await response.request().allHeaders();
+      expect(sent.cookie).toMatch(/(^|; )modelhost_session=mhs_/);
+      expect(sent.origin).toBe(new URL(evil.url).origin);
+      expect(response.status()).toBe(403);
+      expect(await response.json()).toMatchObject({ error: { code: "csrf_rejected", message: expect.stringContaining(`comes from ${new URL(evil.url).origin}`) } });
       await other.waitForURL(`${server.url}/playground/api/tokens`);
       expect(await other.textContent("body")).toMatch(/"error"/);
       await other.close();
@@ -225,6 +233,7 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     await page.click("#token-refresh");
     await expect.poll(() => tokenRows().count(), SETTLE).toBe(before);
     expect(await page.locator("#token-list", { hasText: "forged" }).count()).toBe(0);
+    expect((await store.listTokens()).map((token) => token.name)).not.toContain("forged");
   });
 
   it("signs out: the session ends on the server", async () => {
@@ -254,12 +263,12 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
   });
 });
 
-/** A loopback server on another port whose page auto-submits a form to `target`. */
+/** A server on 127.0.0.1 (the test server's host), on another port, whose page auto-submits a form to `target`. */
 async function startOtherOrigin(target: string): Promise<{ server: Server; url: string }> {
   const html = `<!doctype html><form method="post" action="${target}" enctype="text/plain"><input name='{"name":"forged","expires_at":null,"x":"' value='"}'></form><script>document.forms[0].submit()</script>`;
   const server = createServer((_request, response) => response.writeHead(200, { "content-type": "text/html" }).end(html));
-  await new Promise<void>((resolve) => server.listen(0, "localhost", resolve));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
   if (address === null || typeof address === "string") throw new Error("no port");
-  return { server, url: `http://localhost:${address.port}/` };
+  return { server, url: `http://127.0.0.1:${address.port}/` };
 }
