@@ -23,6 +23,9 @@ const ACCOUNT = "alice";
 const PASSWORD = "correct horse battery staple";
 const tiers = { default: "free", tiers: { free: { requestsPerMinute: 100, tokensPerDay: 1_000_000 } } };
 const SETTLE = { timeout: 10_000, interval: 200 };
+const DAY_MS = 86_400_000;
+/** The UTC date of a moment, as the page shows dates. */
+const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in headless Chromium", () => {
   let built: BuiltPage;
@@ -36,8 +39,11 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
   let problems: string[];
   /** Chat requests this test file made, per model: what the usage chart must show. */
   const chats = { tiny: 0, "tiny-b": 0 };
+  /** The UTC day before the first of them: with the day the chart is read, the days they may fall on. */
+  let firstDay: string;
 
   beforeAll(async () => {
+    firstDay = utcDay(Date.now());
     built = await buildPage();
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-playground-hosted-"));
     const tiersFile = path.join(dataDir, "tiers.json");
@@ -122,6 +128,7 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     await page.locator("#token-list").waitFor();
     await page.fill("#token-name", "laptop");
     await page.selectOption("#token-expiry", "30");
+    const clickedAt = Date.now();
     await page.click("#token-create");
     await page.locator("#token-created:not([hidden])").waitFor();
     const token = (await page.textContent("#token-value")) ?? "";
@@ -133,8 +140,9 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     const prefix = ((await row.locator("td").nth(1).textContent()) ?? "").replace(/…$/, "");
     expect(token.startsWith(prefix)).toBe(true);
     expect(prefix.length).toBeLessThan(token.length);
-    const in30Days = new Date(Date.now() + 30 * 86_400_000).toISOString().slice(0, 10);
-    expect(await row.locator("td").nth(4).textContent()).toMatch(new RegExp(`^${in30Days} \\d\\d:\\d\\d$`));
+    // Created between the click and now: 30 days on, either side of a UTC midnight the test may have crossed.
+    const in30Days = [...new Set([clickedAt, Date.now()].map((at) => utcDay(at + 30 * DAY_MS)))].join("|");
+    expect(await row.locator("td").nth(4).textContent()).toMatch(new RegExp(`^(${in30Days}) \\d\\d:\\d\\d$`));
     expect(await page.locator("#token-list thead th").allTextContents()).toEqual(["Name", "Prefix", "Created (UTC)", "Last used (UTC)", "Expires (UTC)", "Status", ""]);
     expect(await row.locator("td").nth(3).textContent()).toBe("Never");
 
@@ -186,17 +194,23 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
 
   it("charts the calls just made, per model, and today's remaining limits", async () => {
     await page.click("nav a[href='#/usage']");
-    const today = new Date().toISOString().slice(0, 10);
-    const bar = (chart: string, model: string) => page.locator(`#chart-${chart} rect.bar[data-date='${today}'][data-model='${model}']`);
+    // One UTC day, or two if the run crossed midnight: the calls are counted on the day each was made.
+    const days = [...new Set([firstDay, utcDay(Date.now())])];
+    const bar = (chart: string, model: string, day: string) => page.locator(`#chart-${chart} rect.bar[data-date='${day}'][data-model='${model}']`);
+    const value = async (chart: string, model: string, day: string) => ((await bar(chart, model, day).count()) === 0 ? 0 : Number(await bar(chart, model, day).getAttribute("data-value")));
+    const total = async (chart: string, model: string) => (await Promise.all(days.map((day) => value(chart, model, day)))).reduce((sum, each) => sum + each, 0);
     // The ledger is written as requests end; Refresh until it has them all.
     await expect
       .poll(async () => {
         await page.click("#usage-refresh");
-        return Promise.all([bar("requests", "tiny").getAttribute("data-value"), bar("requests", "tiny-b").getAttribute("data-value")]);
+        return Promise.all([total("requests", "tiny"), total("requests", "tiny-b")]);
       }, SETTLE)
-      .toEqual([String(chats.tiny), String(chats["tiny-b"])]);
-    expect(Number(await bar("tokens", "tiny").getAttribute("data-value"))).toBeGreaterThan(0);
-    expect(await bar("requests", "tiny").locator("title").textContent()).toBe(`${today} · tiny: ${chats.tiny} requests`);
+      .toEqual([chats.tiny, chats["tiny-b"]]);
+    expect(await total("tokens", "tiny")).toBeGreaterThan(0);
+    for (const day of days) {
+      const requests = await value("requests", "tiny", day);
+      if (requests > 0) expect(await bar("requests", "tiny", day).locator("title").textContent()).toBe(`${day} · tiny: ${requests} requests`);
+    }
     expect(await page.locator("#usage-legend li").allTextContents()).toEqual([" tiny", " tiny-b"]);
     const limits = (await page.textContent("#usage-limits")) ?? "";
     expect(limits).toMatch(/Requests in the last minute\d+ of 100 left/);
