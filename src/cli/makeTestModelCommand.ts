@@ -17,6 +17,7 @@ Options:
                       think-tiny: tiny with a Qwen3-style <think> section that every reply opens
                       rerank-tiny: BERT-style reranker (cross-encoder, rank pooling) under 2 MB
                       fim-tiny: tiny with fill-in-the-middle tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>)
+                      long-tiny: tiny with a 32,768-token context, for streams long enough to stop by hand
   --out <file>      Where to write the model (written to a temporary file, then renamed).
   --seed <n>        Seed of the weights (default ${DEFAULT_SEED}); the same seed gives the same bytes.`;
 

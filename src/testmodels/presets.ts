@@ -56,7 +56,7 @@ export interface BertPreset extends TransformerShape {
 
 export type TestModelPreset = LlamaPreset | BertPreset;
 
-export type TestModelPresetName = "tiny" | "bench" | "embed-tiny" | "think-tiny" | "rerank-tiny" | "fim-tiny";
+export type TestModelPresetName = "tiny" | "bench" | "embed-tiny" | "think-tiny" | "rerank-tiny" | "fim-tiny" | "long-tiny";
 
 const tiny: LlamaPreset = {
   kind: "llama",
@@ -93,6 +93,12 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
   "think-tiny": { ...tiny, name: "modelhost think-tiny test model", thoughts: true },
   /** For fill-in-the-middle tests (/v1/completions and /api/generate `suffix`): tiny's shapes and weights, with FIM tokens. */
   "fim-tiny": { ...tiny, name: "modelhost fim-tiny test model", fillInTheMiddle: true },
+  /**
+   * For tests that stop a stream by hand: tiny's shapes and weights with a 32,768-token context, so
+   * an answer of up to 32,000 tokens runs for seconds even on a fast machine (tiny's 4,096 tokens
+   * can end within a second).
+   */
+  "long-tiny": { ...tiny, name: "modelhost long-tiny test model", contextLength: 32_768 },
   /** For benchmarks: GPT-2-small-like shapes, about 110M parameters in Q8_0 (about 120 MB). */
   bench: {
     kind: "llama",

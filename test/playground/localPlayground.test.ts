@@ -24,10 +24,12 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
 
   beforeAll(async () => {
     built = await buildPage();
-    const tiny = await testModelPath("tiny");
-    // Two names for the same file: two models as far as the server and the page are concerned.
-    // A 4,096-token context gives a stream long enough to stop by hand (about 4,000 tokens).
-    server = await startTestServer({ models: { tiny, "tiny-b": tiny }, playgroundDir: built.dir, config: { contextSize: 4096 } });
+    // tiny with a 32,768-token context, under two names: two models as far as the server and the
+    // page are concerned. The stop tests ask for 100,000 tokens, so the context bounds the answer:
+    // about 32,700 tokens, seconds of streaming even on a fast machine, where tiny's 4,096 could
+    // end before Playwright has clicked Stop.
+    const tiny = await testModelPath("long-tiny");
+    server = await startTestServer({ models: { tiny, "tiny-b": tiny }, playgroundDir: built.dir, config: { contextSize: 32_768 } });
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
     problems = watchPage(page, server.url);

@@ -4,7 +4,7 @@ import { access } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { GENERATOR_VERSION, makeTestModel } from "../../src/testmodels/makeTestModel.js";
 
-export type CachedTestModelPreset = "tiny" | "bench" | "embed-tiny" | "think-tiny" | "rerank-tiny" | "fim-tiny";
+export type CachedTestModelPreset = "tiny" | "bench" | "embed-tiny" | "think-tiny" | "rerank-tiny" | "fim-tiny" | "long-tiny";
 
 const CACHE_DIRECTORY = fileURLToPath(new URL("../../.cache/test-models/", import.meta.url));
 
