@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import type { Browser, Page, Request } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { needs } from "../support/debianPackages.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
@@ -34,6 +34,10 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
     page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
     problems = watchPage(page, server.url);
     await page.goto(`${server.url}/playground/`);
+  });
+  // Every test, the last ones too: nothing the page logged as an error or threw, no request off the origin.
+  afterEach(() => {
+    expect(problems.splice(0)).toEqual([]);
   });
   afterAll(async () => {
     await browser?.close();
