@@ -7,6 +7,8 @@ export const errorStatus: Record<ErrorCode, number> = {
   context_length_exceeded: 400,
   model_not_found: 404,
   not_found: 404,
+  // OpenAI answers an unknown previous_response_id with 400: it is a field of the request that is wrong.
+  previous_response_not_found: 400,
   request_too_large: 413,
   invalid_api_key: 401,
   forbidden: 403,

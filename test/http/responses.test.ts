@@ -268,6 +268,8 @@ describe("Responses API", () => {
     await expect(client.responses.create({ model: "tiny", input: "Again?", previous_response_id: first.id })).rejects.toMatchObject({
       status: 400,
       error: { type: "invalid_request_error", param: "previous_response_id", message: `Previous response with id '${first.id}' not found.` },
+      // The reference's own code for it, not the null of field validation.
+      code: "previous_response_not_found",
     });
   });
 
@@ -320,6 +322,14 @@ describe("Responses API", () => {
     expect(error.type).toBe("invalid_request_error");
     expect(error.param).toBe(param);
     expect(error.message.length).toBeGreaterThan(0);
+  });
+
+  it("answers an unknown previous_response_id with 400 and the code previous_response_not_found", async () => {
+    const response = await postJson(url, { model: "tiny", input: "x", previous_response_id: "resp_unknown" });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({
+      error: { message: "Previous response with id 'resp_unknown' not found.", type: "invalid_request_error", param: "previous_response_id", code: "previous_response_not_found" },
+    });
   });
 
   it("answers unknown ids with 404 in the OpenAI shape, and a bad body with 400, then still serves", async () => {

@@ -49,7 +49,7 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     const previousId = parsed.settings.previous_response_id;
     const previous = previousId === null ? undefined : await responses.find(previousId, owner);
     if (previousId !== null && !previous) {
-      throw new ServerError("invalid_request", { param: "previous_response_id", message: `Previous response with id '${previousId}' not found.` });
+      throw new ServerError("previous_response_not_found", { param: "previous_response_id", message: `Previous response with id '${previousId}' not found.` });
     }
     // Continuing: the earlier response's input and output come first.
     const prefix: StoredInputItem[] = previous ? [...wireOf(previous).input, ...wireOf(previous).response.output] : [];

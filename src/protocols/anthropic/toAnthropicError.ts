@@ -13,6 +13,7 @@ const typeOf: Record<ErrorCode, AnthropicErrorType> = {
   context_length_exceeded: "invalid_request_error",
   model_not_found: "not_found_error",
   not_found: "not_found_error",
+  previous_response_not_found: "invalid_request_error",
   request_too_large: "request_too_large",
   invalid_api_key: "authentication_error",
   forbidden: "permission_error",

@@ -8,6 +8,7 @@ const typeOf: Record<ErrorCode, string> = {
   context_length_exceeded: "invalid_request_error",
   model_not_found: "invalid_request_error",
   not_found: "invalid_request_error",
+  previous_response_not_found: "invalid_request_error",
   request_too_large: "invalid_request_error",
   invalid_api_key: "invalid_request_error",
   forbidden: "invalid_request_error",
