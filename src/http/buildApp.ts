@@ -119,7 +119,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const allowOrigin = corsOriginMatcher(options.corsOrigins);
   await app.register(cors, {
     origin: (origin, callback) => callback(null, origin === undefined || allowOrigin(origin)),
-    exposedHeaders: ["retry-after", "x-request-id"],
+    exposedHeaders: ["retry-after", "x-request-id", "request-id"],
     maxAge: 600,
   });
 
@@ -131,12 +131,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     if (status >= 500 && !reply.raw.destroyed) request.log.error({ err: error }, serverError.message);
     if (serverError.details.retryAfter !== undefined) reply.header("retry-after", String(serverError.details.retryAfter));
     // Each route answers in its protocol's shape (route config `errorShape`, see routePolicy.ts).
-    return reply.status(status).send(errorShapeOf(request)(serverError));
+    return reply.status(status).send(errorShapeOf(request)(serverError, request.id));
   });
 
   app.setNotFoundHandler((request, reply) => {
     const error = new ServerError("not_found", { message: `Unknown request URL: ${request.method} ${request.url}.` });
-    return reply.status(404).send(errorShapeOf(request)(error));
+    return reply.status(404).send(errorShapeOf(request)(error, request.id));
   });
 
   // Every generation is measured and logged once, whichever route asked (metrics.ts); in the hosted

@@ -19,9 +19,14 @@ export function requestIdOf(request: IncomingMessage): string {
   return typeof incoming === "string" && WELL_FORMED.test(incoming) ? incoming : randomUUID();
 }
 
-/** Every response carries its request's id in x-request-id, streams too (they send the headers set by hooks). */
+/**
+ * Every response carries its request's id in x-request-id (what OpenAI's clients and proxies read)
+ * and in request-id (what Anthropic's SDK reads, as `requestID`), streams too (they send the
+ * headers set by hooks). One id in two headers: any client finds it under the name it knows.
+ */
 export function returnRequestId(app: FastifyInstance): void {
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    reply.header("request-id", request.id);
   });
 }

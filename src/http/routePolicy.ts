@@ -27,8 +27,12 @@ export type RouteAccess = "public" | "caller" | "operator" | "session" | "sign-i
 
 const routeAccessKinds: ReadonlySet<string> = new Set<RouteAccess>(["public", "caller", "operator", "session", "sign-in", "monitor"]);
 
-/** Turns a coded error into one protocol's error body (OpenAI's `{error:{…}}`, Ollama's `{error:"…"}`, …). */
-export type ErrorShape = (error: ServerError) => unknown;
+/**
+ * Turns a coded error into one protocol's error body (OpenAI's `{error:{…}}`, Ollama's `{error:"…"}`, …).
+ * `requestId`: the id of the request an error response answers, for a protocol whose error body
+ * names it (Anthropic's `request_id`); absent for an error event inside a stream.
+ */
+export type ErrorShape = (error: ServerError, requestId?: string) => unknown;
 
 declare module "fastify" {
   interface FastifyContextConfig {

@@ -78,7 +78,7 @@ describe("Messages API in the hosted profile", () => {
     const expect401 = async (headers: Record<string, string>, message: RegExp) => {
       const response = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", ...headers } });
       expect(response.status).toBe(401);
-      expect(await response.json()).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(message) } });
+      expect(await response.json()).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(message) }, request_id: response.headers.get("request-id") });
     };
     await expect401({}, /x-api-key/);
     await expect401({ "x-api-key": "mh_not-a-token" }, /Invalid API key/);
@@ -87,7 +87,7 @@ describe("Messages API in the hosted profile", () => {
     // Two x-api-key headers (which fetch would merge) could name two callers: refused whatever they hold.
     const twice = await rawRequest(server.url, { method: "POST", target: "/v1/messages", headers: [["x-api-key", token], ["x-api-key", token]], body: JSON.stringify(request) });
     expect(twice.status).toBe(401);
-    expect(JSON.parse(twice.body)).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(/more than one x-api-key header/) } });
+    expect(JSON.parse(twice.body)).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(/more than one x-api-key header/) }, request_id: twice.headers["request-id"] });
     // The same token in both headers is one credential.
     const both = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", "x-api-key": token, authorization: `Bearer ${token}` } });
     expect(both.status).toBe(200);
@@ -100,7 +100,7 @@ describe("Messages API in the hosted profile", () => {
     const refused = await postJson(`${server.url}/v1/messages`, { ...request, stream: true }, { headers: { "content-type": "application/json", "x-api-key": token } });
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
-    expect(await refused.json()).toEqual({ type: "error", error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) } });
+    expect(await refused.json()).toEqual({ type: "error", error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) }, request_id: refused.headers.get("request-id") });
     await expect(client.messages.create(request)).rejects.toBeInstanceOf(Anthropic.RateLimitError);
   });
 
@@ -108,6 +108,6 @@ describe("Messages API in the hosted profile", () => {
     const { token } = await newToken("capped");
     const response = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", "x-api-key": token } });
     expect(response.status).toBe(413);
-    expect(await response.json()).toEqual({ type: "error", error: { type: "request_too_large", message: expect.stringMatching(/allows 5 per request/) } });
+    expect(await response.json()).toEqual({ type: "error", error: { type: "request_too_large", message: expect.stringMatching(/allows 5 per request/) }, request_id: response.headers.get("request-id") });
   });
 });

@@ -246,7 +246,8 @@ describe("Messages API (/v1/messages)", () => {
     async function expectError(body: unknown, status: number, type: string, message: RegExp): Promise<void> {
       const response = await postJson(`${server.url}/v1/messages`, body);
       expect(response.status).toBe(status);
-      expect(await response.json()).toEqual({ type: "error", error: { type, message: expect.stringMatching(message) } });
+      // request_id: the id of the request-id header (and of x-request-id), as Anthropic's errors carry.
+      expect(await response.json()).toEqual({ type: "error", error: { type, message: expect.stringMatching(message) }, request_id: response.headers.get("request-id") });
     }
     const base = { model: "tiny", max_tokens: 5, messages };
 
@@ -296,6 +297,27 @@ describe("Messages API (/v1/messages)", () => {
       const large = await postJson(`${server.url}/v1/messages`, { ...base, messages: [{ role: "user", content: "x".repeat(11 * 1024 * 1024) }] });
       expect(large.status).toBe(413);
       expect(await large.json()).toMatchObject({ type: "error", error: { type: "request_too_large" } });
+    });
+
+    it("gives the request's id as the SDK reads it: request-id on replies and errors, request_id in error bodies", async () => {
+      const { response, request_id } = await client.messages.create({ ...greedy, max_tokens: 1 }).withResponse();
+      expect(request_id).toMatch(/^[0-9a-f-]{36}$/);
+      expect(response.headers.get("x-request-id")).toBe(request_id);
+      const reply = await client.messages.create({ ...greedy, max_tokens: 1 });
+      expect(reply._request_id).toMatch(/^[0-9a-f-]{36}$/);
+      const counted = await client.messages.countTokens({ model: "tiny", messages });
+      expect(counted._request_id).toMatch(/^[0-9a-f-]{36}$/);
+      const streamed = await client.messages.create({ ...greedy, max_tokens: 1, stream: true }).withResponse();
+      for await (const event of streamed.data) void event;
+      expect(streamed.request_id).toBe(streamed.response.headers.get("x-request-id"));
+      // A well-formed incoming x-request-id (a proxy's) is the id in every place.
+      const refused = await client.messages.create({ ...base, max_tokens: 0 }, { headers: { "x-request-id": "proxy-req-7" } }).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(Anthropic.BadRequestError);
+      expect((refused as InstanceType<typeof Anthropic.APIError>).requestID).toBe("proxy-req-7");
+      expect((refused as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: "error", request_id: "proxy-req-7" });
+      // Unknown URLs under /v1/messages too.
+      const unknown = await postJson(`${server.url}/v1/messages/batches`, {});
+      expect(await unknown.json()).toMatchObject({ request_id: unknown.headers.get("x-request-id") });
     });
 
     it("maps statuses to the SDK's error classes, and still serves afterwards", async () => {

@@ -199,4 +199,6 @@ export type AnthropicErrorType =
 export interface ErrorBody {
   type: "error";
   error: { type: AnthropicErrorType; message: string };
+  /** The request's id (as in its request-id header); error events inside a stream have none. */
+  request_id?: string;
 }

@@ -33,12 +33,16 @@ const typeOf: Record<ErrorCode, AnthropicErrorType> = {
   internal_error: "api_error",
 };
 
-/** The `{type:"error", error:{type, message}}` body of the Messages API. */
-export function toAnthropicError(error: ServerError): ErrorBody {
+/**
+ * The `{type:"error", error:{type, message}, request_id}` body of the Messages API; `request_id`
+ * (the SDK's `_request_id` on errors) when the request's id is given. Error events inside a
+ * stream carry none, as Anthropic's documented ones do not.
+ */
+export function toAnthropicError(error: ServerError, requestId?: string): ErrorBody {
   // The default text names only the Authorization header; this API's clients send x-api-key.
   const message =
     error.code === "invalid_api_key" && error.details.message === undefined
       ? "Invalid API key. Send a valid personal access token as `x-api-key: <token>` or `Authorization: Bearer <token>`."
       : error.message;
-  return { type: "error", error: { type: typeOf[error.code], message } };
+  return { type: "error", error: { type: typeOf[error.code], message }, ...(requestId === undefined ? {} : { request_id: requestId }) };
 }
