@@ -273,6 +273,24 @@ describe("Responses API", () => {
     });
   });
 
+  it("takes user: null as no user, and previous_response_id without input (the stored conversation is answered)", async () => {
+    const first = await postJson(url, { model: "tiny", input: "My name is Ada.", max_output_tokens: 3, user: null });
+    expect(first.status).toBe(200);
+    const stored = (await first.json()) as OpenAI.Responses.Response;
+    expect(stored.user).toBeNull();
+
+    const next = await client.responses.create({ model: "tiny", previous_response_id: stored.id, max_output_tokens: 2 });
+    expect(next.previous_response_id).toBe(stored.id);
+    expect(next.usage!.input_tokens).toBeGreaterThan(stored.usage!.input_tokens);
+    // Its input items are the stored conversation only: it added none.
+    const items = await client.responses.inputItems.list(next.id, { order: "asc" });
+    expect(items.data.map((item) => item.id)).toEqual([...(await client.responses.inputItems.list(stored.id, { order: "asc" })).data, ...stored.output].map((item) => item.id));
+    // Without previous_response_id, input is required.
+    const missing = await postJson(url, { model: "tiny", user: null });
+    expect(missing.status).toBe(400);
+    expect(((await missing.json()) as { error: { param: string; message: string } }).error).toMatchObject({ param: "input", message: expect.stringMatching(/Missing required parameter: 'input'/) });
+  });
+
   it("stores a streamed response before its final event, so it can be continued at once", async () => {
     const stream = await client.responses.create({ model: "tiny", input: "Hi.", stream: true, max_output_tokens: 4 });
     let id = "";

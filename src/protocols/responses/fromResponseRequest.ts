@@ -45,6 +45,9 @@ export function fromResponseRequest(body: unknown): ParsedResponseRequest {
   if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
   const wire = parsed.data;
   refuseUnsupported(wire);
+  if (wire.input === undefined && wire.previous_response_id == null) {
+    throw new ServerError("invalid_request", { param: "input", message: "Missing required parameter: 'input' (it may be left out only with 'previous_response_id')." });
+  }
 
   const functionTools = (wire.tools ?? []).map((tool, i) => {
     if (tool.type !== "function") {
@@ -171,6 +174,8 @@ function parseAt<T>(schema: z.ZodType<T>, value: unknown, path: PropertyKey[], b
 
 /** Each input item checked by its type's schema and given an id, as `input_items` lists it. */
 function toInputItems(input: CreateResponseBody["input"], body: unknown): StoredInputItem[] {
+  // Left out (with previous_response_id): nothing new, the stored conversation is answered.
+  if (input === undefined) return [];
   // A string is one user message.
   if (typeof input === "string") return [{ type: "message", id: newItemId("msg"), role: "user", status: "completed", content: [{ type: "input_text", text: input }] }];
   return input.map((raw, i): StoredInputItem => {

@@ -93,7 +93,8 @@ const metadataSchema = z
 
 export const createResponseSchema = z.object({
   model: z.string().min(1),
-  input: z.union([z.string(), z.array(anyItem)], { error: "expected a string or an array of input items" }),
+  /** Optional, as in the official client's types: with `previous_response_id` alone the model answers the stored conversation. */
+  input: z.union([z.string(), z.array(anyItem)], { error: "expected a string or an array of input items" }).optional(),
   instructions: z.string().nullish(),
   tools: z.array(anyTool).max(128).nullish(),
   tool_choice: toolChoiceSchema.nullish(),
@@ -114,7 +115,7 @@ export const createResponseSchema = z.object({
   store: z.boolean().nullish(),
   previous_response_id: z.string().min(1).nullish(),
   metadata: metadataSchema.nullish(),
-  user: z.string().optional(),
+  user: z.string().nullish(),
   safety_identifier: z.string().nullish(),
   prompt_cache_key: z.string().nullish(),
   service_tier: z.enum(["auto", "default", "flex", "scale", "priority"]).nullish(),
