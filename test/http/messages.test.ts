@@ -140,6 +140,14 @@ describe("Messages API (/v1/messages)", () => {
     expect(Object.keys(counted)).toEqual(["input_tokens"]);
   });
 
+  it("reads consecutive turns of one role as one turn, as the API combines them", async () => {
+    const split = await client.messages.countTokens({ model: "tiny", messages: [{ role: "user", content: "Hello." }, { role: "user", content: "Weather in Paris?" }] });
+    const merged = await client.messages.countTokens({ model: "tiny", messages: [{ role: "user", content: "Hello.\nWeather in Paris?" }] });
+    expect(split.input_tokens).toBe(merged.input_tokens);
+    const reply = await client.messages.create({ ...greedy, max_tokens: 3, messages: [{ role: "user", content: "Hello." }, { role: "user", content: "Weather in Paris?" }] });
+    expect(reply.usage.input_tokens).toBe(merged.input_tokens);
+  });
+
   it("ends at a stop sequence: stop_reason stop_sequence and the sequence named, streamed or not", async () => {
     const full = textOf(await client.messages.create({ ...greedy, max_tokens: 60 }));
     // A piece of the text the model will write anyway, so the stop sequence is certain to occur.

@@ -53,6 +53,33 @@ describe("Messages request translation", () => {
     expect(fromMessagesRequest({ ...base, max_tokens: 1 }).chat.sampling.topK).toBeUndefined();
   });
 
+  it("merges consecutive turns of one role into one, as the API does, so roles alternate", () => {
+    const { messages } = fromCountTokensRequest({
+      model: "m",
+      messages: [
+        { role: "user", content: "One." },
+        { role: "user", content: [{ type: "text", text: "Two." }] },
+        { role: "assistant", content: [{ type: "text", text: "Calling." }, { type: "tool_use", id: "toolu_1", name: "f", input: {} }] },
+        { role: "assistant", content: [{ type: "tool_use", id: "toolu_2", name: "f", input: { a: 1 } }] },
+        // The results of one assistant turn, in two user messages: one turn answering both calls.
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "r1" }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_2", content: "r2" }, { type: "text", text: "Go on." }] },
+        { role: "user", content: "And more." },
+      ],
+    });
+    expect(messages).toEqual([
+      { role: "user", content: "One.\nTwo." },
+      { role: "assistant", content: "Calling.", toolCalls: [{ id: "toolu_1", name: "f", arguments: "{}" }, { id: "toolu_2", name: "f", arguments: '{"a":1}' }] },
+      { role: "tool", toolCallId: "toolu_1", content: "r1" },
+      { role: "tool", toolCallId: "toolu_2", content: "r2" },
+      { role: "user", content: "Go on.\nAnd more." },
+    ]);
+    // Errors still name the block where the body has it.
+    expect(() => fromCountTokensRequest({ model: "m", messages: [{ role: "user", content: "x" }, { role: "user", content: [{ type: "text", text: "y" }, { type: "tool_use", id: "t", name: "f", input: {} }] }] })).toThrow(
+      /messages\[1\]\.content\[1\].*'tool_use' blocks belong in assistant messages/,
+    );
+  });
+
   it("refuses a tool_result in an assistant turn and a tool_use in a user turn, naming the block", () => {
     const turn = (role: string, block: object) => () => fromCountTokensRequest({ model: "m", messages: [{ role, content: [block] }] });
     expect(turn("assistant", { type: "tool_result", tool_use_id: "x" })).toThrow(/messages\[0\]\.content\[0\].*'tool_result' blocks belong in user messages/);

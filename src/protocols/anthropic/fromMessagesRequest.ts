@@ -67,7 +67,7 @@ function toChatRequest(wire: CountTokensRequestBody, body: unknown): ChatRequest
   const thinking = wire.thinking?.type === "disabled" ? { thinking: false } : wire.thinking?.type === "enabled" ? { thinking: true } : {};
   return {
     model: wire.model,
-    messages: [...toSystem(wire.system), ...toMessages(wire.messages, wire.model, body)],
+    messages: [...toSystem(wire.system), ...toMessages(toTurns(wire.messages, wire.model, body))],
     stop: [],
     sampling: { temperature: 1, topP: 1, presencePenalty: 0, frequencyPenalty: 0, logitBias: new Map() },
     tools,
@@ -83,20 +83,44 @@ function toSystem(system: CountTokensRequestBody["system"]): ChatMessage[] {
   return text === "" ? [] : [{ role: "system", content: text }];
 }
 
+/** A turn as the API reads it: consecutive messages of one role, their blocks in order, each with its place in the body. */
+interface Turn {
+  role: "user" | "assistant";
+  blocks: Array<{ block: WireContentBlock; i: number; j: number }>;
+}
+
+/**
+ * Consecutive messages of one role are one turn, as the API combines them (two user messages in a
+ * row are one user turn), so templates that require alternating roles render any conversation.
+ */
+function toTurns(messages: CountTokensRequestBody["messages"], model: string, body: unknown): Turn[] {
+  const turns: Turn[] = [];
+  messages.forEach((message, i) => {
+    const blocks =
+      typeof message.content === "string"
+        ? [{ block: { type: "text" as const, text: message.content }, i, j: 0 }]
+        : message.content.map((block, j) => ({ block: toBlock(block, ["messages", i, "content", j], model, body), i, j }));
+    const last = turns.at(-1);
+    if (last?.role === message.role) last.blocks.push(...blocks);
+    else turns.push({ role: message.role, blocks });
+  });
+  return turns;
+}
+
 /**
  * Anthropic's turns hold blocks; the engine's are OpenAI-like: an assistant turn's tool_use
  * blocks become its tool calls, and a user turn's tool_result blocks become tool messages (before
  * the turn's text, as the API asks clients to put them first).
  */
-function toMessages(messages: CountTokensRequestBody["messages"], model: string, body: unknown): ChatMessage[] {
+function toMessages(turns: readonly Turn[]): ChatMessage[] {
   const result: ChatMessage[] = [];
   // The tool_use ids of the assistant turn just before, which the next user turn may answer.
   let answerable = new Set<string>();
-  messages.forEach((message, i) => {
-    const blocks = typeof message.content === "string" ? [{ type: "text" as const, text: message.content }] : message.content.map((block, j) => toBlock(block, [`messages`, i, "content", j], model, body));
-    if (message.role === "assistant") {
+  for (const turn of turns) {
+    const blocks = turn.blocks.map(({ block }) => block);
+    if (turn.role === "assistant") {
       answerable = new Set();
-      const toolCalls = blocks.flatMap((block, j) => {
+      const toolCalls = turn.blocks.flatMap(({ block, i, j }) => {
         if (block.type === "tool_result") throw misplaced(i, j, "tool_result", "user");
         if (block.type !== "tool_use") return [];
         answerable.add(block.id);
@@ -105,11 +129,11 @@ function toMessages(messages: CountTokensRequestBody["messages"], model: string,
       });
       const content = textOf(blocks);
       result.push(toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content });
-      return;
+      continue;
     }
-    blocks.forEach((block, j) => {
+    for (const { block, i, j } of turn.blocks) {
       if (block.type === "tool_use") throw misplaced(i, j, "tool_use", "assistant");
-      if (block.type !== "tool_result") return;
+      if (block.type !== "tool_result") continue;
       const param = formatParam(["messages", i, "content", j, "tool_use_id"]);
       if (!answerable.has(block.tool_use_id)) {
         throw new ServerError("invalid_request", {
@@ -120,12 +144,12 @@ function toMessages(messages: CountTokensRequestBody["messages"], model: string,
       answerable.delete(block.tool_use_id);
       const content = typeof block.content === "string" ? block.content : textOf(block.content ?? []);
       result.push({ role: "tool", toolCallId: block.tool_use_id, content: checkJsonDepth(content, formatParam(["messages", i, "content", j, "content"])) });
-    });
+    }
     answerable = new Set();
     const text = textOf(blocks);
     // A turn of tool results only has no text of its own.
     if (text !== "" || !blocks.some((block) => block.type === "tool_result")) result.push({ role: "user", content: text });
-  });
+  }
   return result;
 }
 
