@@ -82,6 +82,14 @@ export interface ChatRequest {
    * Models without a thought section ignore it.
    */
   thinking?: boolean;
+  /**
+   * The last message is the start of the reply (a prefill, as Anthropic's final assistant turn):
+   * when it is an assistant message without tool calls, its turn is left open in the prompt, the
+   * model continues its text, and the reply holds only the continuation. Such a reply is all
+   * answer: no thought section is opened or split from it. Otherwise, or unset, the model answers
+   * in a turn of its own.
+   */
+  continueLastMessage?: boolean;
   /** When set, the prompt is this and `messages` is not rendered. */
   prompt?: PromptOverride;
   /**

@@ -14,7 +14,7 @@ import { ServerError } from "../core/ServerError.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import type { ToolCallPlan } from "./streamCompletion.js";
 import type { ThoughtMarkers } from "./ThoughtSplitter.js";
-import { toChatHistory } from "./toChatHistory.js";
+import { continuesLastMessage, toChatHistory } from "./toChatHistory.js";
 import { callDelimitersOf, callOpenersOf, toolCallSyntaxOf, type ToolCallSyntax } from "./tools/ToolCallSyntax.js";
 import { toolCallGrammar } from "./tools/toolCallGrammar.js";
 
@@ -64,8 +64,9 @@ export class ChatPromptRenderer {
   /** Renders the conversation (and the tools the model may call) with its chat template, and tokenizes it. */
   render(request: ChatRequest, tools: readonly ToolDefinition[]): RenderedPrompt {
     if (request.prompt) return this.#renderOverride(request.prompt, request.model);
+    const continuing = continuesLastMessage(request.messages, request.continueLastMessage);
     const state = this.#chatWrapper.generateContextState({
-      chatHistory: toChatHistory(request.messages),
+      chatHistory: toChatHistory(request.messages, continuing),
       availableFunctions: tools.length > 0 ? toChatModelFunctions(tools) : undefined,
     });
     const stopTokens = new Set<Token>();
@@ -81,7 +82,8 @@ export class ChatPromptRenderer {
         if (token !== undefined) stopTokens.add(token);
       }
     }
-    const { text, thought } = this.#withThought(state.contextText, request.thinking);
+    // A continued message is the answer already begun: no thought is opened after it, nor closed.
+    const { text, thought } = continuing ? { text: state.contextText, thought: undefined } : this.#withThought(state.contextText, request.thinking);
     return { text, tokens: text.tokenize(this.#model.tokenizer), stopTokens, stopTexts, ...(thought ? { thought } : {}) };
   }
 

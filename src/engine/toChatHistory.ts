@@ -2,14 +2,27 @@ import type { ChatHistoryItem, ChatModelFunctionCall, ChatModelResponse } from "
 import type { ChatMessage } from "../core/ChatRequest.js";
 
 /**
+ * Whether the reply continues the conversation's last message (ChatRequest.continueLastMessage):
+ * asked for, and that message is an assistant's without tool calls.
+ */
+export function continuesLastMessage(messages: readonly ChatMessage[], asked: boolean | undefined): boolean {
+  const last = messages.at(-1);
+  return asked === true && last?.role === "assistant" && (last.toolCalls ?? []).length === 0;
+}
+
+/**
  * Maps a conversation to node-llama-cpp's chat history, ending with the model turn to generate.
  *
  * node-llama-cpp keeps a tool result on the function call it answers, inside the model's turn, and
  * the model's next words after the results continue that same turn. So an assistant message with
  * tool calls, the tool messages answering them and the assistant text after them become one model
  * response: `[call₁ (result₁), call₂ (result₂), "text"]`.
+ *
+ * Chat wrappers render the history's last model turn open (no end-of-turn after it): that is where
+ * the model writes. `continueLast` (see continuesLastMessage) makes the last assistant message
+ * that turn, so the model continues its text instead of starting a turn of its own.
  */
-export function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem[] {
+export function toChatHistory(messages: readonly ChatMessage[], continueLast = false): ChatHistoryItem[] {
   const history: ChatHistoryItem[] = [];
   const calls = new Map<string, ChatModelFunctionCall>();
   let openTurn: ChatModelResponse | undefined;
@@ -53,9 +66,11 @@ export function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem
     }
   }
 
-  // After tool results the model carries on in the same turn; otherwise it starts a new one.
+  // After tool results, or continuing the last message, the model carries on in the same turn;
+  // otherwise it starts a new one.
   const last = history.at(-1);
-  if (!(last?.type === "model" && endsWithAnsweredCall(last))) history.push({ type: "model", response: [] });
+  const carriesOn = last?.type === "model" && (endsWithAnsweredCall(last) || continuesLastMessage(messages, continueLast));
+  if (!carriesOn) history.push({ type: "model", response: [] });
   return history;
 }
 

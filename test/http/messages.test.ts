@@ -148,6 +148,22 @@ describe("Messages API (/v1/messages)", () => {
     expect(reply.usage.input_tokens).toBe(merged.input_tokens);
   });
 
+  it("continues a final assistant turn (a prefill): the prompt ends with its text, and the reply holds what follows", async () => {
+    const prefill = "The weather in Paris is";
+    const prefilled: Anthropic.MessageParam[] = [...messages, { role: "assistant", content: prefill }];
+    const withPrefill = await client.messages.countTokens({ model: "tiny", messages: prefilled });
+    const without = await client.messages.countTokens({ model: "tiny", messages });
+    const { tokens } = (await (await postJson(`${server.url}/tokenize`, { model: "tiny", content: prefill })).json()) as { tokens: number[] };
+    // The turn the model writes in holds the prefill, and nothing closes it or opens another.
+    expect(withPrefill.input_tokens).toBe(without.input_tokens + tokens.length);
+    const reply = await client.messages.create({ ...greedy, messages: prefilled, max_tokens: 5 });
+    expect(reply.usage.input_tokens).toBe(withPrefill.input_tokens);
+    expect(reply.usage.output_tokens).toBe(5);
+    expect(reply.content).toHaveLength(1);
+    const final = await client.messages.stream({ ...greedy, messages: prefilled, max_tokens: 5 }).finalMessage();
+    expect(textOf(final)).toBe(textOf(reply));
+  });
+
   it("ends at a stop sequence: stop_reason stop_sequence and the sequence named, streamed or not", async () => {
     const full = textOf(await client.messages.create({ ...greedy, max_tokens: 60 }));
     // A piece of the text the model will write anyway, so the stop sequence is certain to occur.

@@ -76,6 +76,16 @@ describe("thinking models on the Messages API", () => {
     expect((await client.messages.countTokens({ model: "think", messages: request.messages, thinking: { type: "disabled" } })).input_tokens).toBe(off.usage.input_tokens);
   });
 
+  it("continues a prefill as answer: no thinking block, and thinking disabled writes no empty thought after it", async () => {
+    const messages: Anthropic.MessageParam[] = [...request.messages, { role: "assistant", content: "It is" }];
+    const reply = await client.messages.create({ ...request, messages });
+    expect(reply.content.map((block) => block.type)).toEqual(["text"]);
+    const count = async (thinking: Anthropic.ThinkingConfigParam) => (await client.messages.countTokens({ model: "think", messages, thinking })).input_tokens;
+    expect(await count({ type: "disabled" })).toBe(await count({ type: "enabled", budget_tokens: 1024 }));
+    const off = await client.messages.create({ ...request, messages, thinking: { type: "disabled" } });
+    expect(off.content).toEqual(reply.content);
+  });
+
   it("accepts the thinking block sent back in the conversation", async () => {
     const first = await client.messages.create(request);
     const reply = await client.messages.create({

@@ -80,6 +80,17 @@ describe("Messages request translation", () => {
     );
   });
 
+  it("reads a final assistant turn of text as a prefill the reply continues", () => {
+    const user = { role: "user", content: "Weather?" };
+    const { chat } = fromMessagesRequest({ model: "m", max_tokens: 5, messages: [user, { role: "assistant", content: [{ type: "text", text: "It is" }] }] });
+    expect(chat.messages.at(-1)).toEqual({ role: "assistant", content: "It is" });
+    expect(chat.continueLastMessage).toBe(true);
+    expect(fromCountTokensRequest({ model: "m", messages: [user, { role: "assistant", content: "It is" }] }).continueLastMessage).toBe(true);
+    // A conversation ending with the user, or with an assistant turn without text, is answered in a turn of its own.
+    expect(fromCountTokensRequest({ model: "m", messages: [user] }).continueLastMessage).toBeUndefined();
+    expect(fromCountTokensRequest({ model: "m", messages: [user, { role: "assistant", content: [{ type: "thinking", thinking: "hm" }] }] }).continueLastMessage).toBeUndefined();
+  });
+
   it("refuses a tool_result in an assistant turn and a tool_use in a user turn, naming the block", () => {
     const turn = (role: string, block: object) => () => fromCountTokensRequest({ model: "m", messages: [{ role, content: [block] }] });
     expect(turn("assistant", { type: "tool_result", tool_use_id: "x" })).toThrow(/messages\[0\]\.content\[0\].*'tool_result' blocks belong in user messages/);

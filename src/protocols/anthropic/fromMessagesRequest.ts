@@ -65,15 +65,20 @@ function toChatRequest(wire: CountTokensRequestBody, body: unknown): ChatRequest
   checkSchemaBudget([...wireTools.map((tool) => (tool as { input_schema?: unknown }).input_schema), ...format], wireTools.length > 0 ? "tools" : "output_config.format");
   const tools = toTools(wireTools, body);
   const thinking = wire.thinking?.type === "disabled" ? { thinking: false } : wire.thinking?.type === "enabled" ? { thinking: true } : {};
+  const messages = toMessages(toTurns(wire.messages, wire.model, body));
+  const last = messages.at(-1);
+  // A final assistant turn of text is a prefill: the reply continues it, and holds only what follows.
+  const prefill = last?.role === "assistant" && last.content !== "" ? { continueLastMessage: true } : {};
   return {
     model: wire.model,
-    messages: [...toSystem(wire.system), ...toMessages(toTurns(wire.messages, wire.model, body))],
+    messages: [...toSystem(wire.system), ...messages],
     stop: [],
     sampling: { temperature: 1, topP: 1, presencePenalty: 0, frequencyPenalty: 0, logitBias: new Map() },
     tools,
     ...toToolChoice(wire.tool_choice, tools),
     responseFormat: toResponseFormat(wire.output_config?.format),
     ...thinking,
+    ...prefill,
   };
 }
 
