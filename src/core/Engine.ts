@@ -65,9 +65,10 @@ export interface Engine {
   /**
    * How many prompt tokens `request` takes, rendered exactly as `chat` renders it (chat template,
    * tools), without generating: the `promptTokens` its `chat` would report. Loads the model if it
-   * is not resident; takes no decoding slot and consumes nothing, so it needs no admission.
+   * is not resident; takes no decoding slot and evaluates nothing, so it is admitted (as
+   * `tokenize` is) as a request that uses no tokens.
    */
-  countTokens(request: ChatRequest, options: LoadOptions): Promise<number>;
+  countTokens(request: ChatRequest, options: RequestOptions): Promise<number>;
   /**
    * Starts `request.n` (1 to 8) completions of one prompt, decoded in parallel on as many
    * sequences, the prompt evaluated once and its cache copied to the others. Resolves, like

@@ -80,10 +80,10 @@ export class LlamaEngine implements Engine {
     return this.#using(info, options, (model, loadMs) => model.chatChoices(request, options, loadMs));
   }
 
-  async countTokens(request: ChatRequest, options: LoadOptions): Promise<number> {
+  async countTokens(request: ChatRequest, options: RequestOptions): Promise<number> {
     checkRequestSchemas(request);
     const info = await this.#find(request.model, "chat");
-    return this.#using(info, options, async (model) => model.countTokens(request));
+    return this.#using(info, options, (model) => model.countTokens(request, options));
   }
 
   async embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult> {

@@ -202,28 +202,19 @@ export class LoadedModel {
    * The text's tokens, as llama.cpp's llama_tokenize gives them: `addSpecial` adds what the model
    * puts around a prompt (node-llama-cpp tokenizes without, so it is added here by the same rules:
    * WordPiece models [CLS] … [SEP], others BOS and EOS as their file's add_bos/add_eos say).
-   * Admitted as a request that uses no tokens: nothing is evaluated.
    */
-  async tokenize(request: TokenizeRequest, { admit }: RequestOptions): Promise<TokenizeResult> {
-    const ticket = await admit?.({ promptTokens: 0, maxOutputTokens: 0 });
-    try {
+  tokenize(request: TokenizeRequest, { admit }: RequestOptions): Promise<TokenizeResult> {
+    return withoutTokens(admit, () => {
       const text = this.#model.tokenize(request.content, request.parseSpecial);
       const tokens = request.addSpecial ? this.#withSpecialTokens(text) : text;
       return { tokens, ...(request.withPieces ? { pieces: tokens.map((token) => this.#tokenBytes.piece(token)) } : {}) };
-    } finally {
-      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
-    }
+    });
   }
 
   /** The tokens' pieces, concatenated, as llama-server's /detokenize gives them (special tokens as their text). */
-  async detokenize(request: DetokenizeRequest, { admit }: RequestOptions): Promise<DetokenizeResult> {
+  detokenize(request: DetokenizeRequest, { admit }: RequestOptions): Promise<DetokenizeResult> {
     checkTokenIds(this.#model, request.tokens, "tokens");
-    const ticket = await admit?.({ promptTokens: 0, maxOutputTokens: 0 });
-    try {
-      return { content: this.#tokenBytes.text(request.tokens as Token[]) };
-    } finally {
-      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
-    }
+    return withoutTokens(admit, () => ({ content: this.#tokenBytes.text(request.tokens as Token[]) }));
   }
 
   #withSpecialTokens(tokens: Token[]): Token[] {
@@ -397,8 +388,8 @@ export class LoadedModel {
   }
 
   /** How many tokens the request's prompt is, rendered as `chat` renders it; takes no decoding slot. */
-  countTokens(request: ChatRequest): number {
-    return this.#render(request).prompt.tokens.length;
+  countTokens(request: ChatRequest, { admit }: RequestOptions): Promise<number> {
+    return withoutTokens(admit, () => this.#render(request).prompt.tokens.length);
   }
 
   #render(request: ChatRequest): { tools: ChatRequest["tools"]; prompt: RenderedPrompt } {
@@ -440,5 +431,18 @@ async function* withEcho(echo: ChatEvent & { type: "text" }, events: AsyncGenera
   } finally {
     // Closed before the echo was read: the completion's generator still owns a decode to stop.
     await events.return();
+  }
+}
+
+/**
+ * Runs `work`, which evaluates nothing (tokenizing, counting a prompt), admitted as a request that
+ * uses no tokens: it counts against the caller's request limits, and the ledger records it.
+ */
+async function withoutTokens<T>(admit: RequestOptions["admit"], work: () => T): Promise<T> {
+  const ticket = await admit?.({ promptTokens: 0, maxOutputTokens: 0 });
+  try {
+    return work();
+  } finally {
+    ticket?.settle({ promptTokens: 0, completionTokens: 0 });
   }
 }

@@ -170,8 +170,8 @@ function bearerToken(authorization: string): string | undefined {
 }
 
 /**
- * The engine as the hosted profile's routes see it: a chat, embeddings, rerank or tokenizer call without an
- * admission (a route that forgot the caller's limits) is a bug, refused as an internal error
+ * The engine as the hosted profile's routes see it: a chat, embeddings, rerank, tokenizer or
+ * token-counting call without an admission (a route that forgot the caller's limits) is a bug, refused as an internal error
  * rather than served for free.
  */
 export function requireAdmission(engine: Engine): Engine {
@@ -185,8 +185,7 @@ export function requireAdmission(engine: Engine): Engine {
     chat: async (request, options) => engine.chat(request, admitted(options)),
     chatChoices: async (request, options) => engine.chatChoices(request, admitted(options)),
     embed: async (request, options) => engine.embed(request, admitted(options)),
-    // Counting renders a prompt but generates nothing: like loading, it consumes no tokens.
-    countTokens: (request, options) => engine.countTokens(request, options),
+    countTokens: async (request, options) => engine.countTokens(request, admitted(options)),
     rerank: async (request, options) => engine.rerank(request, admitted(options)),
     tokenize: async (request, options) => engine.tokenize(request, admitted(options)),
     detokenize: async (request, options) => engine.detokenize(request, admitted(options)),

@@ -38,6 +38,11 @@ describe("Messages API in the hosted profile", () => {
     return { name, token: (await service.createToken(name, { name: "test" })).secret };
   };
   const anthropic = (options: ConstructorParameters<typeof Anthropic>[0]) => new Anthropic({ baseURL: server.url, maxRetries: 0, ...options });
+  /** The account's ledger row once it holds `requests` requests: the ledger is written by group commit within milliseconds. */
+  const ledgerRow = async (account: string, requests: number) => {
+    await expect.poll(async () => (await service.usage({ account }))[0]?.requests ?? 0, { timeout: 2500, interval: 50 }).toBeGreaterThanOrEqual(requests);
+    return (await service.usage({ account }))[0];
+  };
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-messages-hosted-"));
@@ -62,14 +67,29 @@ describe("Messages API in the hosted profile", () => {
     expect(bearer.usage.output_tokens).toBe(3);
     const streamed = await anthropic({ apiKey: token }).messages.stream(request).finalMessage();
     expect(streamed.usage.output_tokens).toBe(3);
+    const row = await ledgerRow(name, 3);
+    expect(row).toMatchObject({ requests: 3, completionTokens: 9 });
+    // count_tokens after the ledger is read: it is a request too (one that uses no tokens).
     expect((await anthropic({ apiKey: token }).messages.countTokens(request)).input_tokens).toBe(data.usage.input_tokens);
-    // The ledger is written by group commit within milliseconds; wait for it, boundedly.
-    let rows = await service.usage({ account: name });
-    for (let attempt = 0; attempt < 50 && (rows[0]?.requests ?? 0) < 3; attempt++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      rows = await service.usage({ account: name });
-    }
-    expect(rows[0]).toMatchObject({ requests: 3, completionTokens: 9 });
+    expect(await ledgerRow(name, 4)).toMatchObject({ requests: 4, promptTokens: row!.promptTokens, completionTokens: 9 });
+  });
+
+  it("counts count_tokens as a request that uses no tokens, as tokenize: limited, and in the ledger", async () => {
+    const { name, token } = await newToken("single");
+    const client = anthropic({ apiKey: token });
+    const { data, response } = await client.messages.countTokens(request).withResponse();
+    expect(data.input_tokens).toBeGreaterThan(0);
+    expect(response.headers.get("x-ratelimit-limit-requests")).toBe("1");
+    expect(response.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    const refused = await postJson(`${server.url}/v1/messages/count_tokens`, request, { headers: { "content-type": "application/json", "x-api-key": token } });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(await refused.json()).toEqual({ type: "error", error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) }, request_id: refused.headers.get("request-id") });
+    await expect(client.messages.countTokens(request)).rejects.toBeInstanceOf(Anthropic.RateLimitError);
+    // The one it served is in the ledger, with no tokens; the refused ones are not.
+    expect(await ledgerRow(name, 1)).toMatchObject({ requests: 1, promptTokens: 0, completionTokens: 0 });
+    // And it shares the tier's request limit with generation.
+    await expect(client.messages.create(request)).rejects.toBeInstanceOf(Anthropic.RateLimitError);
   });
 
   it("refuses a missing, wrong or ambiguous credential with 401 authentication_error", async () => {

@@ -6,7 +6,6 @@ import { randomBase62 } from "../../core/randomBase62.js";
 import { fromCountTokensRequest, fromMessagesRequest } from "../../protocols/anthropic/fromMessagesRequest.js";
 import { toAnthropicError } from "../../protocols/anthropic/toAnthropicError.js";
 import { MessageStreamTranslator, toMessage, type MessageIdentity } from "../../protocols/anthropic/toMessage.js";
-import { abortSignalOf } from "../abortSignalOf.js";
 import { engineOptions } from "../engineOptions.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
@@ -44,7 +43,8 @@ export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engi
 
   app.post("/v1/messages/count_tokens", { config: described(config, { summary: "The input tokens /v1/messages would render for the same request", body: countTokensRequestSchema }) }, async (request, reply) => {
     const chat = fromCountTokensRequest(request.body);
-    return { input_tokens: await engine.countTokens(chat, { signal: abortSignalOf(reply) }) };
+    // Admitted as tokenize is: a request that uses no tokens (and in the tiers' `@tokenize` group).
+    return { input_tokens: await engine.countTokens(chat, engineOptions(request, reply, access, chat.model, "tokenize")) };
   });
 }
 
