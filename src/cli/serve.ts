@@ -34,7 +34,7 @@ export interface ServeOptions {
   logDestination?: DestinationStream;
   /** The built playground page (default: web/dist of this package). */
   playgroundDir?: string;
-  /** The clock of token and session expiry (tests move it instead of waiting). */
+  /** The clock of token, session and stored-response expiry (tests move it instead of waiting). */
   now?: () => number;
 }
 
@@ -61,7 +61,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   });
   const access = config.profile === "hosted" ? await openGate(config, logger, options.now) : undefined;
   // Opened on the first request that stores or reads a response, not at start.
-  const responses = new ResponseArchive(() => openResponseStore(config), { ttlMs: config.responseExpiry, logger });
+  const responses = new ResponseArchive(() => openResponseStore(config), { ttlMs: config.responseExpiry, logger, now: options.now });
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
   const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
   const pull: PullModel = (reference, options) =>

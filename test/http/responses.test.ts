@@ -473,3 +473,27 @@ describe("Responses API on a thinking model", () => {
     expect(next.usage?.input_tokens).toBe(withThought.usage?.input_tokens);
   });
 });
+
+describe("stored responses expire after --response-expiry, 30 days by default, by the server's clock", () => {
+  let server: TestServer;
+  let now = Date.UTC(2026, 0, 1);
+  const days = (n: number) => n * 24 * 3_600_000;
+
+  beforeAll(async () => {
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, now: () => now });
+  });
+  afterAll(() => server?.close());
+
+  it("keeps a response retrievable and continuable until 30 days after storing it, then it is gone", async () => {
+    const { client } = server;
+    const stored = await client.responses.create({ model: "tiny", input: "Remember me.", max_output_tokens: 1 });
+    now += days(30) - 1;
+    expect((await client.responses.retrieve(stored.id)).id).toBe(stored.id);
+    const next = await client.responses.create({ model: "tiny", input: "Still there?", previous_response_id: stored.id, max_output_tokens: 1 });
+    now += 1;
+    await expect(client.responses.retrieve(stored.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.responses.create({ model: "tiny", input: "And now?", previous_response_id: stored.id })).rejects.toMatchObject({ status: 400, code: "previous_response_not_found" });
+    // The one stored a moment before the first expired has its own 30 days.
+    expect((await client.responses.retrieve(next.id)).id).toBe(next.id);
+  });
+});

@@ -28,7 +28,7 @@ export interface TestServerOptions {
   logDestination?: { write(line: string): void };
   /** The built playground page's directory (default: the repository's web/dist). */
   playgroundDir?: string;
-  /** The clock of token and session expiry (tests of expiry move it instead of waiting). */
+  /** The clock of token, session and stored-response expiry (tests of expiry move it instead of waiting). */
   now?: () => number;
 }
 

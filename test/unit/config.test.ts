@@ -17,6 +17,15 @@ describe("loadConfig", () => {
     expect(config.keepAlive).toBe(5 * 60_000);
     expect(config.threads).toBe("auto");
     expect(config.bodyLimit).toBe(10 * 1024 * 1024);
+    // Stored responses of the Responses API: 30 days, as the issue asks.
+    expect(config.responseExpiry).toBe(30 * 24 * 3_600_000);
+  });
+
+  it("reads --response-expiry (and MODELHOST_RESPONSE_EXPIRY) as a positive duration", () => {
+    expect(loadConfig({ flags: { "response-expiry": "12h" } }).responseExpiry).toBe(12 * 3_600_000);
+    expect(loadConfig({ env: { MODELHOST_RESPONSE_EXPIRY: "90m" } }).responseExpiry).toBe(90 * 60_000);
+    expect(() => loadConfig({ flags: { "response-expiry": "0s" } })).toThrow(/--response-expiry/);
+    expect(() => loadConfig({ flags: { "response-expiry": "forever" } })).toThrow(/--response-expiry/);
   });
 
   it("prefers flags over environment variables over defaults", () => {
