@@ -1,3 +1,4 @@
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
@@ -61,6 +62,32 @@ describe("one sequence, short queue", () => {
     running.abort();
     const reply = await queued;
     expect(reply.usage?.completion_tokens).toBe(4);
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
+  });
+
+  it("answers 503 overloaded_error in the Messages shape when the queue is full, streamed or not", async () => {
+    const running = await startLongStream(server);
+    const queued = client.chat.completions.create({ model: "tiny", messages, max_tokens: 4 });
+    await expect.poll(() => slots(server), SETTLE).toEqual({ active: 1, queued: 1 });
+
+    const request = { model: "tiny", max_tokens: 4, messages };
+    for (const body of [request, { ...request, stream: true }]) {
+      const refused = await postJson(`${server.url}/v1/messages`, body);
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toBe("1");
+      expect(await refused.json()).toEqual({
+        type: "error",
+        error: { type: "overloaded_error", message: expect.stringMatching(/overloaded/) },
+        request_id: refused.headers.get("request-id"),
+      });
+    }
+    const anthropic = new Anthropic({ baseURL: server.url, apiKey: "local", maxRetries: 0 });
+    const viaSdk = await anthropic.messages.create(request).catch((e: unknown) => e);
+    expect(viaSdk).toBeInstanceOf(Anthropic.InternalServerError);
+    expect(viaSdk).toMatchObject({ status: 503, error: { error: { type: "overloaded_error" } } });
+
+    running.abort();
+    expect((await queued).usage?.completion_tokens).toBe(4);
     await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
   });
 
