@@ -173,9 +173,10 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
   };
 
   /**
-   * Until nginx has sent a request to this (restarted) replica: nginx leaves a replica that refused
-   * a connection alone for fail_timeout (docs/deploy.md), then tries it again with the next request
-   * that comes its way. Restarting the other replica before that would leave nginx none to use.
+   * Until nginx has sent a request to this (restarted) replica. With `max_fails=0` (docs/deploy.md)
+   * nginx never marks a replica down, so its next round-robin turn reaches it; seeing a proxied
+   * request in its log proves it takes traffic again before the other replica is stopped, so one
+   * replica is serving at every moment of the restart.
    */
   const waitUntilProxiedTo = async (replica: ServerProcess) => {
     await waitUntilServing(Number(new URL(replica.url).port));
@@ -202,7 +203,9 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
 
     replicas[0] = await startReplica(0);
     await waitUntilServing(replicaPorts[0]);
-  });
+    // Above vitest's 60 s default: the sum of the limits inside (two 60 s polls, a restart of up to
+    // 60 s, 30 s until it serves), so a slow step fails with its own message rather than a timeout.
+  }, 240_000);
 
   it("loses no request that had started during a rolling restart (SIGTERM one replica, restart it, then the other)", async () => {
     const exitCodes: (number | null)[] = [];
@@ -232,5 +235,7 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
     expect(outcomes.length).toBeGreaterThan(20);
     expect(lost).toEqual([]);
     expect(exitCodes).toEqual([0, 0]);
-  });
+    // The sum of the limits inside: three 60 s polls for answers, and per replica a stop (25 s
+    // default grace), a restart (up to 60 s) and 30 s each until it serves and is proxied to.
+  }, 480_000);
 });

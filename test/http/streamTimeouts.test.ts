@@ -103,5 +103,6 @@ describe("a streaming client that reads nothing", () => {
     // Without the stall limit it would hold its slot for as long as it stays connected.
     await expect.poll(active, { timeout: 120_000, interval: 500 }).toBe(0);
     socket.destroy();
-  });
+    // Above vitest's 60 s default: the polls' own limits (20 s + 120 s) must run out first.
+  }, 180_000);
 });
