@@ -33,7 +33,11 @@ function readBody(response: Response) {
 const post = (url: string, body: object, headers: Record<string, string> = {}) =>
   fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
 
-/** A long generation: the tiny model's context fits far more than it generates in a test's time. */
+/**
+ * As long as a generation can be: --context-size is capped at the tiny model's trained 4,096
+ * tokens, so a reply ends after about 4,070 tokens (about 5 s for one stream, 20 s for four decoded
+ * together, on a loaded 2-core machine), long after the 1 s grace periods below.
+ */
 const LONG = 100_000;
 const chatBody = (extra: object) => ({ model: "tiny", messages: [{ role: "user", content: "Write a very long essay." }], ...extra });
 
@@ -87,8 +91,10 @@ describe("graceful shutdown of a server process", () => {
     const response = await post(`${running.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 5000 }));
     expect(response.status).toBe(200);
     const body = readBody(response);
-    await expect.poll(() => body.text()).toContain("data: ");
+    await expect.poll(() => body.text(), { timeout: 20_000 }).toContain("data: ");
 
+    const beforeSignal = body.text();
+    expect(beforeSignal).not.toContain("finish_reason\":\"");
     running.signal("SIGTERM");
     await draining(running);
     const [health, refused] = await Promise.all([healthProbe.finish(), modelsProbe.finish()]);
@@ -104,21 +110,30 @@ describe("graceful shutdown of a server process", () => {
 
     expect(await body.ended).toBe("ended");
     expect(body.text().trimEnd().endsWith("data: [DONE]")).toBe(true);
+    // It was in flight at the signal (the one request the drain counted, its end not yet sent) and
+    // generated on after it, to its natural end: tokens and the final chunk came after the signal.
+    const afterSignal = body.text().slice(beforeSignal.length);
+    expect(afterSignal).toMatch(/"delta":\{"content":/);
+    expect(afterSignal).toMatch(/"finish_reason":"length"/);
     expect(await running.exited).toBe(0);
-    expect(running.output()).toMatch(/stopped \(\d+ in flight, 0 cut, drained in \d+ ms\)/);
-  });
+    expect(running.output()).toMatch(/stopped \(1 in flight, 0 cut, drained in \d+ ms\)/);
+    // Above vitest's 60 s default: a start (up to 60 s) and a generation of ~4,000 tokens under the 60 s grace.
+  }, 180_000);
 
   it("after the grace period, cuts streams with an error event in their protocol's shape and answers the others 503", async () => {
-    const running = await start(["--shutdown-grace", "1s"]);
+    // One sequence for each of the five requests, so all of them are decoding at the signal.
+    const running = await start(["--shutdown-grace", "1s", "--parallel", "5"]);
     const openai = await post(`${running.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }));
     const ollama = await post(`${running.url}/api/chat`, chatBody({ options: { num_predict: LONG } }));
     // store: false, so the process writes nothing to the data directory.
     const responses = await post(`${running.url}/v1/responses`, { model: "tiny", input: "Write a very long essay.", stream: true, store: false });
+    const anthropic = await post(`${running.url}/v1/messages`, chatBody({ stream: true, max_tokens: LONG }));
     const plainReply = post(`${running.url}/v1/chat/completions`, chatBody({ max_tokens: LONG }));
     const openaiBody = readBody(openai);
     const ollamaBody = readBody(ollama);
     const responsesBody = readBody(responses);
-    await expect.poll(() => activeRequests(running), { timeout: 20_000 }).toBe(4);
+    const anthropicBody = readBody(anthropic);
+    await expect.poll(() => activeRequests(running), { timeout: 20_000 }).toBe(5);
 
     running.signal("SIGTERM");
     expect(await openaiBody.ended).toBe("ended");
@@ -141,13 +156,23 @@ describe("graceful shutdown of a server process", () => {
       type: "error", code: "engine_unavailable", message: expect.stringMatching(/shutting down/), param: null, sequence_number: typed.length - 1,
     });
 
+    // The Messages API's named events end with its `error` event, after content it had streamed.
+    expect(await anthropicBody.ended).toBe("ended");
+    const named = anthropicBody.text().split("\n\n").filter((block) => block.startsWith("event: "));
+    expect(named.some((block) => block.startsWith("event: content_block_delta\n"))).toBe(true);
+    expect(named.some((block) => block.startsWith("event: message_stop\n"))).toBe(false);
+    const [anthropicName, anthropicData] = named.at(-1)!.split("\n");
+    expect(anthropicName).toBe("event: error");
+    expect(JSON.parse(anthropicData!.slice("data: ".length))).toEqual({ type: "error", error: { type: "overloaded_error", message: expect.stringMatching(/shutting down/) } });
+
     const plain = await plainReply;
     expect(plain.status).toBe(503);
     expect(((await plain.json()) as { error: { code: string } }).error.code).toBe("engine_unavailable");
 
     expect(await running.exited).toBe(0);
-    expect(running.output()).toMatch(/stopped \(4 in flight, 4 cut, drained in \d+ ms\)/);
-  });
+    expect(running.output()).toMatch(/stopped \(5 in flight, 5 cut, drained in \d+ ms\)/);
+    // Above vitest's 60 s default: a start (up to 60 s), 20 s until all decode, the grace and the cut.
+  }, 120_000);
 
   it("exits at once on a second signal", async () => {
     const running = await start(["--shutdown-grace", "10m"]);
