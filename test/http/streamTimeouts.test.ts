@@ -91,7 +91,10 @@ describe("a streaming client that reads nothing", () => {
     const socket = net.connect({ host: hostname, port: Number(port) });
     socket.on("error", () => undefined);
     await new Promise((resolve) => socket.once("connect", resolve));
-    const body = JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "Write a very long essay." }], max_tokens: 100_000, stream: true });
+    // The reply is at most ~4,070 tokens (the tiny model's 4,096-token context): as bare chunks
+    // (~0.9 MB) it fits in loopback's socket buffers, and would end without ever stalling. With 20
+    // top logprobs per token it is several times what the buffers take.
+    const body = JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "Write a very long essay." }], max_tokens: 100_000, stream: true, logprobs: true, top_logprobs: 20 });
     socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
     // Reads nothing from here on: the kernel's buffers fill, then Node's, then the writer waits.
     socket.pause();
@@ -103,6 +106,9 @@ describe("a streaming client that reads nothing", () => {
     // Without the stall limit it would hold its slot for as long as it stays connected.
     await expect.poll(active, { timeout: 120_000, interval: 500 }).toBe(0);
     socket.destroy();
+    // Freed because it was dropped, not because the reply had ended.
+    const generations = (await (await fetch(`${server.url}/metrics`)).text()).split("\n").filter((line) => line.startsWith("modelhost_generations_total{"));
+    expect(generations).toEqual(['modelhost_generations_total{model="tiny",finish_reason="cancelled"} 1']);
     // Above vitest's 60 s default: the polls' own limits (20 s + 120 s) must run out first.
   }, 180_000);
 });
