@@ -37,6 +37,13 @@ function total(samples: Sample[], name: string, labels: Record<string, string> =
     .reduce((sum, sample) => sum + sample.value, 0);
 }
 
+/** The value of the one sample of a metric whose labels include `labels`: the series must exist (total() reads a missing one as 0). */
+function only(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+  const matching = samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value));
+  expect(matching, `${name} ${JSON.stringify(labels)}`).toHaveLength(1);
+  return matching[0]!.value;
+}
+
 const messages = [{ role: "user" as const, content: "Hello there." }];
 
 describe("observability, local profile", () => {
@@ -90,9 +97,9 @@ describe("observability, local profile", () => {
     expect(total(samples, "modelhost_generation_tokens_per_second_count", { model: "tiny" })).toBeGreaterThan(0);
 
     expect(total(samples, "modelhost_loaded_models")).toBe(2);
-    expect(total(samples, "modelhost_active_sequences", { model: "tiny" })).toBe(0);
-    expect(total(samples, "modelhost_queue_depth", { model: "tiny" })).toBe(0);
-    expect(total(samples, "modelhost_model_load_seconds", { model: "tiny" })).toBeGreaterThan(0);
+    expect(only(samples, "modelhost_active_sequences", { model: "tiny" })).toBe(0);
+    expect(only(samples, "modelhost_queue_depth", { model: "tiny" })).toBe(0);
+    expect(only(samples, "modelhost_model_load_seconds", { model: "tiny" })).toBeGreaterThan(0);
     // The default process metrics.
     expect(samples.some((sample) => sample.name === "process_cpu_user_seconds_total")).toBe(true);
     expect(samples.some((sample) => sample.name === "nodejs_heap_size_used_bytes")).toBe(true);
@@ -133,10 +140,45 @@ describe("observability, local profile", () => {
   });
 });
 
+describe("observability, the engine's gauges", () => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    // Two sequences: a third request waits in the queue. The tiny model's full 4,096-token context,
+    // so each reply lasts seconds (~4,070 tokens) unless its client leaves.
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { parallel: 2, contextSize: 4096, maxGenerationTime: 0 } });
+  });
+  afterAll(async () => server?.close());
+
+  const gauges = async () => {
+    const samples = parseMetrics(await (await fetch(`${server.url}/metrics`)).text());
+    return { active: only(samples, "modelhost_active_sequences", { model: "tiny" }), queued: only(samples, "modelhost_queue_depth", { model: "tiny" }) };
+  };
+
+  it("shows the sequences decoding and the requests queued while streams run, and 0 once they end", async () => {
+    // Loaded first, so the gauges' series exist from the first scrape.
+    await server.client.chat.completions.create({ model: "tiny", messages, max_tokens: 1 });
+    expect(await gauges()).toEqual({ active: 0, queued: 0 });
+
+    const leave = new AbortController();
+    const streams = Array.from({ length: 3 }, async () => {
+      const response = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 100_000, stream: true }, { signal: leave.signal });
+      await response.text();
+    });
+    const settled = Promise.allSettled(streams);
+    await expect.poll(gauges, { timeout: 20_000, interval: 20 }).toEqual({ active: 2, queued: 1 });
+    leave.abort();
+    await settled;
+    await expect.poll(gauges, { timeout: 10_000 }).toEqual({ active: 0, queued: 0 });
+  });
+});
+
 describe("observability, hosted profile", () => {
   let dataDir: string;
   let store: SqliteAccessStore;
+  let service: AccessService;
   let token: string;
+  let tightToken: string;
   const metricsToken = "scrape-secret-0123456789";
   const logs: string[] = [];
   let guarded: TestServer;
@@ -145,11 +187,16 @@ describe("observability, hosted profile", () => {
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-observability-"));
     const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify({ default: "free", tiers: { free: { requestsPerMinute: 2, tokensPerDay: 150_000 } } }));
+    await writeFile(
+      tiersFile,
+      JSON.stringify({ default: "free", tiers: { free: { requestsPerMinute: 2, tokensPerDay: 150_000 }, tight: { maxInputTokens: 30, tokensPerDay: 60 } } }),
+    );
     store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    const service = new AccessService(store, await loadTiers(tiersFile));
+    service = new AccessService(store, await loadTiers(tiersFile));
     await service.createAccount("watched");
     token = (await service.createToken("watched")).secret;
+    await service.createAccount("tight", "tight");
+    tightToken = (await service.createToken("tight")).secret;
     const models = { tiny: await testModelPath("tiny") };
     guarded = await startTestServer({
       models,
@@ -175,16 +222,34 @@ describe("observability, hosted profile", () => {
     expect((await fetch(`${closed.url}/metrics`, { headers: bearer(token) })).status).toBe(404);
   });
 
+  const scrape = async () => parseMetrics(await (await fetch(`${guarded.url}/metrics`, { headers: bearer(metricsToken) })).text());
+
   it("counts rate-limit refusals by kind, and shows the usage ledger's lag", async () => {
-    const chat = () => postJson(`${guarded.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2 }, { headers: { "content-type": "application/json", ...bearer(token) } });
+    const chat = (secret: string, body: object = {}) =>
+      postJson(`${guarded.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2, ...body }, { headers: { "content-type": "application/json", ...bearer(secret) } });
     const statuses = [];
-    for (let i = 0; i < 3; i++) statuses.push((await chat()).status);
+    for (let i = 0; i < 3; i++) statuses.push((await chat(token)).status);
     expect(statuses).toEqual([200, 200, 429]);
-    const samples = parseMetrics(await (await fetch(`${guarded.url}/metrics`, { headers: bearer(metricsToken) })).text());
+    // The tight tier: a prompt over its 30 tokens per request, then a prompt plus max_tokens over its 60 a day.
+    expect((await chat(tightToken, { messages: [{ role: "user", content: "lighthouse keeper ".repeat(20) }] })).status).toBe(413);
+    expect((await chat(tightToken, { max_tokens: 100 })).status).toBe(429);
+    const samples = await scrape();
     expect(total(samples, "modelhost_rate_limit_refusals_total", { kind: "requests_per_minute" })).toBe(1);
-    expect(total(samples, "modelhost_http_requests_total", { route: "/v1/chat/completions", status: "429", model: "tiny" })).toBe(1);
+    expect(only(samples, "modelhost_rate_limit_refusals_total", { kind: "max_input_tokens" })).toBe(1);
+    expect(only(samples, "modelhost_rate_limit_refusals_total", { kind: "tokens_per_day" })).toBe(1);
+    expect(total(samples, "modelhost_http_requests_total", { route: "/v1/chat/completions", status: "429", model: "tiny" })).toBe(2);
+    expect(total(samples, "modelhost_http_requests_total", { route: "/v1/chat/completions", status: "413", model: "tiny" })).toBe(1);
     expect(samples.find((sample) => sample.name === "modelhost_usage_ledger_lag_seconds")?.value).toBeGreaterThanOrEqual(0);
     expect(samples.find((sample) => sample.name === "modelhost_usage_ledger_pending_rows")).toBeDefined();
+    // Within a group commit (20 ms) the two requests' usage is written: nothing pending, no lag, no
+    // failed flush, and the ledger holds them. (How the lag grows while the store fails: usageBuffer.test.ts.)
+    await expect
+      .poll(async () => {
+        const now = await scrape();
+        return ["lag_seconds", "pending_rows", "failed_flushes"].map((name) => only(now, `modelhost_usage_ledger_${name}`));
+      })
+      .toEqual([0, 0, 0]);
+    expect(await service.usage({ account: "watched" })).toEqual([expect.objectContaining({ model: "tiny", requests: 2 })]);
   });
 
   it("names the account in the generation's log line, and logs no credential", async () => {
