@@ -1,7 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { postJson, readNamedEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 import { weatherSchema as weather } from "../support/toolSchemas.js";
 
@@ -35,21 +35,6 @@ function expectValidToolUses(content: Anthropic.ContentBlock[]): Anthropic.ToolU
 
 function textOf(message: Anthropic.Message): string {
   return message.content.map((block) => (block.type === "text" ? block.text : "")).join("");
-}
-
-/** A raw SSE body as its named events, checking the framing: `event:` then `data:`, then a blank line. */
-async function readNamedEvents(response: Response): Promise<Array<{ event: string; data: { type: string } & Record<string, unknown> }>> {
-  const text = await response.text();
-  return text
-    .split("\n\n")
-    .filter((block) => block.length > 0)
-    .map((block) => {
-      const match = /^event: (\S+)\ndata: (.*)$/.exec(block);
-      if (!match) throw new Error(`not a named SSE event: ${JSON.stringify(block)}`);
-      const data = JSON.parse(match[2]!) as { type: string } & Record<string, unknown>;
-      expect(data.type).toBe(match[1]);
-      return { event: match[1]!, data };
-    });
 }
 
 describe("Messages API (/v1/messages)", () => {

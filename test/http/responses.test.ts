@@ -5,7 +5,7 @@ import { Ajv } from "ajv";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_MODEL_THOUGHT } from "../../src/testmodels/thoughtWiring.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { postJson, readNamedEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
 const weather = {
@@ -24,20 +24,8 @@ interface RawEvent {
   data: { type: string; sequence_number: number; [key: string]: unknown };
 }
 
-/** Splits a typed SSE body into its events, checking each is `event: <type>` then `data: {…}` with the same type. */
-async function readTypedEvents(response: Response): Promise<RawEvent[]> {
-  const text = await response.text();
-  return text
-    .split("\n\n")
-    .filter((block) => block.length > 0)
-    .map((block) => {
-      const match = /^event: (\S+)\ndata: (.*)$/.exec(block);
-      if (!match) throw new Error(`not a typed SSE event: ${JSON.stringify(block)}`);
-      const data = JSON.parse(match[2]!) as RawEvent["data"];
-      expect(data.type).toBe(match[1]);
-      return { event: match[1]!, data };
-    });
-}
+/** A typed SSE body's events, each `event: <type>` then `data: {…}` with the same type. */
+const readTypedEvents = (response: Response): Promise<RawEvent[]> => readNamedEvents<RawEvent["data"]>(response);
 
 describe("Responses API", () => {
   let server: TestServer;

@@ -68,6 +68,24 @@ export async function readSseEvents(response: Response): Promise<string[]> {
     });
 }
 
+/**
+ * A typed SSE body (Anthropic's Messages, OpenAI's Responses) as its named events, checking the
+ * framing: `event: <type>` then `data: {…}` of that same type, then a blank line.
+ */
+export async function readNamedEvents<Data extends { type: string } = { type: string } & Record<string, unknown>>(response: Response): Promise<Array<{ event: string; data: Data }>> {
+  const text = await response.text();
+  return text
+    .split("\n\n")
+    .filter((block) => block.length > 0)
+    .map((block) => {
+      const match = /^event: (\S+)\ndata: (.*)$/.exec(block);
+      if (!match) throw new Error(`not a named SSE event: ${JSON.stringify(block)}`);
+      const data = JSON.parse(match[2]!) as Data;
+      if (data.type !== match[1]) throw new Error(`an \`event: ${match[1]}\` whose data has type ${JSON.stringify(data.type)}`);
+      return { event: match[1]!, data };
+    });
+}
+
 export async function postJson(url: string, body: unknown, init: RequestInit = {}): Promise<Response> {
   return fetch(url, {
     method: "POST",
