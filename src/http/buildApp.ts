@@ -10,6 +10,8 @@ import type { SignInService } from "../access/SignInService.js";
 import type { Engine } from "../core/Engine.js";
 import { jsonTextDepth, MAX_JSON_DEPTH } from "../core/jsonLimits.js";
 import { ServerError } from "../core/ServerError.js";
+import { anthropicErrorSchema } from "../protocols/anthropic/responseSchemas.js";
+import { toAnthropicError } from "../protocols/anthropic/toAnthropicError.js";
 import { ollamaErrorSchema } from "../protocols/ollama/responseSchemas.js";
 import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
 import { errorBodySchema } from "../protocols/openai/responseSchemas.js";
@@ -95,6 +97,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const api = new ApiDescription({ title: "modelhost", version: PACKAGE_VERSION });
   api.describeErrors(toOpenAIError, "OpenAIError", errorBodySchema);
   api.describeErrors(toOllamaError, "OllamaError", ollamaErrorSchema);
+  api.describeErrors(toAnthropicError, "AnthropicError", anthropicErrorSchema);
   api.install(app);
   const drain = options.drain ?? new Drain();
   drain.install(app);

@@ -8,7 +8,7 @@ import { z } from "zod";
 import { ApiDescription, openApiPath } from "../../src/http/openapi.js";
 import { chatCompletionRequestSchema } from "../../src/protocols/openai/schemas.js";
 import { routesOf } from "../support/routeTree.js";
-import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { postJson, readNamedEvents, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
 interface OpenApiDocument {
@@ -36,7 +36,7 @@ describe("GET /openapi.json", () => {
   };
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny"), embed: await testModelPath("embed-tiny") } });
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny"), embed: await testModelPath("embed-tiny"), rerank: await testModelPath("rerank-tiny") } });
     const response = await fetch(`${server.url}/openapi.json`);
     expect(response.status).toBe(200);
     document = (await response.json()) as OpenApiDocument;
@@ -91,6 +91,56 @@ describe("GET /openapi.json", () => {
     const nativeError = await postJson(`${server.url}/api/chat`, { model: "nope", messages });
     expect(nativeError.status).toBe(404);
     expectValid("OllamaError", await nativeError.json());
+  });
+
+  it("validates recorded responses: messages, legacy completions, the Responses API and its stored responses", async () => {
+    const anthropic = { model: "tiny", max_tokens: 4, messages };
+    expectValid("PostV1Messages", await (await postJson(`${server.url}/v1/messages`, anthropic)).json());
+    const named = await readNamedEvents(await postJson(`${server.url}/v1/messages`, { ...anthropic, stream: true }));
+    expect(named.map((event) => event.event)).toEqual(expect.arrayContaining(["message_start", "ping", "content_block_delta", "message_delta", "message_stop"]));
+    for (const { data } of named) expectValid("PostV1MessagesEvent", data);
+    const anthropicError = await postJson(`${server.url}/v1/messages`, { ...anthropic, model: "nope" });
+    expect(anthropicError.status).toBe(404);
+    expectValid("AnthropicError", await anthropicError.json());
+
+    const legacy = { model: "tiny", prompt: "Once upon", max_tokens: 4 };
+    expectValid("PostV1Completions", await (await postJson(`${server.url}/v1/completions`, { ...legacy, logprobs: 2, echo: true })).json());
+    const chunks = await readSseEvents(await postJson(`${server.url}/v1/completions`, { ...legacy, stream: true, logprobs: 1, stream_options: { include_usage: true } }));
+    expect(chunks.at(-1)).toBe("[DONE]");
+    for (const chunk of chunks.slice(0, -1)) expectValid("PostV1CompletionsEvent", JSON.parse(chunk));
+
+    const created = (await (await postJson(`${server.url}/v1/responses`, { model: "tiny", input: "Hi", max_output_tokens: 4, include: ["message.output_text.logprobs"], top_logprobs: 2 })).json()) as { id: string };
+    expectValid("PostV1Responses", created);
+    const typed = await readNamedEvents(await postJson(`${server.url}/v1/responses`, { model: "tiny", input: "Hi", max_output_tokens: 4, stream: true, store: false }));
+    expect(typed.map((event) => event.event)).toEqual(expect.arrayContaining(["response.created", "response.output_text.delta", "response.incomplete"]));
+    for (const { data } of typed) expectValid("PostV1ResponsesEvent", data);
+    expectValid("GetV1ResponsesId", await (await fetch(`${server.url}/v1/responses/${created.id}`)).json());
+    expectValid("GetV1ResponsesIdInputItems", await (await fetch(`${server.url}/v1/responses/${created.id}/input_items`)).json());
+    expectValid("DeleteV1ResponsesId", await (await fetch(`${server.url}/v1/responses/${created.id}`, { method: "DELETE" })).json());
+  });
+
+  it("validates recorded responses: tokenizer, rerank, native model listing and details, health", async () => {
+    for (const path of ["/tokenize", "/v1/tokenize"]) {
+      const component = path === "/tokenize" ? "PostTokenize" : "PostV1Tokenize";
+      expectValid(component, await (await postJson(`${server.url}${path}`, { model: "tiny", content: "a 🎉" })).json());
+      // With pieces: a piece that is part of a character comes as its bytes.
+      const pieces = (await (await postJson(`${server.url}${path}`, { model: "tiny", content: "a 🎉", with_pieces: true })).json()) as { tokens: { piece: unknown }[] };
+      expect(pieces.tokens.some((token) => Array.isArray(token.piece))).toBe(true);
+      expectValid(component, pieces);
+    }
+    expectValid("PostDetokenize", await (await postJson(`${server.url}/detokenize`, { model: "tiny", tokens: [1, 2, 3] })).json());
+    expectValid("PostV1Detokenize", await (await postJson(`${server.url}/v1/detokenize`, { model: "tiny", tokens: [1, 2, 3] })).json());
+    const rerank = { model: "rerank", query: "lighthouse", documents: ["a lighthouse keeper", { text: "soup" }] };
+    expectValid("PostV1Rerank", await (await postJson(`${server.url}/v1/rerank`, { ...rerank, return_documents: true })).json());
+    expectValid("PostRerank", await (await postJson(`${server.url}/rerank`, { ...rerank, top_n: 1 })).json());
+
+    expectValid("GetApiTags", await (await fetch(`${server.url}/api/tags`)).json());
+    expectValid("PostApiShow", await (await postJson(`${server.url}/api/show`, { model: "tiny" })).json());
+    const health = await fetch(`${server.url}/health`);
+    expect(health.status).toBe(200);
+    const status = (await health.json()) as { loaded: unknown[] };
+    expect(status.loaded.length).toBeGreaterThan(0);
+    expectValid("GetHealth", status);
   });
 
   it("rejects a wrong shape: the check is not vacuous", () => {

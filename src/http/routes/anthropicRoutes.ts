@@ -10,6 +10,7 @@ import { engineOptions } from "../engineOptions.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
+import { messageSchema, messageStreamEventSchema } from "../../protocols/anthropic/responseSchemas.js";
 import { countTokensRequestSchema, messagesRequestSchema } from "../../protocols/anthropic/schemas.js";
 
 const PING = { type: "ping" };
@@ -27,7 +28,7 @@ function newMessageId(): string {
 export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
   const config = { access: "caller" as const, errorShape: toAnthropicError };
 
-  app.post("/v1/messages", { config: described(config, { summary: "Anthropic Messages API: a message, plain or streamed (named server-sent events)", body: messagesRequestSchema, produces: ["text/event-stream"] }) }, async (request, reply) => {
+  app.post("/v1/messages", { config: described(config, { summary: "Anthropic Messages API: a message, plain or streamed (named server-sent events)", body: messagesRequestSchema, response: messageSchema, produces: ["text/event-stream"], streamEvent: messageStreamEventSchema }) }, async (request, reply) => {
     const { chat, stream: streamed } = fromMessagesRequest(request.body);
     const options = engineOptions(request, reply, access, chat.model, "chat");
     const identity: MessageIdentity = { id: newMessageId(), model: chat.model };

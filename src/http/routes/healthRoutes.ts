@@ -1,6 +1,28 @@
 import type { FastifyInstance } from "fastify";
+import { z } from "zod";
 import type { Engine } from "../../core/Engine.js";
 import type { Drain } from "../Drain.js";
+import { described } from "../openapi.js";
+
+/** GET /health: the engine's status (EngineStatus) as JSON, with a status word. */
+export const healthResponseSchema = z.object({
+  status: z.enum(["ok", "unavailable", "draining"]),
+  ready: z.boolean(),
+  backend: z.string().nullable(),
+  loaded: z.array(
+    z.object({
+      id: z.string(),
+      active: z.int(),
+      queued: z.int(),
+      expiresAt: z.number().nullable(),
+      // A model kept loaded for ever has Infinity, which JSON writes as null.
+      keepAliveMs: z.number().nullable(),
+      contextSize: z.int(),
+      loadMs: z.number(),
+    }),
+  ),
+  counters: z.object({ promptEvaluations: z.int(), promptTokensEvaluated: z.int(), promptCopies: z.int() }),
+});
 
 export function healthRoutes(app: FastifyInstance, { engine, drain }: { engine: Engine; drain: Drain }): void {
   // Clients of the local runtime probe the root path for liveness, some matching this exact text
@@ -9,9 +31,13 @@ export function healthRoutes(app: FastifyInstance, { engine, drain }: { engine: 
 
   // Not ready (503) from the first moment of a graceful shutdown, so a load balancer stops sending
   // work here while the requests in flight finish: `status: "draining"`, `ready: false`.
-  app.get("/health", { config: { access: "public", openapi: { summary: "Readiness and the loaded models; 503 when not ready or draining" } } }, async (_request, reply) => {
-    const status = engine.status();
-    if (drain.draining) return reply.status(503).send({ ...status, status: "draining", ready: false });
-    return reply.status(status.ready ? 200 : 503).send({ status: status.ready ? "ok" : "unavailable", ...status });
-  });
+  app.get(
+    "/health",
+    { config: described({ access: "public" as const }, { summary: "Readiness and the loaded models; 503 (same body) when not ready or draining", response: healthResponseSchema }) },
+    async (_request, reply) => {
+      const status = engine.status();
+      if (drain.draining) return reply.status(503).send({ ...status, status: "draining", ready: false });
+      return reply.status(status.ready ? 200 : 503).send({ status: status.ready ? "ok" : "unavailable", ...status });
+    },
+  );
 }

@@ -6,6 +6,7 @@ import { fromDetokenizeRequest, fromTokenizeRequest, toDetokenizeResponse, toTok
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { engineOptions } from "../engineOptions.js";
 import { described } from "../openapi.js";
+import { detokenizeResponseSchema, rerankResponseSchema, tokenizeResponseSchema } from "../../protocols/llamaServer/responseSchemas.js";
 import { detokenizeRequestSchema, rerankRequestSchema, tokenizeRequestSchema } from "../../protocols/llamaServer/schemas.js";
 
 /**
@@ -16,21 +17,21 @@ export function llamaServerRoutes(app: FastifyInstance, { engine, access }: { en
   const config = { access: "caller" as const, errorShape: toOpenAIError };
 
   for (const path of ["/tokenize", "/v1/tokenize"]) {
-    app.post(path, { config: described(config, { summary: "A text's token ids (llama-server's /tokenize)", body: tokenizeRequestSchema }) }, async (request, reply) => {
+    app.post(path, { config: described(config, { summary: "A text's token ids (llama-server's /tokenize)", body: tokenizeRequestSchema, response: tokenizeResponseSchema }) }, async (request, reply) => {
       const tokenize = fromTokenizeRequest(request.body);
       return toTokenizeResponse(await engine.tokenize(tokenize, engineOptions(request, reply, access, tokenize.model, "tokenize")));
     });
   }
 
   for (const path of ["/detokenize", "/v1/detokenize"]) {
-    app.post(path, { config: described(config, { summary: "Token ids back to text (llama-server's /detokenize)", body: detokenizeRequestSchema }) }, async (request, reply) => {
+    app.post(path, { config: described(config, { summary: "Token ids back to text (llama-server's /detokenize)", body: detokenizeRequestSchema, response: detokenizeResponseSchema }) }, async (request, reply) => {
       const detokenize = fromDetokenizeRequest(request.body);
       return toDetokenizeResponse(await engine.detokenize(detokenize, engineOptions(request, reply, access, detokenize.model, "tokenize")));
     });
   }
 
   for (const path of ["/rerank", "/v1/rerank"]) {
-    app.post(path, { config: described(config, { summary: "Documents scored against a query by a reranking model", body: rerankRequestSchema }) }, async (request, reply) => {
+    app.post(path, { config: described(config, { summary: "Documents scored against a query by a reranking model", body: rerankRequestSchema, response: rerankResponseSchema }) }, async (request, reply) => {
       const parsed = fromRerankRequest(request.body);
       const result = await engine.rerank(parsed.rerank, engineOptions(request, reply, access, parsed.rerank.model, "rerank"));
       return toRerankResponse(parsed, result);

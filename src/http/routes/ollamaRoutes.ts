@@ -20,7 +20,7 @@ import { NdjsonWriter } from "../NdjsonWriter.js";
 import { engineOptions } from "../engineOptions.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
-import { nativeChatResponseSchema, nativeGenerateResponseSchema } from "../../protocols/ollama/responseSchemas.js";
+import { nativeChatResponseSchema, nativeGenerateResponseSchema, showResponseSchema, tagsResponseSchema } from "../../protocols/ollama/responseSchemas.js";
 import { chatRequestSchema, copyRequestSchema, embedRequestSchema, generateRequestSchema, legacyEmbeddingsRequestSchema, modelRequestSchema } from "../../protocols/ollama/schemas.js";
 
 export interface OllamaRouteOptions {
@@ -128,7 +128,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return { embedding: Array.from(vectors[0] ?? []) };
   });
 
-  app.get("/api/tags", { config: described(config, { summary: "Installed models with digests and GGUF details" }) }, async (request) => {
+  app.get("/api/tags", { config: described(config, { summary: "Installed models with digests and GGUF details", response: tagsResponseSchema }) }, async (request) => {
     const models = await engine.listModels();
     const listed = await Promise.all(
       models.map((model) =>
@@ -145,7 +145,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return { models: listed.flat() };
   });
 
-  app.post("/api/show", { config: described(config, { summary: "One model's metadata and template", body: modelRequestSchema }) }, async (request) => {
+  app.post("/api/show", { config: described(config, { summary: "One model's metadata and template", body: modelRequestSchema, response: showResponseSchema }) }, async (request) => {
     const { model } = fromModelRequest(request.body);
     const description = await engine.describeModel(model);
     if (!description) throw new ServerError("model_not_found", { model, param: "model" });

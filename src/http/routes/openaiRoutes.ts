@@ -19,7 +19,7 @@ import { interleaveChoices } from "../interleaveChoices.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
-import { chatCompletionChunkSchema, chatCompletionSchema, embeddingResponseSchema, modelListSchema, modelObjectSchema } from "../../protocols/openai/responseSchemas.js";
+import { chatCompletionChunkSchema, chatCompletionSchema, embeddingResponseSchema, modelListSchema, modelObjectSchema, textCompletionSchema } from "../../protocols/openai/responseSchemas.js";
 import { chatCompletionRequestSchema, completionRequestSchema, embeddingRequestSchema } from "../../protocols/openai/schemas.js";
 
 /** The chat completions route's description (also the playground's copy of it). */
@@ -58,7 +58,7 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
   app.post("/v1/chat/completions", { config: described(config, chatCompletionsDoc) }, chatCompletionsHandler(engine, access));
 
   // Legacy completions: each prompt's n choices decode together; prompts take turns.
-  app.post("/v1/completions", { config: described(config, { summary: "Legacy text completion of one or more prompts, plain or streamed (server-sent events)", body: completionRequestSchema, produces: ["text/event-stream"] }) }, async (request, reply) => {
+  app.post("/v1/completions", { config: described(config, { summary: "Legacy text completion of one or more prompts, plain or streamed (server-sent events)", body: completionRequestSchema, response: textCompletionSchema, produces: ["text/event-stream"], streamEvent: textCompletionSchema }) }, async (request, reply) => {
     const { prompts, stream: streamed, includeUsage, logprobs, echo } = fromCompletionRequest(request.body);
     const [firstPrompt, ...otherPrompts] = prompts as [ChatRequest, ...ChatRequest[]];
     const options = engineOptions(request, reply, access, firstPrompt.model, "chat");

@@ -15,6 +15,7 @@ import { engineOptions } from "../engineOptions.js";
 import { ResponseEventWriter } from "../ResponseEventWriter.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
+import { deletedResponseSchema, inputItemListSchema, responseObjectSchema, responseStreamEventSchema } from "../../protocols/responses/responseSchemas.js";
 import { createResponseSchema, inputItemsQuerySchema } from "../../protocols/responses/schemas.js";
 
 /** A stored record as the protocol wrote it (the store keeps JSON and never looks inside). */
@@ -43,7 +44,7 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     return wireOf(record);
   };
 
-  app.post("/v1/responses", { config: described(config, { summary: "OpenAI Responses API: create a response, plain or streamed (typed server-sent events)", body: createResponseSchema, produces: ["text/event-stream"] }) }, async (request, reply) => {
+  app.post("/v1/responses", { config: described(config, { summary: "OpenAI Responses API: create a response, plain or streamed (typed server-sent events)", body: createResponseSchema, response: responseObjectSchema, produces: ["text/event-stream"], streamEvent: responseStreamEventSchema }) }, async (request, reply) => {
     const parsed = fromResponseRequest(request.body);
     const owner = ownerOf(request);
     const previousId = parsed.settings.previous_response_id;
@@ -74,7 +75,7 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     }
   });
 
-  app.get("/v1/responses/:id", { config: described(config, { summary: "A stored response", query: retrieveQuerySchema }) }, async (request) => {
+  app.get("/v1/responses/:id", { config: described(config, { summary: "A stored response", query: retrieveQuerySchema, response: responseObjectSchema }) }, async (request) => {
     const query = retrieveQuerySchema.safeParse(request.query ?? {});
     if (!query.success) throw toInvalidRequestError(query.error, request.query);
     if (query.data.stream === "true") {
@@ -83,9 +84,9 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     return (await stored(request)).response;
   });
 
-  app.get("/v1/responses/:id/input_items", { config: described(config, { summary: "The input items of a stored response", query: inputItemsQuerySchema }) }, async (request) => toInputItemList((await stored(request)).input, request.query));
+  app.get("/v1/responses/:id/input_items", { config: described(config, { summary: "The input items of a stored response", query: inputItemsQuerySchema, response: inputItemListSchema }) }, async (request) => toInputItemList((await stored(request)).input, request.query));
 
-  app.delete("/v1/responses/:id", { config: described(config, { summary: "Deletes a stored response" }) }, async (request): Promise<DeletedResponse> => {
+  app.delete("/v1/responses/:id", { config: described(config, { summary: "Deletes a stored response", response: deletedResponseSchema }) }, async (request): Promise<DeletedResponse> => {
     const { id } = request.params as { id: string };
     if (!(await responses.delete(id, ownerOf(request)))) throw new ServerError("not_found", { message: `Response with id '${id}' not found.` });
     return { id, object: "response.deleted", deleted: true };

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import type { ChatResponse, ErrorBody, GenerateResponse } from "./schemas.js";
+import { same, type Same } from "../sameShape.js";
+import type { ChatResponse, ErrorBody, GenerateResponse, ListedModel, ShowResponse } from "./schemas.js";
 
 // Response shapes of the native API as zod schemas, for the OpenAPI description (GET /openapi.json);
 // the assertions at the end keep them the same shape as the interfaces the translators return.
@@ -38,8 +39,33 @@ export const nativeGenerateResponseSchema = z.object({
   ...metrics,
 });
 
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const same = <T extends true>(value: T) => value;
+const details = z.object({
+  parent_model: z.string(),
+  format: z.literal("gguf"),
+  family: z.string(),
+  families: z.array(z.string()),
+  parameter_size: z.string(),
+  quantization_level: z.string(),
+});
+
+const listedModel = z.object({ name: z.string(), model: z.string(), modified_at: z.string(), size: z.int(), digest: z.string(), details });
+
+/** GET /api/tags: every installed model and alias. */
+export const tagsResponseSchema = z.object({ models: z.array(listedModel) });
+
+/** POST /api/show. */
+export const showResponseSchema = z.object({
+  modelfile: z.string(),
+  parameters: z.string(),
+  template: z.string(),
+  details,
+  model_info: z.record(z.string(), z.unknown()),
+  capabilities: z.array(z.enum(["completion", "tools", "insert", "embedding", "thinking", "rerank"])),
+  modified_at: z.string(),
+});
+
 same<Same<z.infer<typeof ollamaErrorSchema>, ErrorBody>>(true);
+same<Same<z.infer<typeof listedModel>, ListedModel>>(true);
+same<Same<z.infer<typeof showResponseSchema>, ShowResponse>>(true);
 same<Same<z.infer<typeof nativeChatResponseSchema>, ChatResponse>>(true);
 same<Same<z.infer<typeof nativeGenerateResponseSchema>, GenerateResponse>>(true);

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import type { ChatCompletion, ChatCompletionChunk, EmbeddingResponse, ErrorBody, ModelObject } from "./schemas.js";
+import { same, type Same } from "../sameShape.js";
+import type { ChatCompletion, ChatCompletionChunk, EmbeddingResponse, ErrorBody, ModelObject, TextCompletion } from "./schemas.js";
 
 // The OpenAI API's response shapes as zod schemas, for the OpenAPI description (GET /openapi.json)
 // and the tests that check recorded responses against it. The translators are typed by the
@@ -89,15 +90,38 @@ export const embeddingResponseSchema = z.object({
   usage: z.object({ prompt_tokens: z.int(), total_tokens: z.int() }),
 });
 
+/** A legacy completion (/v1/completions), or one chunk of its stream: the same object either way. */
+export const textCompletionSchema = z.object({
+  id: z.string(),
+  object: z.literal("text_completion"),
+  created: z.int(),
+  model: z.string(),
+  choices: z.array(
+    z.object({
+      index: z.int(),
+      text: z.string(),
+      logprobs: z
+        .object({
+          tokens: z.array(z.string()),
+          token_logprobs: z.array(z.number().nullable()),
+          top_logprobs: z.array(z.record(z.string(), z.number()).nullable()),
+          text_offset: z.array(z.int()),
+        })
+        .nullable(),
+      finish_reason: finishReason.nullable(),
+    }),
+  ),
+  usage: z.object({ prompt_tokens: z.int(), completion_tokens: z.int(), total_tokens: z.int() }).nullable().optional(),
+});
+
 export const errorBodySchema = z.object({
   error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }),
 });
 
 /** Compile-time: each schema's type and its interface are assignable both ways. */
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const same = <T extends true>(value: T) => value;
 same<Same<z.infer<typeof chatCompletionSchema>, ChatCompletion>>(true);
 same<Same<z.infer<typeof chatCompletionChunkSchema>, ChatCompletionChunk>>(true);
 same<Same<z.infer<typeof embeddingResponseSchema>, EmbeddingResponse>>(true);
+same<Same<z.infer<typeof textCompletionSchema>, TextCompletion>>(true);
 same<Same<z.infer<typeof errorBodySchema>, ErrorBody>>(true);
 same<Same<Omit<z.infer<typeof modelObjectSchema>, "capabilities">, Omit<ModelObject, "capabilities">>>(true);
