@@ -3,6 +3,7 @@ import { getLlama, JinjaTemplateChatWrapper, LlamaLogLevel, LlamaText, resolveCh
 import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_MODEL_CHAT_TEMPLATE } from "../../src/testmodels/testChatTemplate.js";
+import { testVocabulary, TokenType } from "../../src/testmodels/testVocabulary.js";
 import { testModelPath } from "../support/testModels.js";
 import { describeDeterministicGeneration } from "../support/describeDeterministicGeneration.js";
 
@@ -138,6 +139,36 @@ describe("tiny test model", () => {
     expect(first).toHaveLength(100);
     expect(second).toEqual(first);
     expect(new Set(first).size).toBeGreaterThanOrEqual(50);
+  });
+
+  // Tests that expect exactly max_tokens completion tokens (shutdown, observability, soak) rely on
+  // this: the output rows of the added tokens (end of turn, tool call…) are zero, so their logit is 0
+  // (silenceAddedTokens in llamaModelWriter.ts), and far more than 40 tokens score above it at
+  // every step, so the engine's default top_k of 40 never lets the model end a reply by itself.
+  it("never ranks an added token (end of turn, tool call) among the 40 most likely, so replies run to max_tokens", async () => {
+    const added = testVocabulary().tokenTypes.flatMap((type, id) => (type === TokenType.normal ? [] : [id]));
+    expect(added).toContain(model.tokens.eos);
+    const context = await model.createContext({ contextSize: 512, threads: 1 });
+    let fewestAbove = Infinity;
+    let steps = 0;
+    try {
+      const sequence = context.getSequence();
+      for (const [index, prompt] of ["Write a very long essay.", "Hi", "Hello there."].entries()) {
+        await sequence.clearHistory();
+        const tokens = model.tokenize(`<|im_start|>user\n${prompt}<|im_end|>\n<|im_start|>assistant\n`, true);
+        // Sampled from the whole distribution (no top_k, top_p or min_p), which it also reports.
+        for await (const { probabilities } of sequence.evaluateWithMetadata(tokens, { probabilities: true }, { temperature: 1, topK: 0, topP: 1, minP: 0, seed: index + 1 })) {
+          const addedBest = Math.max(...added.map((id) => probabilities.get(id as Token) ?? 0));
+          fewestAbove = Math.min(fewestAbove, [...probabilities.values()].filter((probability) => probability > addedBest).length);
+          if (++steps % 400 === 0) break;
+        }
+      }
+    } finally {
+      await context.dispose();
+    }
+    expect(steps).toBe(1200);
+    // Seen: at least ~190 of the 463 tokens above them at each of 4,000 steps.
+    expect(fewestAbove).toBeGreaterThan(40);
   });
 
   it("is at most 2 MB", async () => {
