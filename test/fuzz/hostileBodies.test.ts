@@ -335,8 +335,10 @@ async function send(base: string, probe: Probe, csrfToken: string): Promise<Resu
       signal: AbortSignal.timeout(HANG_MS),
     });
     const text = await response.text();
-    // A stream that started with 200 reports later failures inside it: an internal one is a 5xx in disguise.
-    const streamError = response.status === 200 && /"(server_error|internal_error|api_error)"/.test(text) ? text.slice(0, 300) : undefined;
+    // A stream that started with 200 reports later failures inside it: an internal one is a 5xx in
+    // disguise. (Only streams: the OpenAPI document names those error types too.)
+    const streaming = /^(text\/event-stream|application\/x-ndjson)/.test(response.headers.get("content-type") ?? "");
+    const streamError = response.status === 200 && streaming && /"(server_error|internal_error|api_error)"/.test(text) ? text.slice(0, 300) : undefined;
     return { probe, status: response.status, streamError };
   } catch (error) {
     if ((error as Error).name === "TimeoutError") return { probe, status: 0, hang: true };

@@ -46,6 +46,8 @@ export const anthropicErrorSchema = z.object({
     type: z.enum(["invalid_request_error", "authentication_error", "permission_error", "not_found_error", "request_too_large", "rate_limit_error", "api_error", "overloaded_error"]),
     message: z.string(),
   }),
+  /** The request's id, as in its request-id header; error events inside a stream have none. */
+  request_id: z.string().optional(),
 });
 
 const ping = z.object({ type: z.literal("ping") });
