@@ -1,4 +1,4 @@
-import { LlamaGrammar, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
+import { LlamaGrammar, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import type { ChatEvent, ChatStream, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
@@ -8,14 +8,15 @@ import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
 import { ServerError } from "../core/ServerError.js";
 import { ChatPromptRenderer, type RenderedPrompt } from "./ChatPromptRenderer.js";
+import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
-import { DecodeBarrier } from "./DecodeBarrier.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
+import { createNativeSampler, nativeContextOf, sequenceIdOf } from "./llamaInternals.js";
 import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
 import { SlotPool } from "./SlotPool.js";
-import { evaluateInChunks, streamCompletion, tokenAlternative } from "./streamCompletion.js";
+import { streamCompletion, tokenAlternative } from "./streamCompletion.js";
 import { TokenBytes } from "./TokenBytes.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 
@@ -34,17 +35,6 @@ export interface ModelRuntimeOptions {
 }
 
 /**
- * node-llama-cpp 3.22.1 copies one sequence's cache into another (llama.cpp's llama_memory_seq_cp)
- * only through this internal method, which its own LlamaDecisionContext uses to share a prefix
- * between sequences. Resolves true when the target then holds exactly the first `upToTokenIndex`
- * tokens. It is not in the package's types, so it is looked up, and a sequence without it (another
- * version) falls back to evaluating the prompt itself, which the counters then show.
- */
-interface SequenceCopying {
-  _copyStateFromOtherSequence?(other: LlamaContextSequence, upToTokenIndex: number): Promise<boolean>;
-}
-
-/**
  * One model resident in memory: its weights, one context whose sequences decode together in
  * batches, a FIFO queue for requests beyond those sequences, its chat template, and its
  * embeddings.
@@ -53,15 +43,17 @@ export class LoadedModel {
   readonly info: ModelInfo;
   readonly contextSize: number;
   readonly #model: LlamaModel;
-  readonly #pool: SlotPool<LlamaContextSequence>;
+  /** Decodes the chat context's sequences; absent for models that only embed. */
+  readonly #decoder: BatchDecoder | undefined;
+  readonly #pool: SlotPool<DecoderSequence>;
   readonly #prompts: ChatPromptRenderer;
   readonly #embeddings: EmbeddingRunner;
   readonly #ranking: RankingRunner;
   /** The contexts created on first use (embedding, ranking), each lent to one request at a time. */
   readonly #lazyContexts: readonly ContextActivity[];
   readonly #options: ModelRuntimeOptions;
-  readonly #barrier = new DecodeBarrier();
   readonly #tokenBytes: TokenBytes;
+  readonly #llamaSequences: readonly unknown[];
   #expiresAt: number | null = null;
   #disposed = false;
   #pins = 0;
@@ -75,8 +67,15 @@ export class LoadedModel {
     this.#model = model;
     this.#options = options;
     this.contextSize = context?.contextSize ?? Math.min(options.contextSize, model.trainContextSize);
+    // node-llama-cpp's sequence objects are taken only for their ids (and kept, so that it never
+    // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
-    this.#pool = new SlotPool(sequences, options.maxQueue);
+    this.#llamaSequences = sequences;
+    this.#decoder = context ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads }) : undefined;
+    this.#pool = new SlotPool(
+      sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence))),
+      options.maxQueue,
+    );
     this.#prompts = new ChatPromptRenderer(model);
     this.#tokenBytes = new TokenBytes(model);
     // An embedding input is evaluated in one decode call (llama.cpp pools the outputs of one call,
@@ -254,20 +253,22 @@ export class LoadedModel {
     const maxOutputTokens = Math.min(request.maxTokens ?? Infinity, this.contextSize - tokens.length);
     // Each choice may generate up to the cap: n × the cap is reserved (the hosted profile's limits).
     const ticket = await admit?.({ promptTokens: tokens.length, maxOutputTokens: maxOutputTokens * n });
-    let sequences: LlamaContextSequence[];
+    const decoder = this.#decoder!;
+    let sequences: DecoderSequence[];
     try {
       // Prefer the free sequence whose cache already holds the longest start of this prompt: the
       // conversation so far, when a client sends its next turn.
-      sequences = await this.#pool.acquireMany(n, signal, (candidate) => candidate.compareContextTokens(tokens).firstDifferentIndex);
+      sequences = await this.#pool.acquireMany(n, signal, (candidate) => candidate.commonPrefix(tokens));
     } catch (error) {
       ticket?.settle({ promptTokens: 0, completionTokens: 0 });
       throw error;
     }
-    const [leader, ...followers] = sequences as [LlamaContextSequence, ...LlamaContextSequence[]];
+    const [leader, ...followers] = sequences as [DecoderSequence, ...DecoderSequence[]];
+    let cachedTokens: number;
     try {
       // Keep that shared start and drop the rest; at least the last prompt token is evaluated
       // again, since its logits give the first new token.
-      await leader.adaptStateToTokens(tokens.slice(0, -1), false);
+      cachedTokens = await decoder.keepPrefix(leader, tokens, tokens.length - 1);
     } catch (error) {
       for (const sequence of sequences) this.#pool.release(sequence);
       ticket?.settle({ promptTokens: 0, completionTokens: 0 });
@@ -276,7 +277,6 @@ export class LoadedModel {
     // Echo with logprobs scores the prompt's own tokens: it is read afresh, every token's logits kept.
     const scorePrompt = request.echo === true && request.logprobs !== undefined && prompt.givenText !== undefined;
     let promptLogprobs: TokenLogprob[] | undefined;
-    let cachedTokens = leader.nextTokenIndex;
     try {
       if (scorePrompt) {
         promptLogprobs = await this.#scorePrompt(leader, tokens, request.logprobs!.top, signal);
@@ -294,6 +294,7 @@ export class LoadedModel {
     const completions = sequences.map((sequence, choice) =>
       streamCompletion({
         model: this.#model,
+        decoder,
         sequence,
         promptTokens: tokens,
         cachedTokens,
@@ -306,8 +307,6 @@ export class LoadedModel {
         textGrammar,
         tools: toolPlan,
         ...(prompt.thought ? { thought: prompt.thought } : {}),
-        promptChunkSize: this.#options.batchSize,
-        barrier: this.#barrier,
         signal,
         loadMs,
         logprobs,
@@ -334,22 +333,16 @@ export class LoadedModel {
    * other sequences. Each choice then decodes the last prompt token itself, the n of them in one
    * batch, since those logits give each choice its first token.
    */
-  async #sharePrompt(leader: LlamaContextSequence, followers: LlamaContextSequence[], prefix: Token[], signal: AbortSignal, evaluated: boolean): Promise<void> {
+  async #sharePrompt(leader: DecoderSequence, followers: DecoderSequence[], prefix: Token[], signal: AbortSignal, evaluated: boolean): Promise<void> {
     const counters = this.#options.counters;
+    const decoder = this.#decoder!;
     // Counted already when the prompt was scored.
     if (!evaluated) counters.promptEvaluations++;
-    counters.promptTokensEvaluated += prefix.length - leader.nextTokenIndex;
-    await evaluateInChunks(leader, prefix, this.#options.batchSize, signal, 0);
+    counters.promptTokensEvaluated += prefix.length - leader.tokens.length;
+    await decoder.evaluate(leader, prefix.slice(leader.tokens.length), signal);
     for (const follower of followers) {
-      const copied = await (follower as SequenceCopying)._copyStateFromOtherSequence?.(leader, prefix.length);
-      if (copied) {
-        counters.promptCopies++;
-        continue;
-      }
-      await follower.adaptStateToTokens(prefix, false);
-      counters.promptEvaluations++;
-      counters.promptTokensEvaluated += prefix.length - follower.nextTokenIndex;
-      await evaluateInChunks(follower, prefix, this.#options.batchSize, signal, 0);
+      await decoder.copy(follower, leader);
+      counters.promptCopies++;
     }
   }
 
@@ -361,21 +354,21 @@ export class LoadedModel {
    * entry has logprob 0 and no alternatives, which the legacy format shows as null. Costs the
    * probabilities of the whole vocabulary per prompt token, so only echo with logprobs asks for it.
    */
-  async #scorePrompt(sequence: LlamaContextSequence, tokens: Token[], top: number, signal: AbortSignal): Promise<TokenLogprob[]> {
+  async #scorePrompt(sequence: DecoderSequence, tokens: Token[], top: number, signal: AbortSignal): Promise<TokenLogprob[]> {
     const counters = this.#options.counters;
-    await sequence.clearHistory();
+    const decoder = this.#decoder!;
+    await decoder.keepPrefix(sequence, [], 0);
     counters.promptEvaluations++;
     counters.promptTokensEvaluated += tokens.length - 1;
     const alternative = (token: Token, probability: number) => tokenAlternative(this.#tokenBytes, token, probability);
     const first = tokens[0]!;
     const entries: TokenLogprob[] = [{ ...alternative(first, 1), logprob: 0, top: [] }];
-    for (let start = 0; start < tokens.length - 1; start += this.#options.batchSize) {
-      signal.throwIfAborted();
-      const chunk = tokens.slice(start, Math.min(start + this.#options.batchSize, tokens.length - 1));
-      const results = await sequence.controlledEvaluate(chunk.map((token) => [token, { generateNext: { probabilities: true } }]));
-      results.forEach((result, i) => {
-        const next = tokens[start + i + 1]!;
-        const probabilities = result?.next.probabilities ?? new Map<Token, number>();
+    const sampler = createNativeSampler(this.#model, { temperature: 0, topK: 40, topP: 0.95, minP: 0, seed: 0 });
+    try {
+      const predictions = await decoder.score(sequence, tokens.slice(0, -1), sampler, signal);
+      predictions.forEach((prediction, i) => {
+        const next = tokens[i + 1]!;
+        const probabilities = prediction.probabilities ?? new Map<Token, number>();
         const alternatives: TokenAlternative[] = [];
         for (const [token, probability] of probabilities) {
           if (alternatives.length >= top) break;
@@ -383,6 +376,8 @@ export class LoadedModel {
         }
         entries.push({ ...alternative(next, probabilities.get(next) ?? 0), top: alternatives });
       });
+    } finally {
+      sampler.dispose();
     }
     return entries;
   }
@@ -405,6 +400,8 @@ export class LoadedModel {
     const unloading = new ServerError("overloaded", { retryAfter: 1, message: "The model is being unloaded. Retry shortly." });
     this.#pool.rejectWaiting(unloading);
     for (const contexts of this.#lazyContexts) contexts.rejectWaiting(unloading);
+    // The step under way finishes first: llama.cpp must not free the context mid-decode.
+    await this.#decoder?.close(unloading);
     // Disposing the model disposes its contexts (chat and embedding) with it.
     await this.#model.dispose();
   }

@@ -1,18 +1,12 @@
-import {
-  LlamaGrammarEvaluationState,
-  TokenBias,
-  type LlamaContextSequence,
-  type LlamaGrammar,
-  type LlamaModel,
-  type SequenceEvaluateOptions,
-  type Token,
-} from "node-llama-cpp";
+import { randomInt } from "node:crypto";
+import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type Token } from "node-llama-cpp";
 import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
 import type { EngineCounters } from "../core/ModelInfo.js";
 import { randomBase62 } from "../core/randomBase62.js";
-import type { DecodeBarrier } from "./DecodeBarrier.js";
+import type { BatchDecoder, DecoderSequence, Sampled } from "./BatchDecoder.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
+import { createNativeSampler, nativeGrammarState, type NativeSamplerConfig } from "./llamaInternals.js";
 import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
 import { ThoughtSplitter, type ThoughtMarkers } from "./ThoughtSplitter.js";
 import type { TokenBytes } from "./TokenBytes.js";
@@ -39,7 +33,9 @@ export interface ToolCallPlan {
 
 export interface CompletionJob {
   model: LlamaModel;
-  sequence: LlamaContextSequence;
+  /** Decodes the sequence, in batches shared with the context's other sequences. */
+  decoder: BatchDecoder;
+  sequence: DecoderSequence;
   promptTokens: Token[];
   /** How many leading prompt tokens the sequence already holds from an earlier request. */
   cachedTokens: number;
@@ -62,10 +58,6 @@ export interface CompletionJob {
   tools?: ToolCallPlan;
   /** The template's thought section, when the reply may think: its text is given out as `thinking` events. */
   thought?: { markers: ThoughtMarkers; opened: boolean };
-  /** Prompt tokens evaluated per decode call while the prompt is long, checking for abort between. */
-  promptChunkSize: number;
-  /** Shared by the sequences of one context, so their token requests share batches. */
-  barrier: DecodeBarrier;
   signal: AbortSignal;
   /** Time the request spent loading the model, reported in the `done` event's timings. */
   loadMs: number;
@@ -276,76 +268,55 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
 
 /** Decodes from `state.context` until the completion finishes or a call opener calls for a rewind. */
 async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGenerator<ChatEvent, SegmentEnd, undefined> {
-  const { model, sequence, signal } = job;
+  const { model, decoder, sequence, signal } = job;
   const context = state.context;
-  await sequence.adaptStateToTokens(context.slice(0, -1), false);
+  // Keep what the cache holds of this context; at least the last token is decoded again, since
+  // its logits give the first new token.
+  const held = await decoder.keepPrefix(sequence, context, context.length - 1);
   const firstSegment = state.generated.length === 0 && state.openerTokens === 0;
   if (firstSegment && !job.sharedPrompt) job.counters.promptEvaluations++;
-  job.counters.promptTokensEvaluated += context.length - sequence.nextTokenIndex;
-  await evaluateInChunks(sequence, context, job.promptChunkSize, signal, job.promptChunkSize);
+  job.counters.promptTokensEvaluated += context.length - held;
   // Tool syntax and thought markers may be written with control tokens, so they are read with
   // special tokens shown.
   const detokenizer = new IncrementalDetokenizer(model, context, job.tools !== undefined || job.thought !== undefined);
   const grammar = state.calls ? job.tools?.grammar : job.textGrammar;
-  const options = samplerOptions(model, job.sampling, state.generated);
-  if (grammar) options.grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
-  const tokens = evaluate(sequence, context.slice(sequence.nextTokenIndex), options, job.logprobs);
+  const sampler = createNativeSampler(model, samplerConfig(model, job.sampling, state.generated, grammar));
+  const isEnd = (token: Token) => job.stopTokens.has(token) || model.isEogToken(token);
+  const tokens = decoder.generate(
+    sequence,
+    context.slice(held),
+    {
+      sampler,
+      ...(job.logprobs ? { metadata: { probabilities: job.logprobs.top > 0 } } : {}),
+      isLast: isEnd,
+      limit: job.maxTokens - state.completionTokens,
+    },
+    signal,
+  );
   try {
-    // The prompt and the first token: outside the barrier, so a long prompt never holds up the
-    // token steps of the other sequences.
     let step = await tokens.next();
     state.firstTokenAt ??= performance.now();
-    job.barrier.join();
-    try {
-      while (!step.done) {
-        const sampled = step.value;
-        const token = typeof sampled === "number" ? sampled : sampled.token;
-        if (job.stopTokens.has(token)) return state.endOfTurn();
-        const logprob = typeof sampled === "number" || !job.logprobs ? undefined : toTokenLogprob(sampled, job.logprobs);
-        const { events, end } = state.take(token, detokenizer.push(token), logprob);
-        if (end) {
-          yield* events;
-          return end;
-        }
-        signal.throwIfAborted();
-        // Ask for the next token before handing this one over, so the consumer's work (an HTTP
-        // write) overlaps the next decode instead of delaying it.
-        const next = job.barrier.next(tokens);
-        next.catch(() => {}); // awaited below; this only keeps a failure during the yield from being "unhandled"
+    while (!step.done) {
+      const sampled = step.value;
+      if (isEnd(sampled.token)) return state.endOfTurn();
+      const logprob = job.logprobs ? toTokenLogprob(sampled, job.logprobs) : undefined;
+      const { events, end } = state.take(sampled.token, detokenizer.push(sampled.token), logprob);
+      if (end) {
         yield* events;
-        step = await next;
+        return end;
       }
-    } finally {
-      job.barrier.leave();
+      signal.throwIfAborted();
+      // The decoder has already started on the next token: this one's events are handled (an
+      // HTTP write) while it decodes.
+      yield* events;
+      step = await tokens.next();
     }
   } finally {
-    // Closing node-llama-cpp's generator stops decoding for this sequence before the next batch.
+    // Waits for a step still decoding this sequence, so its cache is settled before it is released.
     await tokens.return();
+    sampler.dispose();
   }
   return state.endOfTurn();
-}
-
-/** A sampled token, with what node-llama-cpp measured of its distribution when logprobs are asked for. */
-type Sampled = Token | { token: Token; confidence?: number; probabilities?: Map<Token, number> };
-
-/**
- * Generates on the sequence. With logprobs it asks node-llama-cpp for the distribution the token
- * was sampled from: llama.cpp's sampler chain is applied first (the grammar, then logit bias,
- * penalties, top-k, top-p, min-p and temperature), and the probabilities are the softmax of the
- * logits that chain leaves, over the tokens it leaves. At temperature 0 (greedy) nothing is cut
- * and no temperature divides: the softmax of the biased, penalised, grammar-masked logits over
- * the whole vocabulary. Only the chosen token's probability is asked for when no alternatives
- * are wanted, since the full list costs a sort of the candidates per token.
- */
-function evaluate(
-  sequence: LlamaContextSequence,
-  tokens: Token[],
-  options: SequenceEvaluateOptions,
-  logprobs: CompletionJob["logprobs"],
-): AsyncGenerator<Sampled, void, void | Token | Token[]> {
-  if (!logprobs) return sequence.evaluate(tokens, options);
-  if (logprobs.top === 0) return sequence.evaluateWithMetadata(tokens, { confidence: true }, options);
-  return sequence.evaluateWithMetadata(tokens, { confidence: true, probabilities: true }, options);
 }
 
 /** A token with its text, bytes and the log of its probability (the floor for 0). */
@@ -354,7 +325,7 @@ export function tokenAlternative(bytes: TokenBytes, token: Token, probability: n
   return { token: utf8Text.decode(Uint8Array.from(raw)), bytes: raw, logprob: Math.max(Math.log(probability), LOGPROB_FLOOR) };
 }
 
-function toTokenLogprob(sampled: Exclude<Sampled, Token>, { top, bytes }: NonNullable<CompletionJob["logprobs"]>): TokenLogprob {
+function toTokenLogprob(sampled: Sampled, { top, bytes }: NonNullable<CompletionJob["logprobs"]>): TokenLogprob {
   const alternative = (token: Token, probability: number) => tokenAlternative(bytes, token, probability);
   const alternatives: TokenAlternative[] = [];
   if (sampled.probabilities) {
@@ -381,52 +352,47 @@ function toChatEvent(event: ToolCallParserEvent): ChatEvent | undefined {
   }
 }
 
-/**
- * Evaluates `context` past what the sequence holds, until at most `leave` tokens remain (those
- * go with the first generated token), in chunks, so a client that leaves stops prompt processing too.
- */
-export async function evaluateInChunks(sequence: LlamaContextSequence, context: Token[], chunkSize: number, signal: AbortSignal, leave: number): Promise<void> {
-  while (context.length - sequence.nextTokenIndex > leave) {
-    signal.throwIfAborted();
-    const start = sequence.nextTokenIndex;
-    await sequence.evaluateWithoutGeneratingNewTokens(context.slice(start, start + chunkSize));
-  }
-  signal.throwIfAborted();
-}
-
 /** `call_` and 24 random base62 characters, as OpenAI's tool call ids look. */
 function newCallId(): string {
   return `call_${randomBase62(24)}`;
 }
 
-function samplerOptions(model: LlamaModel, sampling: SamplingOptions, generated: Token[]): SequenceEvaluateOptions {
-  const options: SequenceEvaluateOptions = {
+/**
+ * The native sampler's settings for one segment, with node-llama-cpp's defaults where the request
+ * has none (top-k 40). An unseeded request gets a random seed, once: node-llama-cpp's
+ * own default, the time in seconds, gave every choice of an `n` request started in the same second
+ * the same seed. Logit bias: -100 or less bans a token; a bias on an end-of-generation token is
+ * ignored, as node-llama-cpp's TokenBias does (so a reply can always end).
+ */
+function samplerConfig(model: LlamaModel, sampling: SamplingOptions, generated: readonly Token[], grammar: LlamaGrammar | undefined): NativeSamplerConfig {
+  const config: NativeSamplerConfig = {
     temperature: sampling.temperature,
     topP: sampling.topP,
     // llama-server's and Ollama's default; OpenAI has no top_k.
     topK: sampling.topK ?? 40,
-    minP: sampling.minP,
-    seed: sampling.seed,
+    minP: sampling.minP ?? 0,
+    seed: sampling.seed === undefined ? randomInt(2 ** 32) : Math.max(0, Math.floor(sampling.seed)),
   };
-  if (sampling.logitBias.size > 0) {
-    const bias = new TokenBias(model.tokenizer);
+  const bias = [...sampling.logitBias].filter(([token]) => !model.isEogToken(token as Token));
+  if (bias.length > 0) {
     // OpenAI: "values like -100 or 100 should result in a ban or exclusive selection of the token".
-    for (const [token, value] of sampling.logitBias) bias.set(token as Token, value <= -100 ? "never" : { logit: value });
-    options.tokenBias = bias;
+    config.tokenBiasKeys = Uint32Array.from(bias, ([token]) => token);
+    config.tokenBiasValues = Float32Array.from(bias, ([, value]) => (value <= -100 ? -Infinity : value));
   }
   const repeatPenalty = sampling.repeatPenalty ?? 1;
   // A window of 0 turns the penalties off; Infinity covers everything generated.
   const window = sampling.penaltyWindow ?? PENALTY_WINDOW;
   if (window > 0 && (sampling.presencePenalty !== 0 || sampling.frequencyPenalty !== 0 || repeatPenalty !== 1)) {
-    // The penalties apply to the completion so far (as vLLM does for OpenAI's), not to the prompt.
-    options.repeatPenalty = {
-      punishTokens: () => generated.slice(-window),
-      // node-llama-cpp takes the larger of this and the tokens passed, so 0 leaves it to them.
-      maxPunishTokens: Number.isFinite(window) ? window : 0,
-      penalty: repeatPenalty,
-      presencePenalty: sampling.presencePenalty,
-      frequencyPenalty: sampling.frequencyPenalty,
-    };
+    // The penalties apply to the completion so far (as vLLM does for OpenAI's), not to the prompt;
+    // the sampler then adds each token it samples to that history itself.
+    const history = Number.isFinite(window) ? generated.slice(-window) : generated;
+    config.repeatPenalty = repeatPenalty;
+    // The sampler keeps the last `repeatPenaltyMaxTokens` tokens: "all" is as many as a context holds.
+    config.repeatPenaltyMaxTokens = Number.isFinite(window) ? window : Math.max(model.trainContextSize, generated.length + 1);
+    config.repeatPenaltyTokens = Uint32Array.from(history);
+    config.repeatPenaltyPresencePenalty = sampling.presencePenalty;
+    config.repeatPenaltyFrequencyPenalty = sampling.frequencyPenalty;
   }
-  return options;
+  if (grammar) config.grammarEvaluationState = nativeGrammarState(new LlamaGrammarEvaluationState({ model, grammar }));
+  return config;
 }

@@ -1,0 +1,417 @@
+import type { Token } from "node-llama-cpp";
+import { probabilityMap, type NativeContext, type NativeSampler } from "./llamaInternals.js";
+
+/** A sampled token, with its distribution when it was asked for. */
+export interface Sampled {
+  token: Token;
+  /** The distribution it was sampled from, most likely first (tokens the sampler chain removed are absent). */
+  probabilities?: Map<Token, number>;
+  /** The sampled token's probability under that distribution. */
+  confidence?: number;
+}
+
+export interface GenerationSetup {
+  /** Configured for this generation; it keeps the penalty history and grammar state as it samples. */
+  sampler: NativeSampler;
+  /** Ask for each token's probability, and with `probabilities` the whole distribution. */
+  metadata?: { probabilities: boolean };
+  /** True for a token after which nothing more is decoded: the end of the turn. */
+  isLast(token: Token): boolean;
+  /** The most tokens the consumer will take: no step is decoded for more. */
+  limit: number;
+}
+
+/** One sequence of the context: what its cache holds, position by position. */
+export class DecoderSequence {
+  readonly id: number;
+  /** The tokens in the sequence's cache, positions 0, 1, …; kept exact by the decoder. */
+  readonly tokens: Token[] = [];
+
+  constructor(id: number) {
+    this.id = id;
+  }
+
+  /** How many leading tokens of `tokens` the cache already holds. */
+  commonPrefix(tokens: readonly Token[]): number {
+    const held = this.tokens;
+    const end = Math.min(held.length, tokens.length);
+    let i = 0;
+    while (i < end && held[i] === tokens[i]) i++;
+    return i;
+  }
+}
+
+/** Work on one sequence: tokens to decode, and what to do once they are. */
+interface Job {
+  sequence: DecoderSequence;
+  /** Still to decode, appended to what the sequence holds. */
+  input: Token[];
+  /** Sample after the input's last token (a generation step), or after every token (scoring). */
+  sampleAt: "none" | "last" | "every";
+  sampler?: NativeSampler;
+  metadata?: { probabilities: boolean };
+  signal: AbortSignal | undefined;
+  /** The job's input is decoded (and sampled): results in input order, one per sampled position. */
+  done(results: Sampled[]): void;
+  fail(error: unknown): void;
+}
+
+/**
+ * Decodes every sequence of one llama.cpp context in shared batches, and samples.
+ *
+ * Why not node-llama-cpp's LlamaContextSequence.evaluate: per generated token it resolves a sampler
+ * config, re-applies it to the native sampler, queues the decode through its batch scheduler and
+ * samples in a second pass, all in JavaScript on the event loop; with one stream of the tiny model
+ * that cost more than the decode itself (2,468 tokens/s through it against 5,573 driving the same
+ * native calls directly, same tokens at temperature 0; /tmp/perf/loop.mjs, prebuilt engine, 1
+ * thread). Here a step is: one batch holding the next token of every generating sequence and, in
+ * the room left, chunks of prompts being read (continuous batching, as llama-server), one native
+ * decode, then one native sample per generating sequence, in parallel on the libuv pool. Each
+ * sampler is configured once per generation and keeps its own history.
+ *
+ * Steps are pipelined with their consumers: as soon as a step's tokens are sampled they are
+ * handed over and the next step, whose input they are, starts decoding, so a consumer's work with
+ * token k (detokenizing, matching, the HTTP write) runs while token k+1 is decoded. A consumer
+ * that falls behind (a client that does not read) keeps at most one token waiting, and its
+ * sequence sits out the steps until it takes it. A consumer that stops leaves the token it did not
+ * take decoded in the cache: it is a real continuation, so a later prompt that shares it reuses it.
+ *
+ * Everything that touches the context's memory (decoding, trimming or copying a sequence's cache)
+ * runs on this one loop, never two at once: llama.cpp's memory is not safe to edit during a decode.
+ */
+export class BatchDecoder {
+  readonly #native: NativeContext;
+  readonly #batchSize: number;
+  /** Jobs with input to decode, in arrival order. */
+  readonly #ready: Job[] = [];
+  /** Cache edits waiting for the gap between two steps. */
+  readonly #edits: Array<() => Promise<void>> = [];
+  #running = false;
+  #closed: Error | undefined;
+  readonly #idleWaiters: Array<() => void> = [];
+
+  constructor(native: NativeContext, options: { batchSize: number; threads: number }) {
+    this.#native = native;
+    this.#batchSize = options.batchSize;
+    native.setThreads(options.threads);
+  }
+
+  /**
+   * Makes the sequence hold at most `keepAtMost` leading tokens of `tokens`: keeps the longest start
+   * of its cache that matches, drops the rest. Resolves to how many tokens it kept. A memory that
+   * cannot drop part of a sequence (recurrent models) is cleared instead.
+   */
+  keepPrefix(sequence: DecoderSequence, tokens: readonly Token[], keepAtMost = tokens.length): Promise<number> {
+    return this.#edit(() => {
+      const keep = Math.min(sequence.commonPrefix(tokens), keepAtMost);
+      if (keep < sequence.tokens.length) this.#truncate(sequence, keep);
+      return sequence.tokens.length;
+    });
+  }
+
+  /** Makes `target` hold exactly what `source` holds (llama_memory_seq_cp), without decoding. */
+  copy(target: DecoderSequence, source: DecoderSequence): Promise<void> {
+    return this.#edit(async () => {
+      this.#truncate(target, 0);
+      if (source.tokens.length === 0) return;
+      await this.#native.copySequenceStateFromOtherSequence(target.id, source.id);
+      target.tokens.push(...source.tokens);
+    });
+  }
+
+  /** Decodes `tokens` after what the sequence holds, in the batches of the other sequences' steps. */
+  evaluate(sequence: DecoderSequence, tokens: readonly Token[], signal?: AbortSignal): Promise<void> {
+    if (tokens.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => this.#enqueue({ sequence, input: [...tokens], sampleAt: "none", signal, done: () => resolve(), fail: reject }));
+  }
+
+  /**
+   * Decodes `tokens` keeping the logits of each, and samples each position with `sampler` (asking
+   * for the distribution): what the model predicted after every prefix of the tokens.
+   */
+  score(sequence: DecoderSequence, tokens: readonly Token[], sampler: NativeSampler, signal?: AbortSignal): Promise<Sampled[]> {
+    if (tokens.length === 0) return Promise.resolve([]);
+    const results: Sampled[] = [];
+    return new Promise((resolve, reject) =>
+      this.#enqueue({
+        sequence,
+        input: [...tokens],
+        sampleAt: "every",
+        sampler,
+        metadata: { probabilities: true },
+        signal,
+        // A long input is scored chunk by chunk: `done` runs once per chunk's step.
+        done: (chunk) => {
+          results.push(...chunk);
+          if (results.length === tokens.length) resolve(results);
+        },
+        fail: reject,
+      }),
+    );
+  }
+
+  /**
+   * Decodes `input` (at least one token) after what the sequence holds, then generates: each
+   * sampled token is the next step's input, until the consumer stops iterating or a token is the
+   * last (`setup.isLast`). Returning the iterator waits for a step still decoding this sequence,
+   * so its cache is settled before anyone else uses the sequence.
+   */
+  generate(sequence: DecoderSequence, input: readonly Token[], setup: GenerationSetup, signal?: AbortSignal): AsyncGenerator<Sampled, void, undefined> {
+    return new Generation(this, sequence, input, setup, signal).iterate();
+  }
+
+  /** Fails what waits, waits for the step under way; nothing is decoded after. */
+  async close(error: Error): Promise<void> {
+    this.#closed = error;
+    for (const job of this.#ready.splice(0)) job.fail(error);
+    await this.idle();
+  }
+
+  /** Resolves when no step or cache edit is under way. */
+  idle(): Promise<void> {
+    if (!this.#running) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  /** @internal (Generation) */
+  enqueue(job: Job): void {
+    this.#enqueue(job);
+  }
+
+  /** @internal (Generation) Takes a waiting job off the queue: false if it is not waiting (it may be decoding). */
+  withdraw(job: Job): boolean {
+    const index = this.#ready.indexOf(job);
+    if (index !== -1) this.#ready.splice(index, 1);
+    return index !== -1;
+  }
+
+  #enqueue(job: Job): void {
+    if (this.#closed) {
+      job.fail(this.#closed);
+      return;
+    }
+    this.#ready.push(job);
+    this.#kick();
+  }
+
+  #edit<T>(edit: () => T | Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(this.#closed);
+    return new Promise<T>((resolve, reject) => {
+      this.#edits.push(async () => {
+        try {
+          resolve(await edit());
+        } catch (error) {
+          reject(error);
+        }
+      });
+      this.#kick();
+    });
+  }
+
+  #truncate(sequence: DecoderSequence, keep: number): void {
+    if (this.#native.removeTokenCellsFromSequence(sequence.id, keep, -1)) {
+      sequence.tokens.length = keep;
+      return;
+    }
+    // Recurrent and hybrid memories can only drop whole sequences.
+    this.#native.removeTokenCellsFromSequence(sequence.id, -1, -1);
+    sequence.tokens.length = 0;
+  }
+
+  #kick(): void {
+    if (this.#running) return;
+    this.#running = true;
+    void this.#loop();
+  }
+
+  async #loop(): Promise<void> {
+    try {
+      while (this.#edits.length > 0 || this.#ready.length > 0) {
+        for (let edit = this.#edits.shift(); edit; edit = this.#edits.shift()) await edit();
+        if (this.#ready.length > 0) await this.#step();
+      }
+    } catch (error) {
+      // A fault of the loop itself, not of a batch: fail what waits rather than leave it hanging.
+      for (const job of this.#ready.splice(0)) job.fail(error);
+    } finally {
+      this.#running = false;
+      for (const wake of this.#idleWaiters.splice(0)) wake();
+    }
+  }
+
+  /**
+   * One batch: the next token of every generating sequence first, then prompt chunks in arrival
+   * order. The batch's jobs leave the queue while they decode; those with input left go back to
+   * its front, ahead of later arrivals.
+   */
+  async #step(): Promise<void> {
+    const batch: Array<{ job: Job; count: number; position: number; logitIndexes: Uint32Array }> = [];
+    let size = 0;
+    const order = [...this.#ready.filter((job) => job.input.length === 1), ...this.#ready.filter((job) => job.input.length > 1)];
+    for (const job of order) {
+      if (job.signal?.aborted) {
+        this.withdraw(job);
+        job.fail(job.signal.reason);
+        continue;
+      }
+      const count = Math.min(job.input.length, this.#batchSize - size);
+      if (count <= 0) break;
+      const finishes = count === job.input.length;
+      const logitIndexes =
+        job.sampleAt === "every" ? Uint32Array.from({ length: count }, (_, i) => i) : job.sampleAt === "last" && finishes ? Uint32Array.of(count - 1) : new Uint32Array(0);
+      batch.push({ job, count, position: job.sequence.tokens.length, logitIndexes });
+      this.withdraw(job);
+      size += count;
+    }
+    if (batch.length === 0) return;
+    const native = this.#native;
+    let sampled: Sampled[][];
+    try {
+      native.initBatch(size);
+      const batchIndexes = batch.map(({ job, count, position, logitIndexes }) => native.addToBatch(job.sequence.id, position, Uint32Array.from(job.input.slice(0, count)), logitIndexes));
+      await native.decodeBatch();
+      for (const { job, count } of batch) job.sequence.tokens.push(...job.input.splice(0, count));
+      sampled = await Promise.all(batch.map(({ job }, i) => this.#sample(job, batchIndexes[i]!)));
+    } catch (error) {
+      // What the failed batch left in these sequences' caches is unknown: they start afresh.
+      for (const { job } of batch) {
+        this.#truncate(job.sequence, 0);
+        job.fail(error);
+      }
+      return;
+    }
+    this.#ready.unshift(...batch.filter(({ job }) => job.input.length > 0).map(({ job }) => job));
+    batch.forEach(({ job }, i) => {
+      if (job.input.length === 0 || job.sampleAt === "every") job.done(sampled[i]!);
+    });
+  }
+
+  async #sample(job: Job, batchIndexes: Uint32Array): Promise<Sampled[]> {
+    const { sampler } = job;
+    if (!sampler || batchIndexes.length === 0) return [];
+    const results: Sampled[] = [];
+    // One position at a time: each sample is accepted into the sampler's state before the next.
+    for (const index of batchIndexes) results.push(await this.#sampleOne(index, sampler, job.metadata));
+    return results;
+  }
+
+  async #sampleOne(batchIndex: number, sampler: NativeSampler, metadata: Job["metadata"]): Promise<Sampled> {
+    if (!metadata) return { token: checked(await this.#native.sampleToken(batchIndex, sampler)) };
+    const [token, probabilities, confidence] = await this.#native.sampleToken(batchIndex, sampler, metadata.probabilities, true);
+    const distribution = probabilityMap(probabilities);
+    return { token: checked(token), ...(distribution ? { probabilities: distribution } : {}), ...(confidence === undefined ? {} : { confidence }) };
+  }
+}
+
+function checked(token: number): Token {
+  if (token === -1) throw new Error("llama.cpp could not sample a token (no candidate survived the sampler chain)");
+  return token as Token;
+}
+
+/**
+ * One generation's side of the pipeline: sampled tokens wait here (at most one, as the sequence
+ * sits out steps until it is taken) for the consumer's `next`.
+ */
+class Generation {
+  readonly #decoder: BatchDecoder;
+  readonly #setup: GenerationSetup;
+  readonly #job: Job;
+  readonly #waiting: Sampled[] = [];
+  #consumer: { resolve(value: Sampled | undefined): void; reject(error: unknown): void } | undefined;
+  /** The next step's input, held back while a token waits for the consumer. */
+  #heldInput: Token | undefined;
+  /** Queued or decoding: a step for this generation is under way. */
+  #inStep = false;
+  /** Tokens sampled so far. */
+  #sampled = 0;
+  #settled: (() => void) | undefined;
+  #finished = false;
+  #error: unknown;
+
+  constructor(decoder: BatchDecoder, sequence: DecoderSequence, input: readonly Token[], setup: GenerationSetup, signal: AbortSignal | undefined) {
+    this.#decoder = decoder;
+    this.#setup = setup;
+    this.#job = {
+      sequence,
+      input: [...input],
+      sampleAt: "last",
+      sampler: setup.sampler,
+      ...(setup.metadata ? { metadata: setup.metadata } : {}),
+      signal,
+      done: ([result]) => this.#onSampled(result!),
+      fail: (error) => this.#onFailed(error),
+    };
+  }
+
+  async *iterate(): AsyncGenerator<Sampled, void, undefined> {
+    this.#start();
+    try {
+      for (;;) {
+        const next = await this.#take();
+        if (next === undefined) return;
+        yield next;
+      }
+    } finally {
+      this.#finished = true;
+      // Still queued: simply dropped. Decoding: wait until its step is over.
+      if (this.#decoder.withdraw(this.#job)) this.#inStep = false;
+      if (this.#inStep) await new Promise<void>((resolve) => (this.#settled = resolve));
+    }
+  }
+
+  #start(): void {
+    this.#inStep = true;
+    this.#decoder.enqueue(this.#job);
+  }
+
+  #take(): Promise<Sampled | undefined> {
+    const waiting = this.#waiting.shift();
+    if (waiting) {
+      if (this.#heldInput !== undefined) {
+        this.#job.input = [this.#heldInput];
+        this.#heldInput = undefined;
+        this.#start();
+      }
+      return Promise.resolve(waiting);
+    }
+    if (this.#error !== undefined) return Promise.reject(this.#error);
+    if (!this.#inStep) return Promise.resolve(undefined);
+    return new Promise((resolve, reject) => (this.#consumer = { resolve, reject }));
+  }
+
+  #onSampled(sampled: Sampled): void {
+    this.#inStep = false;
+    this.#sampled++;
+    const continues = !this.#finished && this.#sampled < this.#setup.limit && !this.#setup.isLast(sampled.token);
+    const consumer = this.#consumer;
+    this.#consumer = undefined;
+    if (consumer) {
+      // Taken at once: the next step starts before the consumer has even looked at it.
+      if (continues) {
+        this.#job.input = [sampled.token];
+        this.#start();
+      }
+      consumer.resolve(sampled);
+    } else {
+      this.#waiting.push(sampled);
+      if (continues) this.#heldInput = sampled.token;
+    }
+    this.#settle();
+  }
+
+  #onFailed(error: unknown): void {
+    this.#inStep = false;
+    this.#error = error;
+    const consumer = this.#consumer;
+    this.#consumer = undefined;
+    consumer?.reject(error);
+    this.#settle();
+  }
+
+  #settle(): void {
+    if (this.#inStep) return;
+    const settled = this.#settled;
+    this.#settled = undefined;
+    settled?.();
+  }
+}

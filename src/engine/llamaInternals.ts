@@ -1,0 +1,117 @@
+import type { LlamaContext, LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from "node-llama-cpp";
+
+/**
+ * node-llama-cpp's native objects, which the batch decoder drives directly (see BatchDecoder for
+ * why). They are internal to node-llama-cpp: `LlamaContext._ctx` (its AddonContext),
+ * `LlamaContextSequence._sequenceId`, `LlamaModel._model` and `_llama._bindings.AddonSampler`, and
+ * `LlamaGrammarEvaluationState._state`.
+ * package.json pins node-llama-cpp to the exact version these were read from (3.22.1,
+ * llama/addon/AddonContext.cpp and AddonSampler.cpp), and `nativeContextOf` checks their shape
+ * when a model loads, so another version fails there with a clear message rather than mid-request.
+ */
+
+/** The addon's context: one batch at a time, decoded on the libuv pool; sampling reads its logits. */
+export interface NativeContext {
+  /** Allocates the batch for `size` tokens (at most the context's batch size). */
+  initBatch(size: number): void;
+  /** Adds tokens at positions `firstPosition`…; those at `logitIndexes` (indexes into `tokens`) get logits. Returns their indexes in the batch. */
+  addToBatch(sequenceId: number, firstPosition: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array;
+  decodeBatch(): Promise<void>;
+  /**
+   * Samples from the logits at `batchIndex` and accepts the token into the sampler (penalty
+   * history, grammar). -1: nothing could be sampled. With `metadata`, resolves to
+   * `[token, probabilities?, confidence?]`, probabilities flattened as [token, p, token, p, …],
+   * most likely first.
+   */
+  sampleToken(batchIndex: number, sampler: NativeSampler): Promise<number>;
+  sampleToken(batchIndex: number, sampler: NativeSampler, probabilities: boolean, confidence: boolean): Promise<[number, number[] | undefined, number | undefined]>;
+  /** llama_memory_seq_rm: false when the memory cannot remove part of a sequence (recurrent models). */
+  removeTokenCellsFromSequence(sequenceId: number, start: number, end: number): boolean;
+  /** llama_memory_seq_cp of all of `source` into `target`; resolves to the last position copied. */
+  copySequenceStateFromOtherSequence(target: number, source: number): Promise<number>;
+  setThreads(threads: number): void;
+}
+
+/** The addon's sampler chain; its config is read by `applyConfig` (AddonSampler::ApplyConfig). */
+export interface NativeSampler {
+  applyConfig(config: NativeSamplerConfig): void;
+  dispose(): void;
+}
+
+export interface NativeSamplerConfig {
+  temperature: number;
+  minP: number;
+  topK: number;
+  topP: number;
+  seed: number;
+  repeatPenalty?: number;
+  repeatPenaltyMaxTokens?: number;
+  repeatPenaltyTokens?: Uint32Array;
+  repeatPenaltyPresencePenalty?: number;
+  repeatPenaltyFrequencyPenalty?: number;
+  tokenBiasKeys?: Uint32Array;
+  tokenBiasValues?: Float32Array;
+  grammarEvaluationState?: unknown;
+}
+
+interface ContextInternals {
+  _ctx?: NativeContext;
+}
+interface SequenceInternals {
+  _sequenceId?: number;
+}
+interface ModelInternals {
+  _model?: unknown;
+  _llama?: { _bindings?: { AddonSampler?: new (model: unknown) => NativeSampler } };
+}
+interface GrammarStateInternals {
+  _state?: unknown;
+}
+
+const contextMethods = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "removeTokenCellsFromSequence", "copySequenceStateFromOtherSequence", "setThreads"] as const;
+
+function mismatch(what: string): Error {
+  return new Error(`node-llama-cpp's internal ${what} is not what modelhost expects: install the version package.json pins (npm ci).`);
+}
+
+export function nativeContextOf(context: LlamaContext): NativeContext {
+  const native = (context as unknown as ContextInternals)._ctx;
+  for (const method of contextMethods) if (typeof native?.[method] !== "function") throw mismatch(`AddonContext.${method}`);
+  return native!;
+}
+
+/** The id llama.cpp knows the sequence by (its seq_id in batches and memory calls). */
+export function sequenceIdOf(sequence: LlamaContextSequence): number {
+  const id = (sequence as unknown as SequenceInternals)._sequenceId;
+  if (typeof id !== "number") throw mismatch("LlamaContextSequence._sequenceId");
+  return id;
+}
+
+/** A new sampler chain for `model`, configured once: it keeps its penalty history and grammar state as it samples. */
+export function createNativeSampler(model: LlamaModel, config: NativeSamplerConfig): NativeSampler {
+  const internals = model as unknown as ModelInternals;
+  const Sampler = internals._llama?._bindings?.AddonSampler;
+  if (typeof Sampler !== "function" || internals._model === undefined) throw mismatch("AddonSampler");
+  const sampler = new Sampler(internals._model);
+  try {
+    sampler.applyConfig(config);
+  } catch (error) {
+    sampler.dispose();
+    throw error;
+  }
+  return sampler;
+}
+
+export function nativeGrammarState(state: LlamaGrammarEvaluationState): unknown {
+  const native = (state as unknown as GrammarStateInternals)._state;
+  if (native === undefined) throw mismatch("LlamaGrammarEvaluationState._state");
+  return native;
+}
+
+/** A sampleToken result with metadata, as node-llama-cpp revives it: probabilities most likely first. */
+export function probabilityMap(flat: readonly number[] | undefined): Map<Token, number> | undefined {
+  if (!flat) return undefined;
+  const map = new Map<Token, number>();
+  for (let i = 1; i < flat.length; i += 2) map.set(flat[i - 1] as Token, flat[i]!);
+  return map;
+}
