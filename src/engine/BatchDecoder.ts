@@ -26,9 +26,12 @@ export class DecoderSequence {
   readonly id: number;
   /** The tokens in the sequence's cache, positions 0, 1, …; kept exact by the decoder. */
   readonly tokens: Token[] = [];
+  /** What reserved the id (node-llama-cpp's sequence object, which frees its id when collected). */
+  readonly owner: unknown;
 
-  constructor(id: number) {
+  constructor(id: number, owner?: unknown) {
     this.id = id;
+    this.owner = owner;
   }
 
   /** How many leading tokens of `tokens` the cache already holds. */

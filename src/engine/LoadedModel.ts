@@ -53,7 +53,6 @@ export class LoadedModel {
   readonly #lazyContexts: readonly ContextActivity[];
   readonly #options: ModelRuntimeOptions;
   readonly #tokenBytes: TokenBytes;
-  readonly #llamaSequences: readonly unknown[];
   #expiresAt: number | null = null;
   #disposed = false;
   #pins = 0;
@@ -70,10 +69,9 @@ export class LoadedModel {
     // node-llama-cpp's sequence objects are taken only for their ids (and kept, so that it never
     // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
-    this.#llamaSequences = sequences;
     this.#decoder = context ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads }) : undefined;
     this.#pool = new SlotPool(
-      sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence))),
+      sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence), sequence)),
       options.maxQueue,
     );
     this.#prompts = new ChatPromptRenderer(model);
