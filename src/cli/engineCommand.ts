@@ -1,5 +1,6 @@
 import type { Config } from "../config/settings.js";
 import { loadLlama } from "../engine/loadLlama.js";
+import { nativeDecodeAndSample } from "../engine/llamaInternals.js";
 import { buildNativeEngine } from "../engine/nativeEngine.js";
 import { UsageError } from "./UsageError.js";
 
@@ -12,8 +13,12 @@ export const engineUsage = "modelhost engine <build|status> [options]";
 export async function engineCommand(action: string | undefined, config: Config): Promise<string> {
   switch (action) {
     case "build": {
-      const { seconds, systemInfo } = await buildNativeEngine();
-      return [`Built llama.cpp for this machine in ${seconds.toFixed(0)} s.`, systemInfo.trim(), "The server uses it from now on (--engine auto)."].join("\n");
+      const { seconds, systemInfo, decodeAndSample } = await buildNativeEngine();
+      return [
+        `Built llama.cpp for this machine in ${seconds.toFixed(0)} s${decodeAndSample ? ", with modelhost's decode-and-sample step" : ""}.`,
+        systemInfo.trim(),
+        "The server uses it from now on (--engine auto).",
+      ].join("\n");
     }
     case "status": {
       const { llama, backend, threads } = await loadLlama({
@@ -22,7 +27,15 @@ export async function engineCommand(action: string | undefined, config: Config):
         threads: config.threads === "auto" ? undefined : config.threads,
       });
       try {
-        return [`backend: ${backend}`, `gpu: ${llama.gpu || "none"}`, `threads: ${threads}`, `llama.cpp: ${llama.llamaCppRelease.release}`, llama.systemInfo.trim()].join("\n");
+        return [
+          `backend: ${backend}`,
+          `gpu: ${llama.gpu || "none"}`,
+          `threads: ${threads}`,
+          // One native task per decode step (decode and samples) when built by `engine build`.
+          `decode step: ${nativeDecodeAndSample(llama) ? "decode and sample in one task" : "decode, then sample (node-llama-cpp)"}`,
+          `llama.cpp: ${llama.llamaCppRelease.release}`,
+          llama.systemInfo.trim(),
+        ].join("\n");
       } finally {
         await llama.dispose();
       }

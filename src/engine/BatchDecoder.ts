@@ -1,5 +1,5 @@
 import type { Token } from "node-llama-cpp";
-import { probabilityMap, type NativeContext, type NativeSampler } from "./llamaInternals.js";
+import { probabilityMap, type DecodeAndSample, type NativeContext, type NativeSampler } from "./llamaInternals.js";
 
 /** A sampled token, with its distribution when it was asked for. */
 export interface Sampled {
@@ -85,6 +85,7 @@ interface Job {
 export class BatchDecoder {
   readonly #native: NativeContext;
   readonly #batchSize: number;
+  readonly #decodeAndSample: DecodeAndSample | undefined;
   /** Jobs with input to decode, in arrival order. */
   readonly #ready: Job[] = [];
   /** Cache edits waiting for the gap between two steps. */
@@ -93,9 +94,14 @@ export class BatchDecoder {
   #closed: Error | undefined;
   readonly #idleWaiters: Array<() => void> = [];
 
-  constructor(native: NativeContext, options: { batchSize: number; threads: number }) {
+  /**
+   * `decodeAndSample`: modelhost's native step (binaries built by `modelhost engine build`), which
+   * decodes and samples the plain generation steps in one libuv task instead of 1 + n.
+   */
+  constructor(native: NativeContext, options: { batchSize: number; threads: number; decodeAndSample?: DecodeAndSample | undefined }) {
     this.#native = native;
     this.#batchSize = options.batchSize;
+    this.#decodeAndSample = options.decodeAndSample;
     native.setThreads(options.threads);
   }
 
@@ -221,10 +227,11 @@ export class BatchDecoder {
     sequence.tokens.length = 0;
   }
 
+  /** Starts the loop on the next microtask, so that work queued in the same turn shares its first step. */
   #kick(): void {
     if (this.#running) return;
     this.#running = true;
-    void this.#loop();
+    queueMicrotask(() => void this.#loop());
   }
 
   async #loop(): Promise<void> {
@@ -268,13 +275,33 @@ export class BatchDecoder {
     }
     if (batch.length === 0) return;
     const native = this.#native;
-    let sampled: Sampled[][];
+    // Per job: its samples, or why it has none. A failed decode fails the whole batch; a failed
+    // sample (no candidate survived a grammar) only its own job.
+    let outcomes: Array<Sampled[] | { error: unknown }>;
     try {
       native.initBatch(size);
       const batchIndexes = batch.map(({ job, count, position, logitIndexes }) => native.addToBatch(job.sequence.id, position, Uint32Array.from(job.input.slice(0, count)), logitIndexes));
-      await native.decodeBatch();
+      // Generation steps without metadata are sampled in the native step when the binary has it;
+      // the rest (logprobs, scoring) by node-llama-cpp's sampleToken after the decode.
+      const combined = this.#decodeAndSample ? batch.flatMap((item, i) => (item.job.sampler && !item.job.metadata && item.logitIndexes.length === 1 ? [i] : [])) : [];
+      const natively = new Map<number, number>();
+      if (combined.length > 0) {
+        const tokens = await this.#decodeAndSample!(native, Int32Array.from(combined, (i) => batchIndexes[i]![0]!), combined.map((i) => batch[i]!.job.sampler!));
+        combined.forEach((i, k) => natively.set(i, tokens[k]!));
+      } else {
+        await native.decodeBatch();
+      }
       for (const { job, count } of batch) job.sequence.tokens.push(...job.input.splice(0, count));
-      sampled = await Promise.all(batch.map(({ job }, i) => this.#sample(job, batchIndexes[i]!)));
+      outcomes = await Promise.all(
+        batch.map(async ({ job }, i) => {
+          try {
+            const token = natively.get(i);
+            return token === undefined ? await this.#sample(job, batchIndexes[i]!) : [{ token: checked(token) }];
+          } catch (error) {
+            return { error };
+          }
+        }),
+      );
     } catch (error) {
       // What the failed batch left in these sequences' caches is unknown: they start afresh.
       for (const { job } of batch) {
@@ -283,9 +310,11 @@ export class BatchDecoder {
       }
       return;
     }
-    this.#ready.unshift(...batch.filter(({ job }) => job.input.length > 0).map(({ job }) => job));
+    this.#ready.unshift(...batch.filter(({ job }, i) => job.input.length > 0 && Array.isArray(outcomes[i])).map(({ job }) => job));
     batch.forEach(({ job }, i) => {
-      if (job.input.length === 0 || job.sampleAt === "every") job.done(sampled[i]!);
+      const outcome = outcomes[i]!;
+      if (!Array.isArray(outcome)) job.fail(outcome.error);
+      else if (job.input.length === 0 || job.sampleAt === "every") job.done(outcome);
     });
   }
 

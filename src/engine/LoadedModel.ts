@@ -12,7 +12,7 @@ import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
-import { createNativeSampler, nativeContextOf, sequenceIdOf } from "./llamaInternals.js";
+import { createNativeSampler, nativeContextOf, nativeDecodeAndSample, sequenceIdOf } from "./llamaInternals.js";
 import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
 import { SlotPool } from "./SlotPool.js";
@@ -69,7 +69,9 @@ export class LoadedModel {
     // node-llama-cpp's sequence objects are taken only for their ids (and kept, so that it never
     // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
-    this.#decoder = context ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads }) : undefined;
+    this.#decoder = context
+      ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads, decodeAndSample: nativeDecodeAndSample(model.llama) })
+      : undefined;
     this.#pool = new SlotPool(
       sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence), sequence)),
       options.maxQueue,

@@ -1,4 +1,5 @@
-import type { LlamaContext, LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from "node-llama-cpp";
+import type { Llama, LlamaContext, LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from "node-llama-cpp";
+import { DECODE_AND_SAMPLE } from "./native/addonPatch.js";
 
 /**
  * node-llama-cpp's native objects, which the batch decoder drives directly (see BatchDecoder for
@@ -60,9 +61,12 @@ interface ContextInternals {
 interface SequenceInternals {
   _sequenceId?: number;
 }
+interface LlamaInternals {
+  _bindings?: { AddonSampler?: new (model: unknown) => NativeSampler } & Record<string, unknown>;
+}
 interface ModelInternals {
   _model?: unknown;
-  _llama?: { _bindings?: { AddonSampler?: new (model: unknown) => NativeSampler } };
+  _llama?: LlamaInternals;
 }
 interface GrammarStateInternals {
   _state?: unknown;
@@ -78,6 +82,18 @@ export function nativeContextOf(context: LlamaContext): NativeContext {
   const native = (context as unknown as ContextInternals)._ctx;
   for (const method of contextMethods) if (typeof native?.[method] !== "function") throw mismatch(`AddonContext.${method}`);
   return native!;
+}
+
+/**
+ * modelhost's native decode-and-sample (native/decodeAndSample.cpp), present in binaries built by
+ * `modelhost engine build`: decodes the context's batch, then samples each batch index with its
+ * sampler, in one task; resolves to the tokens (-1 where none could be sampled).
+ */
+export type DecodeAndSample = (context: NativeContext, batchIndexes: Int32Array, samplers: NativeSampler[]) => Promise<Int32Array>;
+
+export function nativeDecodeAndSample(llama: Llama): DecodeAndSample | undefined {
+  const fn = (llama as unknown as LlamaInternals)._bindings?.[DECODE_AND_SAMPLE];
+  return typeof fn === "function" ? (fn as DecodeAndSample) : undefined;
 }
 
 /** The id llama.cpp knows the sequence by (its seq_id in batches and memory calls). */

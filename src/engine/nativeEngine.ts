@@ -1,4 +1,6 @@
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { nativeDecodeAndSample } from "./llamaInternals.js";
+import { withAddonPatch } from "./native/addonPatch.js";
 
 /**
  * The CMake options of our native build. node-llama-cpp files a local build under a folder named
@@ -14,18 +16,23 @@ export const NATIVE_CMAKE_OPTIONS: Readonly<Record<string, string>> = { GGML_NAT
  * (llama/gitRelease.bundle): offline, with the system's cmake and C++ compiler. Takes minutes.
  * The result lives in node_modules/node-llama-cpp/llama/localBuilds, so a fresh `npm ci` drops it.
  */
-export async function buildNativeEngine(): Promise<{ seconds: number; systemInfo: string }> {
+export async function buildNativeEngine(log: (line: string) => void = console.error): Promise<{ seconds: number; systemInfo: string; decodeAndSample: boolean }> {
   const started = performance.now();
-  const llama = await getLlama({
-    gpu: false,
-    build: "forceRebuild",
-    cmakeOptions: { ...NATIVE_CMAKE_OPTIONS },
-    progressLogs: true,
-    logLevel: LlamaLogLevel.warn,
-  });
+  // With modelhost's one native addition (decode and sample in one task: see native/addonPatch.ts).
+  const llama = await withAddonPatch(
+    () =>
+      getLlama({
+        gpu: false,
+        build: "forceRebuild",
+        cmakeOptions: { ...NATIVE_CMAKE_OPTIONS },
+        progressLogs: true,
+        logLevel: LlamaLogLevel.warn,
+      }),
+    log,
+  );
   try {
     if (llama.buildType !== "localBuild") throw new Error(`the build finished, but node-llama-cpp loaded a ${llama.buildType} binary`);
-    return { seconds: (performance.now() - started) / 1000, systemInfo: llama.systemInfo };
+    return { seconds: (performance.now() - started) / 1000, systemInfo: llama.systemInfo, decodeAndSample: nativeDecodeAndSample(llama) !== undefined };
   } finally {
     await llama.dispose();
   }

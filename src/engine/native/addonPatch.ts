@@ -1,0 +1,80 @@
+import { copyFile, readFile, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/**
+ * Adds modelhost's one native function (decodeAndSample.cpp: a decode step and its samples in one
+ * libuv task) to node-llama-cpp's addon for the length of a native build, then puts node-llama-cpp's
+ * sources back as they were. The prebuilt binaries never have it; BatchDecoder uses it when the
+ * loaded binary does, and node-llama-cpp's two calls otherwise.
+ *
+ * The patch is two insertions into llama/addon/addon.cpp (a declaration, and the function in the
+ * exports' property list) plus the new file, which the addon's CMakeLists compiles with every
+ * addon/*.cpp. It is checked against the pinned node-llama-cpp: on another version, or if the
+ * anchors are not each found exactly once, the build goes ahead without it and says why.
+ */
+
+export const PATCHED_NODE_LLAMA_CPP_VERSION = "3.22.1";
+
+/** The function's name on node-llama-cpp's bindings object. */
+export const DECODE_AND_SAMPLE = "modelhostDecodeAndSample";
+
+const SOURCE = path.resolve(import.meta.dirname, "../../../src/engine/native/decodeAndSample.cpp");
+const COPIED_NAME = "ModelhostDecodeAndSample.cpp";
+const REGISTER_ANCHOR = "Napi::Object registerCallback(Napi::Env env, Napi::Object exports) {\n";
+const LAST_EXPORT_ANCHOR = '        Napi::PropertyDescriptor::Function("dispose", addonDispose),\n';
+
+function llamaDir(): string {
+  return path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama");
+}
+
+function insertOnce(text: string, anchor: string, insert: (anchor: string) => string): string | undefined {
+  const at = text.indexOf(anchor);
+  if (at === -1 || text.indexOf(anchor, at + 1) !== -1) return undefined;
+  return text.slice(0, at) + insert(anchor) + text.slice(at + anchor.length);
+}
+
+const DECLARATION = `Napi::Value ${DECODE_AND_SAMPLE}(const Napi::CallbackInfo& info);\n\n`;
+const EXPORT = `        Napi::PropertyDescriptor::Function("${DECODE_AND_SAMPLE}", ${DECODE_AND_SAMPLE}),\n`;
+
+/** addon.cpp with the function declared and exported, or why it cannot be. */
+export function patchAddonSource(original: string): { patched: string } | { skipped: string } {
+  const declared = insertOnce(original, REGISTER_ANCHOR, (anchor) => DECLARATION + anchor);
+  const exported = declared && insertOnce(declared, LAST_EXPORT_ANCHOR, (anchor) => anchor + EXPORT);
+  return exported ? { patched: exported } : { skipped: "addon.cpp is not laid out as expected" };
+}
+
+/** addon.cpp as node-llama-cpp ships it, also when a build cut off (killed) left the patch in. */
+export function unpatchAddonSource(text: string): string {
+  return text.replace(DECLARATION, "").replace(EXPORT, "");
+}
+
+/**
+ * Runs `build` with the patch applied (when it applies), restoring node-llama-cpp's sources after,
+ * also when the build fails. Reports whether the patch went in.
+ */
+export async function withAddonPatch<T>(build: () => Promise<T>, log: (line: string) => void): Promise<T> {
+  const dir = llamaDir();
+  const version = (JSON.parse(await readFile(path.join(dir, "../package.json"), "utf8")) as { version: string }).version;
+  if (version !== PATCHED_NODE_LLAMA_CPP_VERSION) {
+    log(`modelhost: node-llama-cpp ${version} is not ${PATCHED_NODE_LLAMA_CPP_VERSION}: building without modelhost's decode-and-sample patch`);
+    return build();
+  }
+  const addonFile = path.join(dir, "addon/addon.cpp");
+  const copiedFile = path.join(dir, "addon", COPIED_NAME);
+  const original = unpatchAddonSource(await readFile(addonFile, "utf8"));
+  const result = patchAddonSource(original);
+  if ("skipped" in result) {
+    log(`modelhost: ${result.skipped}: building without modelhost's decode-and-sample patch`);
+    return build();
+  }
+  await copyFile(SOURCE, copiedFile);
+  await writeFile(addonFile, result.patched);
+  log("modelhost: building node-llama-cpp's addon with modelhost's decode-and-sample patch");
+  try {
+    return await build();
+  } finally {
+    await writeFile(addonFile, original);
+    await rm(copiedFile, { force: true });
+  }
+}

@@ -1,0 +1,232 @@
+// The decoder's scheduling against a scripted native context: what goes in each batch, the
+// pipeline with its consumers, caches kept exact, and failures kept to the jobs they concern.
+import type { Token } from "node-llama-cpp";
+import { describe, expect, it } from "vitest";
+import { BatchDecoder, DecoderSequence, type GenerationSetup } from "../../src/engine/BatchDecoder.js";
+import type { DecodeAndSample, NativeContext, NativeSampler } from "../../src/engine/llamaInternals.js";
+
+/** A batch as the fake saw it: per sequence, the tokens and the positions they went to. */
+type Batch = Array<{ sequence: number; tokens: number[]; positions: number[] }>;
+
+/**
+ * Decodes nothing: it records each batch, and "samples" the token the test's rule gives for the
+ * last token decoded at that batch index (by default the next integer).
+ */
+class FakeNative implements NativeContext {
+  readonly batches: Batch[] = [];
+  readonly removed: Array<[number, number, number]> = [];
+  readonly copies: Array<[number, number]> = [];
+  sampleCalls = 0;
+  failNextDecode: Error | undefined;
+  /** Decode number n (from 0) waits for what this returns, so a test can act while it is under way. */
+  gate: (n: number) => Promise<void> | undefined = () => undefined;
+  #decodes = 0;
+  next: (token: number) => number = (token) => token + 1;
+  #building: Batch = [];
+  #outputs: number[] = [];
+  #lastBatch: number[] = [];
+
+  initBatch(size: number): void {
+    expect(size).toBeGreaterThan(0);
+    this.#building = [];
+    this.#outputs = [];
+  }
+  addToBatch(sequence: number, first: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array {
+    this.#building.push({ sequence, tokens: [...tokens], positions: tokens.length ? [first, first + tokens.length - 1] : [] });
+    const indexes = new Uint32Array(logitIndexes.length);
+    logitIndexes.forEach((index, i) => {
+      indexes[i] = this.#outputs.length;
+      this.#outputs.push(tokens[index]!);
+    });
+    return indexes;
+  }
+  async decodeBatch(): Promise<void> {
+    await this.gate(this.#decodes++);
+    if (this.failNextDecode) {
+      const error = this.failNextDecode;
+      this.failNextDecode = undefined;
+      throw error;
+    }
+    this.batches.push(this.#building);
+    this.#lastBatch = this.#outputs;
+  }
+  sampleToken(batchIndex: number): Promise<number>;
+  sampleToken(batchIndex: number, sampler: NativeSampler, probabilities: boolean, confidence: boolean): Promise<[number, number[] | undefined, number | undefined]>;
+  async sampleToken(batchIndex: number, _sampler?: NativeSampler, probabilities?: boolean): Promise<number | [number, number[] | undefined, number | undefined]> {
+    this.sampleCalls++;
+    const token = this.predict(batchIndex);
+    return probabilities === undefined ? token : [token, probabilities ? [token, 0.75, token + 1, 0.25] : undefined, 0.75];
+  }
+  /** The token "sampled" at an output of the last batch. */
+  predict(batchIndex: number): number {
+    return this.next(this.#lastBatch[batchIndex]!);
+  }
+  removeTokenCellsFromSequence(sequence: number, start: number, end: number): boolean {
+    this.removed.push([sequence, start, end]);
+    return true;
+  }
+  async copySequenceStateFromOtherSequence(target: number, source: number): Promise<number> {
+    this.copies.push([target, source]);
+    return 0;
+  }
+  setThreads(): void {}
+}
+
+const sampler: NativeSampler = { applyConfig: () => undefined, dispose: () => undefined };
+const setup = (overrides: Partial<GenerationSetup> = {}): GenerationSetup => ({ sampler, isLast: () => false, limit: Infinity, ...overrides });
+
+async function take(generator: AsyncGenerator<{ token: Token }>, count: number): Promise<number[]> {
+  const tokens: number[] = [];
+  while (tokens.length < count) {
+    const step = await generator.next();
+    if (step.done) break;
+    tokens.push(step.value.token);
+  }
+  return tokens;
+}
+
+describe("BatchDecoder", () => {
+  it("decodes the prompt, then one token per step, each the next step's input; the cache holds what was decoded", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const sequence = new DecoderSequence(0);
+    const generator = decoder.generate(sequence, [10, 11, 12] as Token[], setup());
+    expect(await take(generator, 3)).toEqual([13, 14, 15]);
+    await generator.return();
+    expect(native.batches[0]).toEqual([{ sequence: 0, tokens: [10, 11, 12], positions: [0, 2] }]);
+    expect(native.batches[1]).toEqual([{ sequence: 0, tokens: [13], positions: [3, 3] }]);
+    // The step for the token after 15 had begun when the consumer stopped: 15 is decoded too.
+    expect(sequence.tokens).toEqual([10, 11, 12, 13, 14, 15]);
+  });
+
+  it("puts the next token of every generating sequence in one batch", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const generators = [0, 1, 2, 3].map((id) => decoder.generate(new DecoderSequence(id), [100 * id] as Token[], setup({ limit: 5 })));
+    const replies = await Promise.all(generators.map((generator) => take(generator, 5)));
+    expect(replies).toEqual([0, 1, 2, 3].map((id) => [1, 2, 3, 4, 5].map((k) => 100 * id + k)));
+    // The first step took the four prompts; each later one the four next tokens.
+    expect(native.batches.map((batch) => batch.length)).toEqual([4, 4, 4, 4, 4]);
+  });
+
+  it("stops decoding a generation at its limit and after its last token", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const limited = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 3 }));
+    expect(await take(limited, 10)).toEqual([1, 2, 3]);
+    const ended = decoder.generate(new DecoderSequence(1), [0] as Token[], setup({ isLast: (token) => token === 2 }));
+    expect(await take(ended, 10)).toEqual([1, 2]);
+    expect(native.batches.flat().filter((entry) => entry.sequence === 0)).toHaveLength(3);
+  });
+
+  it("lets a sequence whose consumer does not read sit out the steps, holding one token, while the others go on", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const slow = decoder.generate(new DecoderSequence(0), [0] as Token[], setup());
+    const fast = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 6 }));
+    expect(await take(slow, 1)).toEqual([1]);
+    expect(await take(fast, 6)).toEqual([101, 102, 103, 104, 105, 106]);
+    // The slow one's second token was sampled and waits; nothing past it was decoded.
+    expect(native.batches.flat().filter((entry) => entry.sequence === 0).map((entry) => entry.tokens)).toEqual([[0], [1]]);
+    expect(await take(slow, 2)).toEqual([2, 3]);
+    await slow.return();
+  });
+
+  it("reads a long prompt in chunks in the room the generating sequences leave", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 4, threads: 1 });
+    const generating = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 4 }));
+    await take(generating, 1);
+    const prompt = new DecoderSequence(1);
+    const reading = decoder.evaluate(prompt, Array.from({ length: 7 }, (_, i) => 50 + i) as Token[]);
+    await take(generating, 3);
+    await reading;
+    expect(prompt.tokens).toEqual([50, 51, 52, 53, 54, 55, 56]);
+    for (const batch of native.batches) expect(batch.reduce((sum, entry) => sum + entry.tokens.length, 0)).toBeLessThanOrEqual(4);
+    // Generation tokens go first; the prompt fills what is left of each batch.
+    const shared = native.batches.find((batch) => batch.length === 2)!;
+    expect(shared[0]!.sequence).toBe(0);
+    expect(shared[1]).toMatchObject({ sequence: 1, tokens: [50, 51, 52] });
+  });
+
+  it("keeps the cached prefix, drops the rest, and copies a sequence between steps", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const first = new DecoderSequence(0);
+    await decoder.evaluate(first, [1, 2, 3, 4] as Token[]);
+    expect(await decoder.keepPrefix(first, [1, 2, 9, 9] as Token[])).toBe(2);
+    expect(native.removed).toEqual([[0, 2, -1]]);
+    expect(first.tokens).toEqual([1, 2]);
+    // At most what the caller allows: the last prompt token is always decoded again.
+    expect(await decoder.keepPrefix(first, [1, 2] as Token[], 1)).toBe(1);
+    const second = new DecoderSequence(1);
+    await decoder.copy(second, first);
+    expect(native.copies).toEqual([[1, 0]]);
+    expect(second.tokens).toEqual([1]);
+  });
+
+  it("waits for the step under way before a stopped generation returns", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const sequence = new DecoderSequence(0);
+    let open!: () => void;
+    const blocked = new Promise<void>((resolve) => (open = resolve));
+    // The prompt's step goes through; the next one, started as soon as token 1 is handed over, waits.
+    native.gate = (n) => (n === 1 ? blocked : undefined);
+    const generator = decoder.generate(sequence, [0] as Token[], setup());
+    await take(generator, 1);
+    let returned = false;
+    const stopping = generator.return().then(() => (returned = true));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(returned).toBe(false);
+    open();
+    await stopping;
+    expect(sequence.tokens).toEqual([0, 1]);
+  });
+
+  it("fails the jobs of a batch whose decode failed and clears their caches; a failed sample fails only its job", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const a = new DecoderSequence(0);
+    await decoder.evaluate(a, [1, 2] as Token[]);
+    native.failNextDecode = new Error("no KV slot");
+    await expect(decoder.evaluate(a, [3] as Token[])).rejects.toThrow("no KV slot");
+    expect(a.tokens).toEqual([]);
+
+    native.next = (token) => (token === 7 ? -1 : token + 1);
+    const failing = decoder.generate(new DecoderSequence(1), [7] as Token[], setup());
+    const fine = decoder.generate(new DecoderSequence(2), [20] as Token[], setup({ limit: 2 }));
+    await expect(take(failing, 1)).rejects.toThrow(/could not sample/);
+    expect(await take(fine, 2)).toEqual([21, 22]);
+  });
+
+  it("drops a job whose request was aborted before its step", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const controller = new AbortController();
+    controller.abort(new Error("client left"));
+    await expect(decoder.evaluate(new DecoderSequence(0), [1, 2, 3] as Token[], controller.signal)).rejects.toThrow("client left");
+    expect(native.batches).toEqual([]);
+  });
+
+  it("samples plain generation steps in the native decode-and-sample call, and logprob steps after it", async () => {
+    const native = new FakeNative();
+    const calls: number[][] = [];
+    const decodeAndSample: DecodeAndSample = async (context, indexes) => {
+      await context.decodeBatch();
+      calls.push([...indexes]);
+      return Int32Array.from(indexes, (index) => native.predict(index));
+    };
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, decodeAndSample });
+    const plain = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 3 }));
+    const withLogprobs = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 3, metadata: { probabilities: true } }));
+    expect(await take(plain, 3)).toEqual([1, 2, 3]);
+    const sampled = [];
+    for await (const step of withLogprobs) sampled.push(step);
+    expect(sampled.map((step) => step.token)).toEqual([101, 102, 103]);
+    expect(sampled[0]).toMatchObject({ confidence: 0.75, probabilities: new Map([[101, 0.75], [102, 0.25]]) });
+    expect(calls).toHaveLength(3);
+    // node-llama-cpp's sampleToken only for the steps that asked for probabilities.
+    expect(native.sampleCalls).toBe(3);
+  });
+});
