@@ -106,9 +106,10 @@ describe("one sequence, short queue", () => {
     const controller = new AbortController();
     const stream = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 100_000, stream: true }, { signal: controller.signal });
     let chunks = 0;
-    // The client ends the iteration quietly once its signal aborts.
+    // The client ends the iteration quietly once its signal aborts (after the chunks it had
+    // already read from the socket with the third, if any).
     for await (const _chunk of stream) if (++chunks === 3) controller.abort();
-    expect(chunks).toBe(3);
+    expect(chunks).toBeGreaterThanOrEqual(3);
     await expect.poll(() => slots(server), SETTLE).toEqual({ active: 0, queued: 0 });
   });
 

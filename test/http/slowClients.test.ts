@@ -43,7 +43,7 @@ describe("slow clients", () => {
 
   beforeAll(async () => {
     server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
+      models: { tiny: await testModelPath("tiny"), "long-tiny": await testModelPath("long-tiny") },
       config: { headersTimeout: TIMEOUT_MS, requestTimeout: TIMEOUT_MS, idleConnectionTimeout: TIMEOUT_MS, contextSize: 100_000 },
     });
   });
@@ -92,7 +92,9 @@ describe("slow clients", () => {
     const controller = new AbortController();
     const response = await postJson(
       `${server.url}/v1/chat/completions`,
-      { model: "tiny", messages: [{ role: "user", content: "Write a very long essay." }], max_tokens: 100_000, stream: true },
+      // 32,768 tokens of context, each chunk carrying 20 alternatives: far longer than three
+      // request timeouts at any speed this model decodes at.
+      { model: "long-tiny", messages: [{ role: "user", content: "Write a very long essay." }], max_tokens: 100_000, stream: true, logprobs: true, top_logprobs: 20 },
       { signal: controller.signal },
     );
     expect(response.status).toBe(200);

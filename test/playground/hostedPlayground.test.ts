@@ -112,7 +112,8 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
 
   it("streams side by side", async () => {
     await page.click("nav a[href='#/compare']");
-    await page.fill("#compare-max-tokens", "16");
+    // Enough tokens that they arrive over several reads, however fast the model: a rate needs a duration.
+    await page.fill("#compare-max-tokens", "256");
     await page.fill("#compare-temperature", "0");
     await page.fill("#compare-input", "Describe the river.");
     await page.click("#compare-send");

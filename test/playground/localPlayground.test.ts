@@ -206,7 +206,8 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
     await page.locator("#compare-input").waitFor();
     expect(await page.inputValue("#compare-model-a")).toBe("tiny");
     expect(await page.inputValue("#compare-model-b")).toBe("tiny-b");
-    await page.fill("#compare-max-tokens", "64");
+    // Enough tokens that both streams overlap and their rates have a duration, however fast the model.
+    await page.fill("#compare-max-tokens", "256");
     await page.fill("#compare-temperature", "0");
     // Both requests go out before either answer has ended: the two stream at the same time.
     const events: string[] = [];
