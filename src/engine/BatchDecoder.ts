@@ -88,6 +88,8 @@ export class BatchDecoder {
   readonly #decodeAndSample: DecodeAndSample | undefined;
   /** Jobs with input to decode, in arrival order. */
   readonly #ready: Job[] = [];
+  /** Tokens of the last step for consumers that wait, given once the next step has started. */
+  readonly #handOvers: Array<() => void> = [];
   /** Cache edits waiting for the gap between two steps. */
   readonly #edits: Array<() => Promise<void>> = [];
   #running = false;
@@ -237,16 +239,34 @@ export class BatchDecoder {
   async #loop(): Promise<void> {
     try {
       while (this.#edits.length > 0 || this.#ready.length > 0) {
+        this.#handOver();
         for (let edit = this.#edits.shift(); edit; edit = this.#edits.shift()) await edit();
-        if (this.#ready.length > 0) await this.#step();
+        if (this.#ready.length === 0) continue;
+        // The step is under way once #step returns its promise (the native call is made before
+        // its first await): only then are the last step's tokens handed to their consumers, so
+        // their work (a few µs on the tiny model, ~60 µs on the bench model, between two decodes
+        // when done first) overlaps this decode instead of delaying it.
+        const step = this.#step();
+        this.#handOver();
+        await step;
       }
     } catch (error) {
       // A fault of the loop itself, not of a batch: fail what waits rather than leave it hanging.
       for (const job of this.#ready.splice(0)) job.fail(error);
     } finally {
+      this.#handOver();
       this.#running = false;
       for (const wake of this.#idleWaiters.splice(0)) wake();
     }
+  }
+
+  /** @internal (Generation) Gives a sampled token to its waiting consumer once the next step has started. */
+  handOverLater(handOver: () => void): void {
+    this.#handOvers.push(handOver);
+  }
+
+  #handOver(): void {
+    for (const handOver of this.#handOvers.splice(0)) handOver();
   }
 
   /**
@@ -423,7 +443,7 @@ class Generation {
         this.#job.input = [sampled.token];
         this.#start();
       }
-      consumer.resolve(sampled);
+      this.#decoder.handOverLater(() => consumer.resolve(sampled));
     } else {
       this.#waiting.push(sampled);
       if (continues) this.#heldInput = sampled.token;
