@@ -243,5 +243,6 @@ export interface TextCompletion {
   created: number;
   model: string;
   choices: TextCompletionChoice[];
-  usage?: Omit<ChatCompletionUsage, "prompt_tokens_details"> | null;
+  /** The three counts only: legacy completions have no cached or reasoning token details. */
+  usage?: Pick<ChatCompletionUsage, "prompt_tokens" | "completion_tokens" | "total_tokens"> | null;
 }
