@@ -10,7 +10,7 @@ import { engineOptions } from "../engineOptions.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
-import { messageSchema, messageStreamEventSchema } from "../../protocols/anthropic/responseSchemas.js";
+import { countTokensResponseSchema, messageSchema, messageStreamEventSchema } from "../../protocols/anthropic/responseSchemas.js";
 import { countTokensRequestSchema, messagesRequestSchema } from "../../protocols/anthropic/schemas.js";
 
 const PING = { type: "ping" };
@@ -42,7 +42,7 @@ export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engi
     }
   });
 
-  app.post("/v1/messages/count_tokens", { config: described(config, { summary: "The input tokens /v1/messages would render for the same request", body: countTokensRequestSchema }) }, async (request, reply) => {
+  app.post("/v1/messages/count_tokens", { config: described(config, { summary: "The input tokens /v1/messages would render for the same request", body: countTokensRequestSchema, response: countTokensResponseSchema }) }, async (request, reply) => {
     const chat = fromCountTokensRequest(request.body);
     // Admitted as tokenize is: a request that uses no tokens (and in the tiers' `@tokenize` group).
     return { input_tokens: await engine.countTokens(chat, engineOptions(request, reply, access, chat.model, "tokenize")) };

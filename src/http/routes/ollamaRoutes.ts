@@ -20,7 +20,16 @@ import { NdjsonWriter } from "../NdjsonWriter.js";
 import { engineOptions } from "../engineOptions.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
-import { nativeChatResponseSchema, nativeGenerateResponseSchema, showResponseSchema, tagsResponseSchema } from "../../protocols/ollama/responseSchemas.js";
+import {
+  embedResponseSchema,
+  legacyEmbeddingsResponseSchema,
+  nativeChatResponseSchema,
+  nativeGenerateResponseSchema,
+  psResponseSchema,
+  showResponseSchema,
+  tagsResponseSchema,
+  versionResponseSchema,
+} from "../../protocols/ollama/responseSchemas.js";
 import { chatRequestSchema, copyRequestSchema, embedRequestSchema, generateRequestSchema, legacyEmbeddingsRequestSchema, modelRequestSchema } from "../../protocols/ollama/schemas.js";
 
 export interface OllamaRouteOptions {
@@ -59,7 +68,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return model;
   };
 
-  app.get("/api/version", { config: described(config, { summary: "The native API version" }) }, async () => ({ version: API_VERSION }));
+  app.get("/api/version", { config: described(config, { summary: "The native API version", response: versionResponseSchema }) }, async () => ({ version: API_VERSION }));
 
   app.post("/api/chat", { config: described(config, { summary: "Native chat: NDJSON stream by default, one object with stream: false", body: chatRequestSchema, response: nativeChatResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeChatResponseSchema }) }, (request, reply) => generate("chat", fromChatRequest(request.body), request, reply));
   app.post("/api/generate", { config: described(config, { summary: "Native completion of a prompt (templated, raw, or fill-in-the-middle)", body: generateRequestSchema, response: nativeGenerateResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeGenerateResponseSchema }) }, (request, reply) => generate("generate", fromGenerateRequest(request.body), request, reply));
@@ -105,7 +114,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     }
   }
 
-  app.post("/api/embed", { config: described(config, { summary: "Native embeddings (normalised)", body: embedRequestSchema }) }, async (request, reply) => {
+  app.post("/api/embed", { config: described(config, { summary: "Native embeddings (normalised)", body: embedRequestSchema, response: embedResponseSchema }) }, async (request, reply) => {
     const started = performance.now();
     const { embed, keepAliveMs } = fromEmbedRequest(request.body);
     const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
@@ -117,7 +126,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return toEmbedResponse(embed.model, result, performance.now() - started);
   });
 
-  app.post("/api/embeddings", { config: described(config, { summary: "Legacy native embedding (not normalised)", body: legacyEmbeddingsRequestSchema }) }, async (request, reply) => {
+  app.post("/api/embeddings", { config: described(config, { summary: "Legacy native embedding (not normalised)", body: legacyEmbeddingsRequestSchema, response: legacyEmbeddingsResponseSchema }) }, async (request, reply) => {
     const { embed, keepAliveMs } = fromLegacyEmbeddingsRequest(request.body);
     const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
     if (embed.inputs.length === 0) {
@@ -152,7 +161,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return toShowResponse(description);
   });
 
-  app.get("/api/ps", { config: described(config, { summary: "Loaded models" }) }, async () => {
+  app.get("/api/ps", { config: described(config, { summary: "Loaded models", response: psResponseSchema }) }, async () => {
     const running = await Promise.all(
       engine.status().loaded.map(async (status) => {
         const model = await engine.findModel(status.id);

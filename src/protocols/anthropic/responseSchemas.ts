@@ -50,6 +50,9 @@ export const anthropicErrorSchema = z.object({
   request_id: z.string().optional(),
 });
 
+/** POST /v1/messages/count_tokens. */
+export const countTokensResponseSchema = z.object({ input_tokens: z.int() });
+
 const ping = z.object({ type: z.literal("ping") });
 
 /** The data of one named event of a streamed message (its `event:` name is its `type`): pings and a final error included. */

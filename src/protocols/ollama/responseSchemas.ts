@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { same, type Same } from "../sameShape.js";
-import type { ChatResponse, ErrorBody, GenerateResponse, ListedModel, ShowResponse } from "./schemas.js";
+import type { ChatResponse, EmbedResponse, ErrorBody, GenerateResponse, ListedModel, RunningModel, ShowResponse } from "./schemas.js";
 
 // Response shapes of the native API as zod schemas, for the OpenAPI description (GET /openapi.json);
 // the assertions at the end keep them the same shape as the interfaces the translators return.
@@ -39,6 +39,21 @@ export const nativeGenerateResponseSchema = z.object({
   ...metrics,
 });
 
+/** GET /api/version. */
+export const versionResponseSchema = z.object({ version: z.string() });
+
+/** POST /api/embed: one vector per input. */
+export const embedResponseSchema = z.object({
+  model: z.string(),
+  embeddings: z.array(z.array(z.number())),
+  total_duration: z.int(),
+  load_duration: z.int().optional(),
+  prompt_eval_count: z.int(),
+});
+
+/** POST /api/embeddings (legacy): one vector, empty when there was no prompt. */
+export const legacyEmbeddingsResponseSchema = z.object({ embedding: z.array(z.number()) });
+
 const details = z.object({
   parent_model: z.string(),
   format: z.literal("gguf"),
@@ -53,6 +68,20 @@ const listedModel = z.object({ name: z.string(), model: z.string(), modified_at:
 /** GET /api/tags: every installed model and alias. */
 export const tagsResponseSchema = z.object({ models: z.array(listedModel) });
 
+const runningModel = z.object({
+  name: z.string(),
+  model: z.string(),
+  size: z.int(),
+  digest: z.string(),
+  details,
+  expires_at: z.string(),
+  size_vram: z.int(),
+  context_length: z.int(),
+});
+
+/** GET /api/ps: the models loaded now. */
+export const psResponseSchema = z.object({ models: z.array(runningModel) });
+
 /** POST /api/show. */
 export const showResponseSchema = z.object({
   modelfile: z.string(),
@@ -66,6 +95,8 @@ export const showResponseSchema = z.object({
 
 same<Same<z.infer<typeof ollamaErrorSchema>, ErrorBody>>(true);
 same<Same<z.infer<typeof listedModel>, ListedModel>>(true);
+same<Same<z.infer<typeof runningModel>, RunningModel>>(true);
+same<Same<z.infer<typeof embedResponseSchema>, EmbedResponse>>(true);
 same<Same<z.infer<typeof showResponseSchema>, ShowResponse>>(true);
 same<Same<z.infer<typeof nativeChatResponseSchema>, ChatResponse>>(true);
 same<Same<z.infer<typeof nativeGenerateResponseSchema>, GenerateResponse>>(true);

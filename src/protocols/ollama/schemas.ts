@@ -187,9 +187,10 @@ export interface GenerateResponse extends Metrics {
 export interface EmbedResponse {
   model: string;
   embeddings: number[][];
-  total_duration?: number;
+  total_duration: number;
+  /** Only when the model had to be loaded for this request. */
   load_duration?: number;
-  prompt_eval_count?: number;
+  prompt_eval_count: number;
 }
 
 export interface ModelDetails {
