@@ -1,12 +1,25 @@
 import type { FastifyInstance } from "fastify";
+import { z } from "zod";
 import type { PullProgress, PullResult } from "../../models/pullModel.js";
 import { fromPullRequest } from "../../protocols/ollama/fromNativeRequest.js";
+import { ollamaErrorSchema } from "../../protocols/ollama/responseSchemas.js";
 import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
 import { abortSignalOf } from "../abortSignalOf.js";
 import { NdjsonWriter } from "../NdjsonWriter.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
 import { pullRequestSchema } from "../../protocols/ollama/schemas.js";
+import { same, type Same } from "../../protocols/sameShape.js";
+
+/** One line of the progress stream: a step (`pulling manifest`, `pulling <digest>` with byte counts, …, `success`). */
+const pullProgressSchema = z.object({ status: z.string(), digest: z.string().optional(), total: z.int().optional(), completed: z.int().optional() });
+same<Same<z.infer<typeof pullProgressSchema>, PullProgress>>(true);
+
+/** A line of the stream: progress, or the error a pull that failed after the stream started ends with. */
+const pullStreamLineSchema = z.union([pullProgressSchema, ollamaErrorSchema]);
+
+/** With `stream: false`, the one object a pull that succeeded answers with. */
+const pullResponseSchema = z.object({ status: z.literal("success") });
 
 /** Pulls a model into the server's models directory (the composition root binds the settings). */
 export type PullModel = (reference: string, options: { signal?: AbortSignal; onProgress?: (progress: PullProgress) => void }) => Promise<PullResult>;
@@ -19,7 +32,7 @@ export type PullModel = (reference: string, options: { signal?: AbortSignal; onP
 export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: PullModel }): void {
   const config = { access: "operator" as const, errorShape: toOllamaError };
 
-  app.post("/api/pull", { config: described(config, { summary: "Pulls a model, streaming progress as NDJSON", body: pullRequestSchema, produces: ["application/x-ndjson"] }) }, async (request, reply) => {
+  app.post("/api/pull", { config: described(config, { summary: "Pulls a model, streaming progress as NDJSON", body: pullRequestSchema, response: pullResponseSchema, produces: ["application/x-ndjson"], streamEvent: pullStreamLineSchema }) }, async (request, reply) => {
     const { model, stream } = fromPullRequest(request.body);
     // A client that goes away cancels the pull; what was downloaded stays, and the next pull resumes it.
     const signal = abortSignalOf(reply);
