@@ -16,6 +16,8 @@ export interface RouteDoc {
   query?: z.ZodType;
   /** The body of a successful answer, when it is JSON. */
   response?: z.ZodType;
+  /** The status of a successful answer when it is not 200: 201 (created), 204 (no content). */
+  status?: 201 | 204;
   /**
    * Other media types a successful answer may have: "text/event-stream" (each event's data is
    * `streamEvent`), "application/x-ndjson" (each line is `streamEvent`), "text/plain", "text/html"…
@@ -119,7 +121,7 @@ export class ApiDescription {
       for (const type of doc.produces ?? []) {
         success[type] = doc.streamEvent ? { schema: ref(`${schemaName(route)}Event`, doc.streamEvent, "output") } : {};
       }
-      const responses: Record<string, unknown> = { "200": { description: doc.summary, ...(Object.keys(success).length > 0 ? { content: success } : {}) } };
+      const responses: Record<string, unknown> = { [doc.status ?? 200]: { description: doc.summary, ...(Object.keys(success).length > 0 ? { content: success } : {}) } };
       const errors = route.errorShape ? this.#errorSchemas.get(route.errorShape) : undefined;
       responses.default = { description: "An error, in the route's protocol's shape (docs/errors.md).", ...(errors ? { content: { "application/json": { schema: ref(errors.name, errors.schema, "output") } } } : {}) };
       operation.responses = responses;

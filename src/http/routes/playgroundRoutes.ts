@@ -11,11 +11,12 @@ import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { modelListSchema } from "../../protocols/openai/responseSchemas.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
+import { same, type Same } from "../../protocols/sameShape.js";
 import { toInvalidRequestError } from "../../protocols/toInvalidRequestError.js";
 import { described } from "../openapi.js";
 import type { PlaygroundSessions } from "../playgroundSessions.js";
 import { chatCompletionsDoc, chatCompletionsHandler, listModelsHandler } from "./openaiRoutes.js";
-import { usageHandler, usageQuerySchema } from "./usageRoutes.js";
+import { usageHandler, usageQuerySchema, usageResponseSchema } from "./usageRoutes.js";
 
 /** The built page (`npm run build` runs Vite on web/ into web/dist); the same path from src/http/routes and dist/http/routes. */
 export const DEFAULT_PLAYGROUND_DIR = path.resolve(import.meta.dirname, "../../../web/dist");
@@ -48,6 +49,30 @@ const newTokenBody = z.object({
   expires_at: z.number().int().positive().max(Number.MAX_SAFE_INTEGER / 1000).nullable(),
 });
 
+// The playground API's replies, for the OpenAPI description (GET /openapi.json).
+const accountSchema = z.object({ name: z.string(), tier: z.string() });
+/** Local profile: anyone is signed in; the CSRF token is the process's. */
+const localSessionSchema = z.object({ profile: z.literal("local"), signed_in: z.literal(true), csrf_token: z.string() });
+/** Hosted profile: the session's account and CSRF token, or (not signed in) the pre-session's CSRF token for signing in. */
+const hostedSessionSchema = z.union([
+  z.object({ profile: z.literal("hosted"), signed_in: z.literal(true), account: accountSchema, csrf_token: z.string() }),
+  z.object({ profile: z.literal("hosted"), signed_in: z.literal(false), csrf_token: z.string() }),
+]);
+const signedInSchema = z.object({ account: accountSchema, csrf_token: z.string() });
+/** A token as the API lists it (tokenJson): times in seconds since the epoch, null for never. */
+const tokenSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  prefix: z.string(),
+  created_at: z.int(),
+  last_used_at: z.int().nullable(),
+  expires_at: z.int().nullable(),
+  revoked_at: z.int().nullable(),
+});
+const tokenListSchema = z.object({ data: z.array(tokenSchema) });
+/** A new token: its secret, shown this once, and the token as listed. */
+const createdTokenSchema = tokenSchema.extend({ token: z.string() });
+
 /**
  * The browser playground: its static page under /playground, and its API under /playground/api,
  * which reuses the OpenAI routes' handlers (same bodies, streaming, limits, ledger and disconnect
@@ -61,7 +86,7 @@ export async function playgroundRoutes(app: FastifyInstance, options: Playground
   app.post("/playground/api/chat/completions", { config: described(session, { ...chatCompletionsDoc, summary: "Playground: chat completion (as POST /v1/chat/completions)" }) }, chatCompletionsHandler(engine, hosted?.gate));
 
   if (!hosted) {
-    app.get("/playground/api/session", { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token" }) }, async () => ({ profile: "local", signed_in: true, csrf_token: options.localCsrfToken }));
+    app.get("/playground/api/session", { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token", response: localSessionSchema }) }, async () => ({ profile: "local", signed_in: true, csrf_token: options.localCsrfToken }));
     // Accounts, tokens and usage exist only in the hosted profile.
     const hostedOnly = async () => {
       throw new ServerError("not_found", { message: "Tokens, usage and sign-in belong to the hosted profile (--profile hosted); this server runs the local profile, which has no accounts." });
@@ -86,13 +111,13 @@ export async function playgroundRoutes(app: FastifyInstance, options: Playground
 function hostedRoutes(app: FastifyInstance, { gate, accounts, sessions }: NonNullable<PlaygroundRouteOptions["hosted"]>): void {
   const accountJson = (account: Account) => ({ name: account.name, tier: account.tier });
 
-  app.get("/playground/api/session", { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token" }) }, async (request, reply) => {
+  app.get("/playground/api/session", { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token", response: hostedSessionSchema }) }, async (request, reply) => {
     const current = await sessions.current(request, reply);
     if (current) return { profile: "hosted", signed_in: true, account: accountJson(current.caller.account), csrf_token: current.csrfToken };
     return { profile: "hosted", signed_in: false, csrf_token: sessions.presessionToken(request, reply) };
   });
 
-  app.post("/playground/api/sign-in", { config: described(signIn, { summary: "Playground: signs in (hosted profile)", body: signInBody }) }, async (request, reply) => {
+  app.post("/playground/api/sign-in", { config: described(signIn, { summary: "Playground: signs in (hosted profile)", body: signInBody, response: signedInSchema }) }, async (request, reply) => {
     const { account, password } = parse(signInBody, request.body);
     const opened = await sessions.signIn.signIn(account, password, request.ip);
     const csrfToken = sessions.startSession(request, reply, opened);
@@ -113,17 +138,17 @@ function hostedRoutes(app: FastifyInstance, { gate, accounts, sessions }: NonNul
     return reply.header("referrer-policy", "no-referrer").header("cache-control", "no-store").redirect("/playground/", 303);
   });
 
-  app.post("/playground/api/sign-out", { config: described(signIn, { summary: "Playground: signs out (hosted profile)" }) }, async (request, reply) => {
+  app.post("/playground/api/sign-out", { config: described(signIn, { summary: "Playground: signs out (hosted profile)", status: 204 }) }, async (request, reply) => {
     await sessions.endSession(request, reply);
     return reply.status(204).send();
   });
 
-  app.get("/playground/api/tokens", { config: described(session, { summary: "Playground: the account's tokens (hosted profile)" }) }, async (request) => {
+  app.get("/playground/api/tokens", { config: described(session, { summary: "Playground: the account's tokens (hosted profile)", response: tokenListSchema }) }, async (request) => {
     const tokens = await accounts.listTokens(callerOf(request).account.id);
     return { data: tokens.map(tokenJson) };
   });
 
-  app.post("/playground/api/tokens", { config: described(session, { summary: "Playground: a new token (hosted profile)", body: newTokenBody }) }, async (request, reply) => {
+  app.post("/playground/api/tokens", { config: described(session, { summary: "Playground: a new token (hosted profile)", body: newTokenBody, response: createdTokenSchema, status: 201 }) }, async (request, reply) => {
     const body = parse(newTokenBody, request.body);
     const expiresAt = body.expires_at === null ? null : body.expires_at * 1000;
     try {
@@ -135,7 +160,7 @@ function hostedRoutes(app: FastifyInstance, { gate, accounts, sessions }: NonNul
     }
   });
 
-  app.delete("/playground/api/tokens/:id", { config: described(session, { summary: "Playground: revokes a token (hosted profile)" }) }, async (request) => {
+  app.delete("/playground/api/tokens/:id", { config: described(session, { summary: "Playground: revokes a token (hosted profile)", response: tokenSchema }) }, async (request) => {
     const { id } = request.params as { id: string };
     // Only the account's own tokens, and only by id: another account's id is as unknown as a made-up one.
     const own = await accounts.listTokens(callerOf(request).account.id);
@@ -143,22 +168,25 @@ function hostedRoutes(app: FastifyInstance, { gate, accounts, sessions }: NonNul
     return tokenJson(await accounts.revokeToken(id));
   });
 
-  app.get("/playground/api/usage", { config: described(session, { summary: "Playground: the account's usage (hosted profile)", query: usageQuerySchema }) }, usageHandler(gate));
+  app.get("/playground/api/usage", { config: described(session, { summary: "Playground: the account's usage (hosted profile)", query: usageQuerySchema, response: usageResponseSchema }) }, usageHandler(gate));
 }
 
 /** A token as the playground's API lists it: times in seconds since the epoch, as OpenAI's `created`. */
 function tokenJson(token: AccessToken) {
-  const seconds = (ms: number | null) => (ms === null ? null : Math.floor(ms / 1000));
+  const seconds = (ms: number) => Math.floor(ms / 1000);
+  const secondsOrNull = (ms: number | null) => (ms === null ? null : seconds(ms));
   return {
     id: token.id,
     name: token.name,
     prefix: token.prefix,
     created_at: seconds(token.createdAt),
-    last_used_at: seconds(token.lastUsedAt),
-    expires_at: seconds(token.expiresAt),
-    revoked_at: seconds(token.revokedAt),
+    last_used_at: secondsOrNull(token.lastUsedAt),
+    expires_at: secondsOrNull(token.expiresAt),
+    revoked_at: secondsOrNull(token.revokedAt),
   };
 }
+
+same<Same<z.infer<typeof tokenSchema>, ReturnType<typeof tokenJson>>>(true);
 
 /** The signed-in caller: guardPlayground sets it on every "session" route of the hosted profile. */
 function callerOf(request: FastifyRequest): Caller {
