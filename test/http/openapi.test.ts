@@ -1,20 +1,55 @@
 // Issue 16, OpenAPI: GET /openapi.json is generated from the zod schemas the routes validate
 // with; every registered route is in it (a route cannot be registered without its description);
-// responses recorded here from the real server validate against it.
+// responses recorded here from the real server, local and hosted, validate against it.
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { AccessService } from "../../src/access/AccessService.js";
+import { SignInService } from "../../src/access/SignInService.js";
+import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
+import { loadTiers } from "../../src/access/tiers.js";
+import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { ApiDescription, openApiPath } from "../../src/http/openapi.js";
 import { chatCompletionRequestSchema } from "../../src/protocols/openai/schemas.js";
+import { startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { routesOf } from "../support/routeTree.js";
 import { postJson, readNamedEvents, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
 interface OpenApiDocument {
   openapi: string;
-  paths: Record<string, Record<string, { summary: string; requestBody?: { content: { "application/json": { schema: unknown } } } }>>;
+  paths: Record<string, Record<string, { summary: string; requestBody?: { content: { "application/json": { schema: unknown } } }; responses: Record<string, unknown> }>>;
   components: { schemas: Record<string, object> };
+}
+
+/**
+ * `expectValid(component, body)`: checks a recorded body against a component of the description
+ * (read when called: the document is fetched in a beforeAll).
+ */
+function validatorOf(documentOf: () => OpenApiDocument) {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  // z.iso.date()'s format; its pattern checks the same.
+  ajv.addFormat("date", /^\d{4}-\d{2}-\d{2}$/);
+  const expectValid = (component: string, body: unknown) => {
+    const schema = documentOf().components.schemas[component];
+    expect(schema, `component ${component}`).toBeDefined();
+    const validate = ajv.compile(schema!);
+    const valid = validate(body);
+    expect(valid ? [] : validate.errors, `${component}: ${JSON.stringify(body).slice(0, 300)}`).toEqual([]);
+  };
+  return { ajv, expectValid };
+}
+
+/** The NDJSON lines of a response. */
+async function readLines(response: Response): Promise<Array<Record<string, unknown>>> {
+  return (await response.text())
+    .trimEnd()
+    .split("\n")
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
 /** The methods an OpenAPI path item has; a catch-all route's others (PROPFIND…) cannot be described. */
@@ -25,23 +60,28 @@ const messages = [{ role: "user" as const, content: "Hello there." }];
 describe("GET /openapi.json", () => {
   let server: TestServer;
   let document: OpenApiDocument;
-  const ajv = new Ajv2020({ strict: false, allErrors: true });
-  /** Checks a recorded body against a component of the description. */
-  const expectValid = (component: string, body: unknown) => {
-    const schema = document.components.schemas[component];
-    expect(schema, `component ${component}`).toBeDefined();
-    const validate = ajv.compile(schema!);
-    const valid = validate(body);
-    expect(valid ? [] : validate.errors, `${component}: ${JSON.stringify(body).slice(0, 300)}`).toEqual([]);
-  };
+  /** The hub /api/pull pulls from: a model, and one whose download proves corrupt. */
+  let hub: FakeHub;
+  const { ajv, expectValid } = validatorOf(() => document);
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny"), embed: await testModelPath("embed-tiny"), rerank: await testModelPath("rerank-tiny") } });
+    const tiny = await readFile(await testModelPath("tiny"));
+    hub = await startFakeHub({
+      "test/Tiny-GGUF": [{ path: "Tiny-Q4_K_M.gguf", content: tiny }],
+      "test/Corrupt-GGUF": [{ path: "Corrupt-Q8_0.gguf", content: tiny, corruptWith: Buffer.alloc(tiny.length) }],
+    });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny"), embed: await testModelPath("embed-tiny"), rerank: await testModelPath("rerank-tiny") },
+      config: { hfEndpoint: hub.url },
+    });
     const response = await fetch(`${server.url}/openapi.json`);
     expect(response.status).toBe(200);
     document = (await response.json()) as OpenApiDocument;
   });
-  afterAll(async () => server?.close());
+  afterAll(async () => {
+    await server?.close();
+    await hub?.close();
+  });
 
   it("describes every route the app has registered", () => {
     expect(document.openapi).toBe("3.1.0");
@@ -143,9 +183,126 @@ describe("GET /openapi.json", () => {
     expectValid("GetHealth", status);
   });
 
+  it("validates recorded responses: token counts, native version, loaded models, embeddings, pulls, the playground's session", async () => {
+    expectValid("PostV1MessagesCountTokens", await (await postJson(`${server.url}/v1/messages/count_tokens`, { model: "tiny", messages })).json());
+    expectValid("GetApiVersion", await (await fetch(`${server.url}/api/version`)).json());
+    // A generate request without a prompt loads the model: /api/ps has one to list.
+    await readLines(await postJson(`${server.url}/api/generate`, { model: "tiny" }));
+    const ps = (await (await fetch(`${server.url}/api/ps`)).json()) as { models: unknown[] };
+    expect(ps.models.length).toBeGreaterThan(0);
+    expectValid("GetApiPs", ps);
+
+    for (const body of [{ model: "embed", input: ["a", "b"] }, { model: "embed", input: [] }]) {
+      expectValid("PostApiEmbed", await (await postJson(`${server.url}/api/embed`, body)).json());
+    }
+    for (const body of [{ model: "embed", prompt: "a" }, { model: "embed" }]) {
+      expectValid("PostApiEmbeddings", await (await postJson(`${server.url}/api/embeddings`, body)).json());
+    }
+
+    // A pull's progress lines (byte counts included) ending with success; one that fails ends with an error line.
+    const pulled = await readLines(await postJson(`${server.url}/api/pull`, { model: "hf.co/test/Tiny-GGUF:Q4_K_M" }));
+    expect(pulled.at(-1)).toEqual({ status: "success" });
+    expect(pulled.some((line) => typeof line.digest === "string" && typeof line.completed === "number")).toBe(true);
+    for (const line of pulled) expectValid("PostApiPullEvent", line);
+    const failed = await readLines(await postJson(`${server.url}/api/pull`, { model: "hf.co/test/Corrupt-GGUF:Q8_0" }));
+    expect(failed.at(-1)?.error).toEqual(expect.any(String));
+    for (const line of failed) expectValid("PostApiPullEvent", line);
+    expectValid("PostApiPull", await (await postJson(`${server.url}/api/pull`, { model: "hf.co/test/Tiny-GGUF:Q4_K_M", stream: false })).json());
+
+    expectValid("GetPlaygroundApiSession", await (await fetch(`${server.url}/playground/api/session`)).json());
+  });
+
   it("rejects a wrong shape: the check is not vacuous", () => {
     const schema = document.components.schemas.PostV1ChatCompletions!;
     expect(ajv.validate(schema, { id: "x", object: "chat.completion", created: 1, model: "tiny", choices: [{ index: 0 }] })).toBe(false);
+  });
+});
+
+describe("GET /openapi.json, hosted profile", () => {
+  let dataDir: string;
+  let store: SqliteAccessStore;
+  let server: TestServer;
+  let token: string;
+  let document: OpenApiDocument;
+  const { expectValid } = validatorOf(() => document);
+  const account = { account: "ada", password: "correct horse battery" };
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-openapi-hosted-"));
+    // Both limits, so the usage reply has a figure of each.
+    const tiersFile = path.join(dataDir, "tiers.json");
+    await writeFile(tiersFile, JSON.stringify({ default: "free", tiers: { free: { requestsPerMinute: 1000, tokensPerDay: 1_000_000 } } }));
+    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    const service = new AccessService(store, await loadTiers(tiersFile));
+    await service.createAccount(account.account);
+    await new SignInService(store, { idleMs: 3_600_000, maxAgeMs: 86_400_000 }).setPassword(account.account, account.password);
+    token = (await service.createToken(account.account, { name: "openapi" })).secret;
+    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { profile: "hosted", dataDir, tiersFile } });
+    const response = await fetch(`${server.url}/openapi.json`, { headers: { authorization: `Bearer ${token}` } });
+    expect(response.status).toBe(200);
+    document = (await response.json()) as OpenApiDocument;
+  });
+  afterAll(async () => {
+    await server?.close();
+    await store?.close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it("validates recorded responses: a token's usage", async () => {
+    const bearer = { authorization: `Bearer ${token}` };
+    expect((await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2 }, { headers: bearer })).status).toBe(200);
+    // The ledger is written behind the request: a row of usage shows once it is.
+    const usage = async () => (await (await fetch(`${server.url}/v1/usage`, { headers: bearer })).json()) as { data: unknown[]; limits: object };
+    await expect.poll(async () => (await usage()).data.length).toBeGreaterThan(0);
+    const body = await usage();
+    expect(Object.keys(body.limits).sort()).toEqual(["requests_per_minute", "tokens_per_day"]);
+    expectValid("GetV1Usage", body);
+  });
+
+  it("validates recorded responses: the playground's session, sign-in, tokens and usage, with their statuses", async () => {
+    // A browser: the cookies the server sets go back with each request, and the CSRF token it was last given.
+    const cookies = new Map<string, string>();
+    let csrf = "";
+    const call = async (method: string, url: string, body?: unknown) => {
+      const headers: Record<string, string> = { cookie: [...cookies].map(([name, value]) => `${name}=${value}`).join("; ") };
+      if (method !== "GET") headers["x-csrf-token"] = csrf;
+      if (body !== undefined) headers["content-type"] = "application/json";
+      const response = await fetch(`${server.url}${url}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      for (const line of response.headers.getSetCookie()) {
+        const [name = "", value = ""] = (line.split(";")[0] ?? "").split("=");
+        if (value === "") cookies.delete(name);
+        else cookies.set(name, value);
+      }
+      return response;
+    };
+    const json = async (response: Response, status = 200) => {
+      expect(response.status).toBe(status);
+      return (await response.json()) as Record<string, unknown>;
+    };
+
+    const signedOut = await json(await call("GET", "/playground/api/session"));
+    expect(signedOut.signed_in).toBe(false);
+    expectValid("GetPlaygroundApiSession", signedOut);
+    csrf = String(signedOut.csrf_token);
+    const signedIn = await json(await call("POST", "/playground/api/sign-in", account));
+    expectValid("PostPlaygroundApiSignIn", signedIn);
+    csrf = String(signedIn.csrf_token);
+    const session = await json(await call("GET", "/playground/api/session"));
+    expect(session.signed_in).toBe(true);
+    expectValid("GetPlaygroundApiSession", session);
+
+    const created = await json(await call("POST", "/playground/api/tokens", { name: "new", expires_at: null }), 201);
+    expectValid("PostPlaygroundApiTokens", created);
+    const listed = (await json(await call("GET", "/playground/api/tokens"))) as { data: unknown[] };
+    expect(listed.data.length).toBe(2);
+    expectValid("GetPlaygroundApiTokens", listed);
+    expectValid("DeletePlaygroundApiTokensId", await json(await call("DELETE", `/playground/api/tokens/${String(created.id)}`)));
+    expectValid("GetPlaygroundApiUsage", await json(await call("GET", "/playground/api/usage")));
+    expect((await call("POST", "/playground/api/sign-out")).status).toBe(204);
+
+    // The description says so: a new token is a 201, signing out a 204 with no body.
+    expect(Object.keys(document.paths["/playground/api/tokens"]?.post?.responses ?? {})).toEqual(["201", "default"]);
+    expect(document.paths["/playground/api/sign-out"]?.post?.responses["204"]).toEqual({ description: expect.any(String) });
   });
 });
 
