@@ -1,11 +1,11 @@
 // A throwaway nginx (the Debian package's binary) for the deployment test: its own prefix in a
 // temporary directory, in the foreground, with the site configuration given by the caller inside a
 // minimal main configuration. Tests call `needs("nginx")` first.
-import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { commandPath } from "./debianPackages.js";
+import { spawnService } from "./spawnService.js";
 
 export interface RunningNginx {
   stop(): Promise<void>;
@@ -43,17 +43,7 @@ ${site}
 `;
   const configFile = path.join(dir, "nginx.conf");
   await writeFile(configFile, config);
-  const child = spawn(binary, ["-p", dir, "-c", configFile, "-e", errorLog], { stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<void>((resolve) => {
-    child.once("exit", () => resolve());
-    child.once("error", (error) => {
-      output += String(error);
-      resolve();
-    });
-  });
+  const { child, output, exited } = spawnService(binary, ["-p", dir, "-c", configFile, "-e", errorLog]);
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGQUIT");
     await exited;
@@ -66,7 +56,7 @@ ${site}
     if (child.exitCode !== null || Date.now() > deadline) {
       const log = await readFile(errorLog, "utf8").catch(() => "");
       await stop();
-      throw new Error(`nginx did not start:\n${output}\n${log}`);
+      throw new Error(`nginx did not start:\n${output()}\n${log}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

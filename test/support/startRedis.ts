@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { commandPath } from "./debianPackages.js";
 import { freePort } from "./freePort.js";
+import { spawnService } from "./spawnService.js";
 
 export interface RunningRedis {
   /** e.g. redis://127.0.0.1:41234 */
@@ -31,22 +32,11 @@ export async function startRedis(): Promise<RunningRedis> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-redis-"));
   const port = await freePort();
   const args = ["--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--port", String(port), "--daemonize", "no", "--dir", dir];
-  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  // A binary that cannot start emits 'error' (and no 'exit'): unheard, that is an uncaught exception.
-  const exited = new Promise<void>((resolve) => {
-    child.once("exit", () => resolve());
-    child.once("error", (error) => {
-      output += error.message;
-      resolve();
-    });
-  });
+  const { child, output, exited } = spawnService(binary, args);
   let gone = false;
   void exited.then(() => (gone = true));
   try {
-    await waitForPong(port, () => gone, () => output);
+    await waitForPong(port, () => gone, output);
   } catch (error) {
     await end(child, exited, "SIGKILL");
     await rm(dir, { recursive: true, force: true });
