@@ -1,10 +1,8 @@
-import fs from "node:fs";
-import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
 import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageQuery, UsageRow } from "./AccessStore.js";
-import { migrateSqlite } from "./migrateSqlite.js";
+import { openSqlite } from "./migrateSqlite.js";
 import { newAccessToken, newAccount, newSession, reservationOf, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
 import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
@@ -226,16 +224,8 @@ export class SqliteAccessStore implements AccessStore {
 
   /** Opens (creating if needed) the store in `file`, bringing its schema up to date. */
   static open(file: string): SqliteAccessStore {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    const db = new Database(file);
-    try {
-      configure(db);
-      migrateSqlite(db, SCHEMA_COMPONENT, MIGRATIONS);
-      return new SqliteAccessStore(db);
-    } catch (error) {
-      db.close();
-      throw error;
-    }
+    const options = { component: SCHEMA_COMPONENT, migrations: MIGRATIONS, busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: "FULL", foreignKeys: true } as const;
+    return openSqlite(file, options, (db) => new SqliteAccessStore(db));
   }
 
   async createAccount(name: string, tier: string): Promise<Account> {
@@ -355,15 +345,6 @@ export class SqliteAccessStore implements AccessStore {
   async close(): Promise<void> {
     this.db.close();
   }
-}
-
-function configure(db: Connection): void {
-  // First, so that switching the journal mode waits for another connection rather than failing.
-  db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
-  db.pragma("journal_mode = WAL");
-  db.pragma("synchronous = FULL");
-  // Off by default in SQLite, per connection.
-  db.pragma("foreign_keys = ON");
 }
 
 function isConstraintError(error: unknown, code: string): boolean {

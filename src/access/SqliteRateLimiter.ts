@@ -1,13 +1,11 @@
 import { randomUUID } from "node:crypto";
-import fs from "node:fs";
-import path from "node:path";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
 import { assertTokenCount, CONCURRENCY_RETRY_MS, LEASE_MS, MINUTE_MS, msUntilUtcMidnight, RESERVATION_TTL_MS, retryAfterSeconds, stateOf, utcDay } from "./limitFigures.js";
 import type { Figures, LimiterTimings } from "./limitFigures.js";
 import { LimiterUnavailableError } from "./RateLimiter.js";
 import type { Admission, LimitName, LimitPolicy, LimitState, RateLimiter, Reservation } from "./RateLimiter.js";
-import { migrateSqlite } from "./migrateSqlite.js";
+import { openSqlite } from "./migrateSqlite.js";
 
 export interface SqliteRateLimiterOptions extends LimiterTimings {
   /** The clock (ms since the epoch); tests move it instead of sleeping. */
@@ -148,19 +146,12 @@ export class SqliteRateLimiter implements RateLimiter {
 
   /** Opens the limiter in `file`, and starts holding: its lease taken, dead holders' reservations released. */
   static open(file: string, options: SqliteRateLimiterOptions = {}): SqliteRateLimiter {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
-    try {
-      db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = NORMAL");
-      migrateSqlite(db, SCHEMA_COMPONENT, MIGRATIONS);
+    const sqlite = { component: SCHEMA_COMPONENT, migrations: MIGRATIONS, busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: "NORMAL" } as const;
+    return openSqlite(file, sqlite, (db) => {
       const limiter = new SqliteRateLimiter(db, options);
       limiter.#heartbeat.immediate();
       return limiter;
-    } catch (error) {
-      db.close();
-      throw error;
-    }
+    });
   }
 
   async admit(key: string, policy: LimitPolicy, tokens: number, promptTokens = 0): Promise<Admission> {

@@ -1,8 +1,5 @@
-import fs from "node:fs";
-import path from "node:path";
-import Database from "better-sqlite3";
 import type { Database as Connection, Statement } from "better-sqlite3";
-import { migrateSqlite } from "./migrateSqlite.js";
+import { openSqlite } from "./migrateSqlite.js";
 import { RESPONSE_COLUMNS, toResponseColumns, toStoredResponse, type ResponseColumns } from "./responseRows.js";
 import type { ResponseStore, StoredResponse } from "./ResponseStore.js";
 
@@ -50,17 +47,8 @@ export class SqliteResponseStore implements ResponseStore {
 
   /** Opens (creating if needed) the store in `file`, bringing its schema up to date. */
   static open(file: string): SqliteResponseStore {
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
-    try {
-      db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = FULL");
-      migrateSqlite(db, SCHEMA_COMPONENT, MIGRATIONS);
-      return new SqliteResponseStore(db);
-    } catch (error) {
-      db.close();
-      throw error;
-    }
+    const options = { component: SCHEMA_COMPONENT, migrations: MIGRATIONS, busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: "FULL" } as const;
+    return openSqlite(file, options, (db) => new SqliteResponseStore(db));
   }
 
   async save(record: StoredResponse): Promise<void> {
