@@ -109,8 +109,11 @@ describe("SQLite rate limiter shared by two processes", () => {
     const limiter = SqliteRateLimiter.open(file);
     try {
       const child = await childAdmitter(file);
-      // The start leaves the child time to read its orders, even on a loaded machine.
-      const run: Race = { keys: 500, attempts: 5_000, policy: { requestsPerMinute: 3 }, startAt: Date.now() + 200 };
+      // The start leaves the child time to read its orders, even on a loaded machine; the race is
+      // long enough (~1 s) that a process stalled for a moment at its start (a loaded machine, other
+      // test files beside this one) still meets the other on most keys: with 5,000 attempts one side
+      // sometimes got none.
+      const run: Race = { keys: 2_000, attempts: 20_000, policy: { requestsPerMinute: 3 }, startAt: Date.now() + 200 };
       const childAllowed = child.race(run);
       const allowed = await raceThroughKeys(limiter, run);
 
