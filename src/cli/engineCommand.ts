@@ -1,6 +1,6 @@
 import type { Config } from "../config/settings.js";
 import { loadLlama } from "../engine/loadLlama.js";
-import { nativeDecodeAndSample } from "../engine/llamaInternals.js";
+import { nativeSteps } from "../engine/llamaInternals.js";
 import { buildNativeEngine } from "../engine/nativeEngine.js";
 import { UsageError } from "./UsageError.js";
 
@@ -13,9 +13,9 @@ export const engineUsage = "modelhost engine <build|status> [options]";
 export async function engineCommand(action: string | undefined, config: Config): Promise<string> {
   switch (action) {
     case "build": {
-      const { seconds, systemInfo, decodeAndSample } = await buildNativeEngine();
+      const { seconds, systemInfo, nativeSteps: withSteps } = await buildNativeEngine();
       return [
-        `Built llama.cpp for this machine in ${seconds.toFixed(0)} s${decodeAndSample ? ", with modelhost's decode-and-sample step" : ""}.`,
+        `Built llama.cpp for this machine in ${seconds.toFixed(0)} s${withSteps ? ", with modelhost's native decode steps" : ""}.`,
         systemInfo.trim(),
         "The server uses it from now on (--engine auto).",
       ].join("\n");
@@ -32,7 +32,7 @@ export async function engineCommand(action: string | undefined, config: Config):
           `gpu: ${llama.gpu || "none"}`,
           `threads: ${threads}`,
           // One native task per decode step (decode and samples) when built by `engine build`.
-          `decode step: ${nativeDecodeAndSample(llama) ? "decode and sample in one task" : "decode, then sample (node-llama-cpp)"}`,
+          `decode step: ${nativeSteps(llama) ? "native loop (decode and sample in one task, steps without the event loop)" : "decode, then sample (node-llama-cpp)"}`,
           `llama.cpp: ${llama.llamaCppRelease.release}`,
           llama.systemInfo.trim(),
         ].join("\n");

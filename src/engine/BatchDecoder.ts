@@ -1,5 +1,5 @@
 import type { Token } from "node-llama-cpp";
-import { probabilityMap, type DecodeAndSample, type NativeContext, type NativeSampler } from "./llamaInternals.js";
+import { probabilityMap, type NativeContext, type NativeSampler, type NativeSteps } from "./llamaInternals.js";
 
 /** A sampled token, with its distribution when it was asked for. */
 export interface Sampled {
@@ -17,6 +17,11 @@ export interface GenerationSetup {
   metadata?: { probabilities: boolean };
   /** True for a token after which nothing more is decoded: the end of the turn. */
   isLast(token: Token): boolean;
+  /**
+   * The tokens `isLast` is true for besides the model's end-of-generation tokens: the native loop
+   * stops after them (one it does not know only costs a step or two decoded for nothing).
+   */
+  endTokens?: readonly Token[];
   /** The most tokens the consumer will take: no step is decoded for more. */
   limit: number;
 }
@@ -57,7 +62,33 @@ interface Job {
   /** The job's input is decoded (and sampled): results in input order, one per sampled position. */
   done(results: Sampled[]): void;
   fail(error: unknown): void;
+  /**
+   * A generation's: how many tokens it may still sample after this step's, and the tokens that end
+   * it besides the model's own. Such jobs can be decoded on by the native loop.
+   */
+  generation?: { ahead(): number; endTokens: Int32Array };
+  /** A native loop that decoded this job is over: nothing decodes it ahead any more. */
+  released?(): void;
 }
+
+/** A job's part of one batch. */
+interface BatchItem {
+  job: Job;
+  /** How many of its input tokens are in the batch. */
+  count: number;
+  /** Where the first of them goes in its sequence. */
+  position: number;
+  /** Which of them get logits (indexes into its part). */
+  logitIndexes: Uint32Array;
+}
+
+/**
+ * How far a generation's consumer may fall behind: past this many tokens waiting, its sequence
+ * sits out the steps until it takes one. Decoding runs on meanwhile (the native loop does not wait
+ * for the event loop), so a consumer whose HTTP write takes longer than a step still gets its
+ * tokens in bursts, and one that reads nothing holds up no one.
+ */
+export const MAX_TOKENS_AHEAD = 16;
 
 /**
  * Decodes every sequence of one llama.cpp context in shared batches, and samples.
@@ -74,10 +105,13 @@ interface Job {
  *
  * Steps are pipelined with their consumers: as soon as a step's tokens are sampled they are
  * handed over and the next step, whose input they are, starts decoding, so a consumer's work with
- * token k (detokenizing, matching, the HTTP write) runs while token k+1 is decoded. A consumer
- * that falls behind (a client that does not read) keeps at most one token waiting, and its
- * sequence sits out the steps until it takes it. A consumer that stops leaves the token it did not
- * take decoded in the cache: it is a real continuation, so a later prompt that shares it reuses it.
+ * token k (detokenizing, matching, the HTTP write) runs while token k+1 is decoded. With
+ * modelhost's native steps, a batch of generations goes on in a native loop that decodes step
+ * after step on the pool thread and hands each step's tokens over as they come, until JavaScript
+ * asks for the context back (#generate). A consumer that falls behind (a client that does not
+ * read) has at most MAX_TOKENS_AHEAD tokens waiting, and its sequence then sits out the steps
+ * until it takes one. Tokens decoded for a consumer that stopped stay in the cache: they are a
+ * real continuation, so a later prompt that shares them reuses them.
  *
  * Everything that touches the context's memory (decoding, trimming or copying a sequence's cache)
  * runs on this one loop, never two at once: llama.cpp's memory is not safe to edit during a decode.
@@ -85,7 +119,7 @@ interface Job {
 export class BatchDecoder {
   readonly #native: NativeContext;
   readonly #batchSize: number;
-  readonly #decodeAndSample: DecodeAndSample | undefined;
+  readonly #steps: NativeSteps | undefined;
   /** Jobs with input to decode, in arrival order. */
   readonly #ready: Job[] = [];
   /** Tokens of the last step for consumers that wait, given once the next step has started. */
@@ -93,17 +127,20 @@ export class BatchDecoder {
   /** Cache edits waiting for the gap between two steps. */
   readonly #edits: Array<() => Promise<void>> = [];
   #running = false;
+  /** The native loop under way: its jobs, and the flag that asks it to stop before its next step. */
+  #looping: { jobs: Set<Job>; control: Int32Array } | undefined;
   #closed: Error | undefined;
   readonly #idleWaiters: Array<() => void> = [];
 
   /**
-   * `decodeAndSample`: modelhost's native step (binaries built by `modelhost engine build`), which
-   * decodes and samples the plain generation steps in one libuv task instead of 1 + n.
+   * `native`: modelhost's native steps (binaries built by `modelhost engine build`), which decode
+   * and sample the plain generation steps in one libuv task instead of 1 + n, and go on decoding
+   * generations step after step without waiting for the event loop.
    */
-  constructor(native: NativeContext, options: { batchSize: number; threads: number; decodeAndSample?: DecodeAndSample | undefined }) {
+  constructor(native: NativeContext, options: { batchSize: number; threads: number; native?: NativeSteps | undefined }) {
     this.#native = native;
     this.#batchSize = options.batchSize;
-    this.#decodeAndSample = options.decodeAndSample;
+    this.#steps = options.native;
     native.setThreads(options.threads);
   }
 
@@ -174,6 +211,7 @@ export class BatchDecoder {
   /** Fails what waits, waits for the step under way; nothing is decoded after. */
   async close(error: Error): Promise<void> {
     this.#closed = error;
+    this.yieldLoop();
     for (const job of this.#ready.splice(0)) job.fail(error);
     await this.idle();
   }
@@ -191,6 +229,21 @@ export class BatchDecoder {
 
   /** @internal (Generation) Takes a waiting job off the queue: false if it is not waiting (it may be decoding). */
   withdraw(job: Job): boolean {
+    if (this.looping(job)) this.yieldLoop();
+    return this.#take(job);
+  }
+
+  /** @internal (Generation) Whether a native loop under way decodes this job's sequence ahead. */
+  looping(job: Job): boolean {
+    return this.#looping?.jobs.has(job) ?? false;
+  }
+
+  /** @internal (Generation) Asks the native loop under way to stop before its next step. */
+  yieldLoop(): void {
+    if (this.#looping) this.#looping.control[0] = 1;
+  }
+
+  #take(job: Job): boolean {
     const index = this.#ready.indexOf(job);
     if (index !== -1) this.#ready.splice(index, 1);
     return index !== -1;
@@ -201,12 +254,16 @@ export class BatchDecoder {
       job.fail(this.#closed);
       return;
     }
+    // New work joins at the next step: the loop hands the context back. Its own jobs coming
+    // back for their next token (the loop decodes that) do not stop it.
+    if (!this.looping(job)) this.yieldLoop();
     this.#ready.push(job);
     this.#kick();
   }
 
   #edit<T>(edit: () => T | Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(this.#closed);
+    this.yieldLoop();
     return new Promise<T>((resolve, reject) => {
       this.#edits.push(async () => {
         try {
@@ -275,12 +332,12 @@ export class BatchDecoder {
    * its front, ahead of later arrivals.
    */
   async #step(): Promise<void> {
-    const batch: Array<{ job: Job; count: number; position: number; logitIndexes: Uint32Array }> = [];
+    const batch: BatchItem[] = [];
     let size = 0;
     const order = [...this.#ready.filter((job) => job.input.length === 1), ...this.#ready.filter((job) => job.input.length > 1)];
     for (const job of order) {
       if (job.signal?.aborted) {
-        this.withdraw(job);
+        this.#take(job);
         job.fail(job.signal.reason);
         continue;
       }
@@ -290,7 +347,7 @@ export class BatchDecoder {
       const logitIndexes =
         job.sampleAt === "every" ? Uint32Array.from({ length: count }, (_, i) => i) : job.sampleAt === "last" && finishes ? Uint32Array.of(count - 1) : new Uint32Array(0);
       batch.push({ job, count, position: job.sequence.tokens.length, logitIndexes });
-      this.withdraw(job);
+      this.#take(job);
       size += count;
     }
     if (batch.length === 0) return;
@@ -303,10 +360,14 @@ export class BatchDecoder {
       const batchIndexes = batch.map(({ job, count, position, logitIndexes }) => native.addToBatch(job.sequence.id, position, Uint32Array.from(job.input.slice(0, count)), logitIndexes));
       // Generation steps without metadata are sampled in the native step when the binary has it;
       // the rest (logprobs, scoring) by node-llama-cpp's sampleToken after the decode.
-      const combined = this.#decodeAndSample ? batch.flatMap((item, i) => (item.job.sampler && !item.job.metadata && item.logitIndexes.length === 1 ? [i] : [])) : [];
+      const steps = this.#steps;
+      const combined = steps ? batch.flatMap((item, i) => (item.job.sampler && !item.job.metadata && item.logitIndexes.length === 1 ? [i] : [])) : [];
+      // A batch of nothing but such generations goes on in the native loop.
+      const ahead = combined.length === batch.length ? Math.min(...batch.map(({ job }) => job.generation?.ahead() ?? 0)) : 0;
+      if (steps && ahead > 0) return await this.#generate(steps, batch, batchIndexes, ahead);
       const natively = new Map<number, number>();
       if (combined.length > 0) {
-        const tokens = await this.#decodeAndSample!(native, Int32Array.from(combined, (i) => batchIndexes[i]![0]!), combined.map((i) => batch[i]!.job.sampler!));
+        const tokens = await steps!.decodeAndSample(native, Int32Array.from(combined, (i) => batchIndexes[i]![0]!), combined.map((i) => batch[i]!.job.sampler!));
         combined.forEach((i, k) => natively.set(i, tokens[k]!));
       } else {
         await native.decodeBatch();
@@ -336,6 +397,91 @@ export class BatchDecoder {
       if (!Array.isArray(outcome)) job.fail(outcome.error);
       else if (job.input.length === 0 || job.sampleAt === "every") job.done(outcome);
     });
+  }
+
+  /**
+   * The batch (generations only, all sampled natively) and then up to `ahead` more steps of the
+   * same sequences in modelhost's native loop: each step's tokens are handed over as they come,
+   * while the next decodes. The loop stops when a job does not come back for its next token (it
+   * ended, or its consumer stopped), when other work arrives, and after a few milliseconds; a step
+   * it decoded for a job that did not ask is a real continuation, kept in the cache and otherwise
+   * dropped (the job's sampler is not used again).
+   */
+  async #generate(steps: NativeSteps, batch: BatchItem[], batchIndexes: Uint32Array[], ahead: number): Promise<void> {
+    const jobs = batch.map(({ job }) => job);
+    const control = new Int32Array(new ArrayBuffer(4));
+    this.#looping = { jobs: new Set(jobs), control };
+    // Each sequence's last sampled token: the input of its next step.
+    const previous = new Array<number>(batch.length);
+    // The jobs still asking for tokens.
+    const active = new Set(jobs);
+    let step = 0;
+    let fault: { error: unknown } | undefined;
+    const onStep = (tokens: Int32Array) => {
+      try {
+        this.#loopStep(batch, tokens, step++, previous, active);
+      } catch (error) {
+        control[0] = 1;
+        fault ??= { error };
+      }
+    };
+    const endTokens = new Set<number>();
+    for (const { job } of batch) for (const token of job.generation!.endTokens) endTokens.add(token);
+    try {
+      await steps.generate(
+        this.#native,
+        Int32Array.from(batchIndexes, (indexes) => indexes[0]!),
+        jobs.map((job) => job.sampler!),
+        Int32Array.from(jobs, (job) => job.sequence.id),
+        Int32Array.from(batch, ({ count, position }) => position + count),
+        Int32Array.from(endTokens),
+        ahead,
+        control,
+        onStep,
+      );
+      if (fault) throw fault.error;
+    } catch (error) {
+      // What the failed step left in these sequences' caches is unknown: they start afresh.
+      for (const job of jobs) {
+        this.#take(job);
+        this.#truncate(job.sequence, 0);
+        if (active.has(job)) job.fail(error);
+      }
+    } finally {
+      this.#looping = undefined;
+      this.#handOver();
+      for (const job of jobs) job.released?.();
+    }
+  }
+
+  /** One step of the native loop: its inputs are now in the caches, its tokens go to the jobs that asked. */
+  #loopStep(batch: BatchItem[], tokens: Int32Array, step: number, previous: number[], active: Set<Job>): void {
+    batch.forEach(({ job, count }, i) => {
+      const token = tokens[i]!;
+      let asked = true;
+      if (step === 0) {
+        job.sequence.tokens.push(...job.input.splice(0, count));
+      } else {
+        job.sequence.tokens.push(previous[i] as Token);
+        // It asked for this step if it came back to the queue with the token as its input.
+        asked = this.#take(job);
+        if (asked) job.input.length = 0;
+      }
+      previous[i] = token;
+      if (!active.has(job)) return;
+      if (!asked) {
+        active.delete(job);
+        return;
+      }
+      if (token === -1) job.fail(new Error("llama.cpp could not sample a token (no candidate survived the sampler chain)"));
+      else job.done([{ token: token as Token }]);
+      // Ended, stopped or failed: the loop must not decode ahead for it.
+      if (!this.#ready.includes(job)) {
+        active.delete(job);
+        this.yieldLoop();
+      }
+    });
+    this.#handOver();
   }
 
   async #sample(job: Job, batchIndexes: Uint32Array): Promise<Sampled[]> {
@@ -392,6 +538,13 @@ class Generation {
       signal,
       done: ([result]) => this.#onSampled(result!),
       fail: (error) => this.#onFailed(error),
+      generation: {
+        // A consumer this far behind waits for its next token in a step of its own, which holds
+        // the token back (a loop would decode on for it).
+        ahead: () => (this.#finished || this.#waiting.length >= MAX_TOKENS_AHEAD - 1 ? 0 : setup.limit - this.#sampled - 1),
+        endTokens: Int32Array.from(setup.endTokens ?? []),
+      },
+      released: () => this.#settle(),
     };
   }
 
@@ -405,9 +558,10 @@ class Generation {
       }
     } finally {
       this.#finished = true;
-      // Still queued: simply dropped. Decoding: wait until its step is over.
+      // Still queued: simply dropped. Decoding (or decoded ahead by a native loop): wait until
+      // that is over.
       if (this.#decoder.withdraw(this.#job)) this.#inStep = false;
-      if (this.#inStep) await new Promise<void>((resolve) => (this.#settled = resolve));
+      if (this.#busy()) await new Promise<void>((resolve) => (this.#settled = resolve));
     }
   }
 
@@ -446,7 +600,18 @@ class Generation {
       this.#decoder.handOverLater(() => consumer.resolve(sampled));
     } else {
       this.#waiting.push(sampled);
-      if (continues) this.#heldInput = sampled.token;
+      if (continues) {
+        // Behind: decoding goes on up to MAX_TOKENS_AHEAD tokens waiting. A native loop decoding this
+        // sequence ahead is asked to stop there, and what it decodes meanwhile is still this
+        // generation's (its sampler has taken each token), so it keeps coming back for them.
+        if (this.#waiting.length < MAX_TOKENS_AHEAD || this.#decoder.looping(this.#job)) {
+          this.#job.input = [sampled.token];
+          this.#start();
+        } else {
+          this.#heldInput = sampled.token;
+        }
+        if (this.#waiting.length >= MAX_TOKENS_AHEAD) this.#decoder.yieldLoop();
+      }
     }
     this.#settle();
   }
@@ -460,8 +625,12 @@ class Generation {
     this.#settle();
   }
 
+  #busy(): boolean {
+    return this.#inStep || this.#decoder.looping(this.#job);
+  }
+
   #settle(): void {
-    if (this.#inStep) return;
+    if (this.#busy()) return;
     const settled = this.#settled;
     this.#settled = undefined;
     settled?.();

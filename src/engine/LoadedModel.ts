@@ -12,7 +12,7 @@ import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
-import { createNativeSampler, nativeContextOf, nativeDecodeAndSample, sequenceIdOf } from "./llamaInternals.js";
+import { createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf } from "./llamaInternals.js";
 import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
 import { SlotPool } from "./SlotPool.js";
@@ -70,7 +70,7 @@ export class LoadedModel {
     // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
     this.#decoder = context
-      ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads, decodeAndSample: nativeDecodeAndSample(model.llama) })
+      ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads, native: nativeSteps(model.llama) })
       : undefined;
     this.#pool = new SlotPool(
       sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence), sequence)),

@@ -1,5 +1,5 @@
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from "node-llama-cpp";
-import { DECODE_AND_SAMPLE } from "./native/addonPatch.js";
+import { DECODE_AND_SAMPLE, GENERATE } from "./native/addonPatch.js";
 
 /**
  * node-llama-cpp's native objects, which the batch decoder drives directly (see BatchDecoder for
@@ -91,9 +91,38 @@ export function nativeContextOf(context: LlamaContext): NativeContext {
  */
 export type DecodeAndSample = (context: NativeContext, batchIndexes: Int32Array, samplers: NativeSampler[]) => Promise<Int32Array>;
 
-export function nativeDecodeAndSample(llama: Llama): DecodeAndSample | undefined {
-  const fn = (llama as unknown as LlamaInternals)._bindings?.[DECODE_AND_SAMPLE];
-  return typeof fn === "function" ? (fn as DecodeAndSample) : undefined;
+/**
+ * modelhost's native generation loop (native/decodeAndSample.cpp), in the same binaries: the same
+ * first step, then each sampled token is decoded as its sequence's next input (`positions[i]`,
+ * `positions[i] + 1`, …) and sampled again, without a round trip through the event loop. Every
+ * step's tokens reach `onStep` in order. It stops before a step once `control[0]` is non-zero, after
+ * `maxSteps` more steps, after a token that is -1, an end of generation or in `endTokens`, and after
+ * a few milliseconds (the pool thread's other work). Resolves to the steps taken, all seen by then.
+ */
+export type NativeGenerate = (
+  context: NativeContext,
+  batchIndexes: Int32Array,
+  samplers: NativeSampler[],
+  sequenceIds: Int32Array,
+  positions: Int32Array,
+  endTokens: Int32Array,
+  maxSteps: number,
+  control: Int32Array,
+  onStep: (tokens: Int32Array) => void,
+) => Promise<number>;
+
+/** modelhost's native steps, where the loaded binary was built with them (`modelhost engine build`). */
+export interface NativeSteps {
+  decodeAndSample: DecodeAndSample;
+  generate: NativeGenerate;
+}
+
+export function nativeSteps(llama: Llama): NativeSteps | undefined {
+  const bindings = (llama as unknown as LlamaInternals)._bindings;
+  const decodeAndSample = bindings?.[DECODE_AND_SAMPLE];
+  const generate = bindings?.[GENERATE];
+  if (typeof decodeAndSample !== "function" || typeof generate !== "function") return undefined;
+  return { decodeAndSample: decodeAndSample as DecodeAndSample, generate: generate as NativeGenerate };
 }
 
 /** The id llama.cpp knows the sequence by (its seq_id in batches and memory calls). */

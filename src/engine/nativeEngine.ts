@@ -1,5 +1,5 @@
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
-import { nativeDecodeAndSample } from "./llamaInternals.js";
+import { nativeSteps } from "./llamaInternals.js";
 import { withAddonPatch } from "./native/addonPatch.js";
 
 /**
@@ -16,9 +16,9 @@ export const NATIVE_CMAKE_OPTIONS: Readonly<Record<string, string>> = { GGML_NAT
  * (llama/gitRelease.bundle): offline, with the system's cmake and C++ compiler. Takes minutes.
  * The result lives in node_modules/node-llama-cpp/llama/localBuilds, so a fresh `npm ci` drops it.
  */
-export async function buildNativeEngine(log: (line: string) => void = console.error): Promise<{ seconds: number; systemInfo: string; decodeAndSample: boolean }> {
+export async function buildNativeEngine(log: (line: string) => void = console.error): Promise<{ seconds: number; systemInfo: string; nativeSteps: boolean }> {
   const started = performance.now();
-  // With modelhost's one native addition (decode and sample in one task: see native/addonPatch.ts).
+  // With modelhost's native steps (decode and sample in one task, the generation loop: see native/addonPatch.ts).
   const llama = await withAddonPatch(
     () =>
       getLlama({
@@ -32,7 +32,7 @@ export async function buildNativeEngine(log: (line: string) => void = console.er
   );
   try {
     if (llama.buildType !== "localBuild") throw new Error(`the build finished, but node-llama-cpp loaded a ${llama.buildType} binary`);
-    return { seconds: (performance.now() - started) / 1000, systemInfo: llama.systemInfo, decodeAndSample: nativeDecodeAndSample(llama) !== undefined };
+    return { seconds: (performance.now() - started) / 1000, systemInfo: llama.systemInfo, nativeSteps: nativeSteps(llama) !== undefined };
   } finally {
     await llama.dispose();
   }

@@ -289,6 +289,7 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
       sampler,
       ...(job.logprobs ? { metadata: { probabilities: job.logprobs.top > 0 } } : {}),
       isLast: isEnd,
+      endTokens: [...job.stopTokens, ...[model.tokens.eos, model.tokens.eot].filter((token) => token !== null)],
       limit: job.maxTokens - state.completionTokens,
     },
     signal,

@@ -34,7 +34,7 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
   it("builds offline from the bundled source, unless already built", { timeout: 30 * 60_000 }, async () => {
     if (built) return;
     const { stdout } = await run("nice", ["-n", "19", process.execPath, bin, "engine", "build"], { maxBuffer: 64 * 1024 * 1024 });
-    expect(stdout).toMatch(/Built llama\.cpp for this machine in \d+ s, with modelhost's decode-and-sample step\./);
+    expect(stdout).toMatch(/Built llama\.cpp for this machine in \d+ s, with modelhost's native decode steps\./);
     // node-llama-cpp's own sources are as it ships them again.
     const addonDir = path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama/addon");
     expect(await readFile(path.join(addonDir, "addon.cpp"), "utf8")).not.toMatch(/modelhost/);
@@ -44,7 +44,7 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
   it("is what `engine status` reports and what --engine native loads", async () => {
     const { stdout } = await run(process.execPath, [bin, "engine", "status", "--engine", "native"]);
     expect(stdout).toMatch(/^backend: native$/m);
-    expect(stdout).toMatch(/^decode step: decode and sample in one task$/m);
+    expect(stdout).toMatch(/^decode step: native loop \(decode and sample in one task, steps without the event loop\)$/m);
     expect(stdout).toMatch(/OPENMP = 1/);
   });
 

@@ -2,8 +2,8 @@
 // pipeline with its consumers, caches kept exact, and failures kept to the jobs they concern.
 import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { BatchDecoder, DecoderSequence, type GenerationSetup } from "../../src/engine/BatchDecoder.js";
-import type { DecodeAndSample, NativeContext, NativeSampler } from "../../src/engine/llamaInternals.js";
+import { BatchDecoder, DecoderSequence, MAX_TOKENS_AHEAD, type GenerationSetup } from "../../src/engine/BatchDecoder.js";
+import type { NativeContext, NativeSampler, NativeSteps } from "../../src/engine/llamaInternals.js";
 
 /** A batch as the fake saw it: per sequence, the tokens and the positions they went to. */
 type Batch = Array<{ sequence: number; tokens: number[]; positions: number[] }>;
@@ -72,6 +72,48 @@ class FakeNative implements NativeContext {
   setThreads(): void {}
 }
 
+/**
+ * modelhost's native steps as the C++ (src/engine/native/decodeAndSample.cpp) runs them, on the
+ * fake context. `lag`: the event loop hears of each loop step only once the next has decoded (the
+ * C++ delivers steps while it goes on), so a job's change of mind arrives a step late.
+ */
+function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
+  const calls = { decodeAndSample: [] as number[][], generate: [] as Array<{ sequences: number[]; maxSteps: number; steps: number }> };
+  const steps: NativeSteps = {
+    decodeAndSample: async (context, indexes) => {
+      await context.decodeBatch();
+      calls.decodeAndSample.push([...indexes]);
+      return Int32Array.from(indexes, (index) => native.predict(index));
+    },
+    generate: async (context, batchIndexes, _samplers, sequenceIds, positions, endTokens, maxSteps, control, onStep) => {
+      const call = { sequences: [...sequenceIds], maxSteps, steps: 0 };
+      calls.generate.push(call);
+      let indexes = batchIndexes;
+      let tokens = new Int32Array(0);
+      const pending: Int32Array[] = [];
+      try {
+        for (let step = 0; ; step++) {
+          if (step > 0) {
+            if (step > maxSteps || control[0] !== 0 || tokens.some((token) => token < 0 || endTokens.includes(token))) return call.steps;
+            context.initBatch(tokens.length);
+            indexes = Int32Array.from(sequenceIds, (id, i) => context.addToBatch(id, positions[i]! + step - 1, Uint32Array.of(tokens[i]!), Uint32Array.of(0))[0]!);
+          }
+          await context.decodeBatch();
+          if (options.lag) for (const late of pending.splice(0)) onStep(late);
+          tokens = Int32Array.from(indexes, (index) => native.predict(index));
+          call.steps = step + 1;
+          pending.push(tokens);
+          if (!options.lag) onStep(pending.shift()!);
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      } finally {
+        for (const late of pending.splice(0)) onStep(late);
+      }
+    },
+  };
+  return { steps, calls };
+}
+
 const sampler: NativeSampler = { applyConfig: () => undefined, dispose: () => undefined };
 const setup = (overrides: Partial<GenerationSetup> = {}): GenerationSetup => ({ sampler, isLast: () => false, limit: Infinity, ...overrides });
 
@@ -119,16 +161,16 @@ describe("BatchDecoder", () => {
     expect(native.batches.flat().filter((entry) => entry.sequence === 0)).toHaveLength(3);
   });
 
-  it("lets a sequence whose consumer does not read sit out the steps, holding one token, while the others go on", async () => {
+  it("lets a sequence whose consumer does not read sit out the steps once it is MAX_TOKENS_AHEAD behind, while the others go on", async () => {
     const native = new FakeNative();
     const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
     const slow = decoder.generate(new DecoderSequence(0), [0] as Token[], setup());
-    const fast = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 6 }));
+    const fast = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 40 }));
     expect(await take(slow, 1)).toEqual([1]);
-    expect(await take(fast, 6)).toEqual([101, 102, 103, 104, 105, 106]);
-    // The slow one's second token was sampled and waits; nothing past it was decoded.
-    expect(native.batches.flat().filter((entry) => entry.sequence === 0).map((entry) => entry.tokens)).toEqual([[0], [1]]);
-    expect(await take(slow, 2)).toEqual([2, 3]);
+    expect(await take(fast, 40)).toEqual(Array.from({ length: 40 }, (_, i) => 101 + i));
+    // The slow one's tokens 2…17 were sampled and wait; nothing past them was decoded.
+    expect(native.batches.flat().filter((entry) => entry.sequence === 0).map((entry) => entry.tokens[0])).toEqual(Array.from({ length: MAX_TOKENS_AHEAD + 1 }, (_, i) => i));
+    expect(await take(slow, MAX_TOKENS_AHEAD + 2)).toEqual(Array.from({ length: MAX_TOKENS_AHEAD + 2 }, (_, i) => 2 + i));
     await slow.return();
   });
 
@@ -211,22 +253,108 @@ describe("BatchDecoder", () => {
 
   it("samples plain generation steps in the native decode-and-sample call, and logprob steps after it", async () => {
     const native = new FakeNative();
-    const calls: number[][] = [];
-    const decodeAndSample: DecodeAndSample = async (context, indexes) => {
-      await context.decodeBatch();
-      calls.push([...indexes]);
-      return Int32Array.from(indexes, (index) => native.predict(index));
-    };
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, decodeAndSample });
+    const { steps, calls } = fakeSteps(native);
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
     const plain = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 3 }));
     const withLogprobs = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 3, metadata: { probabilities: true } }));
-    expect(await take(plain, 3)).toEqual([1, 2, 3]);
-    const sampled = [];
-    for await (const step of withLogprobs) sampled.push(step);
+    const sampled: Array<{ token: Token }> = [];
+    const collect = async () => {
+      for await (const step of withLogprobs) sampled.push(step);
+    };
+    const [plainTokens] = await Promise.all([take(plain, 3), collect()]);
+    expect(plainTokens).toEqual([1, 2, 3]);
     expect(sampled.map((step) => step.token)).toEqual([101, 102, 103]);
     expect(sampled[0]).toMatchObject({ confidence: 0.75, probabilities: new Map([[101, 0.75], [102, 0.25]]) });
-    expect(calls).toHaveLength(3);
+    expect(calls.decodeAndSample).toHaveLength(3);
+    // Never in the loop: a batch with a logprob step is not all native samples.
+    expect(calls.generate).toEqual([]);
     // node-llama-cpp's sampleToken only for the steps that asked for probabilities.
     expect(native.sampleCalls).toBe(3);
   });
+
+  for (const lag of [false, true]) {
+    describe(`the native loop${lag ? ", heard a step late" : ""}`, () => {
+      it("decodes a generation step after step in one call, each token the next input, up to its limit", async () => {
+        const native = new FakeNative();
+        const { steps, calls } = fakeSteps(native, { lag });
+        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const sequence = new DecoderSequence(0);
+        const generator = decoder.generate(sequence, [10, 11] as Token[], setup({ limit: 5 }));
+        expect(await take(generator, 10)).toEqual([12, 13, 14, 15, 16]);
+        expect(calls.generate).toEqual([{ sequences: [0], maxSteps: 4, steps: 5 }]);
+        expect(native.batches.map((batch) => batch[0])).toEqual([
+          { sequence: 0, tokens: [10, 11], positions: [0, 1] },
+          ...[12, 13, 14, 15].map((token, i) => ({ sequence: 0, tokens: [token], positions: [2 + i, 2 + i] })),
+        ]);
+        expect(sequence.tokens).toEqual([10, 11, 12, 13, 14, 15]);
+      });
+
+      it("stops after an end token, and at once for new work, which joins the next batch", async () => {
+        const native = new FakeNative();
+        const { steps, calls } = fakeSteps(native, { lag });
+        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const ended = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ isLast: (token) => token === 3, endTokens: [3 as Token] }));
+        expect(await take(ended, 10)).toEqual([1, 2, 3]);
+        expect(calls.generate.at(-1)).toMatchObject({ sequences: [0], steps: 3 });
+
+        const long = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 30 }));
+        expect(await take(long, 2)).toEqual([101, 102]);
+        const late = decoder.generate(new DecoderSequence(2), [200] as Token[], setup({ limit: 3 }));
+        const [first, second] = await Promise.all([take(long, 28), take(late, 3)]);
+        expect(first).toEqual(Array.from({ length: 28 }, (_, i) => 103 + i));
+        expect(second).toEqual([201, 202, 203]);
+        // The late one's prompt shared a batch with the running generation.
+        expect(native.batches.some((batch) => batch.length === 2 && batch.some((entry) => entry.tokens[0] === 200))).toBe(true);
+        expect(calls.generate.some((call) => call.sequences.length === 2)).toBe(true);
+      });
+
+      it("keeps what it decoded for a consumer that stopped in the cache, and returns once the loop is over", async () => {
+        const native = new FakeNative();
+        const { steps } = fakeSteps(native, { lag });
+        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const sequence = new DecoderSequence(0);
+        const generator = decoder.generate(sequence, [0] as Token[], setup());
+        expect(await take(generator, 3)).toEqual([1, 2, 3]);
+        await generator.return();
+        await decoder.idle();
+        // Every token decoded is in the cache, in order, with nothing decoded twice.
+        expect(sequence.tokens).toEqual(Array.from({ length: sequence.tokens.length }, (_, i) => i));
+        const decoded = native.batches.flat().flatMap((entry) => entry.tokens);
+        expect(decoded).toEqual(sequence.tokens);
+        // The decoder goes on with others.
+        expect(await take(decoder.generate(new DecoderSequence(1), [50] as Token[], setup({ limit: 2 })), 2)).toEqual([51, 52]);
+      });
+
+      it("feeds a slow consumer what the loop decoded for it, in order, and lets it sit out past MAX_TOKENS_AHEAD", async () => {
+        const native = new FakeNative();
+        const { steps } = fakeSteps(native, { lag });
+        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const sequence = new DecoderSequence(0);
+        const generator = decoder.generate(sequence, [0] as Token[], setup());
+        expect(await take(generator, 1)).toEqual([1]);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        const decodedWhileAway = sequence.tokens.length;
+        expect(decodedWhileAway).toBeGreaterThanOrEqual(MAX_TOKENS_AHEAD);
+        expect(decodedWhileAway).toBeLessThanOrEqual(MAX_TOKENS_AHEAD + 4);
+        expect(await take(generator, 40)).toEqual(Array.from({ length: 40 }, (_, i) => 2 + i));
+        await generator.return();
+        expect(sequence.tokens).toEqual(Array.from({ length: sequence.tokens.length }, (_, i) => i));
+      });
+
+      it("fails the generations of a loop whose decode failed, and clears their caches", async () => {
+        const native = new FakeNative();
+        const { steps } = fakeSteps(native, { lag });
+        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const sequence = new DecoderSequence(0);
+        native.gate = (n) => {
+          if (n === 4) native.failNextDecode = new Error("Eval has failed");
+          return undefined;
+        };
+        const generator = decoder.generate(sequence, [0] as Token[], setup());
+        await expect(take(generator, 10)).rejects.toThrow("Eval has failed");
+        expect(sequence.tokens).toEqual([]);
+        expect(await take(decoder.generate(new DecoderSequence(1), [50] as Token[], setup({ limit: 2 })), 2)).toEqual([51, 52]);
+      });
+    });
+  }
 });

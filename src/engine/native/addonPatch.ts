@@ -3,12 +3,13 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 /**
- * Adds modelhost's one native function (decodeAndSample.cpp: a decode step and its samples in one
- * libuv task) to node-llama-cpp's addon for the length of a native build, then puts node-llama-cpp's
- * sources back as they were. The prebuilt binaries never have it; BatchDecoder uses it when the
- * loaded binary does, and node-llama-cpp's two calls otherwise.
+ * Adds modelhost's native functions (decodeAndSample.cpp: a decode step and its samples in one libuv
+ * task, and a generation loop that keeps stepping without the event loop) to node-llama-cpp's addon
+ * for the length of a native build, then puts node-llama-cpp's sources back as they were. The
+ * prebuilt binaries never have them; BatchDecoder uses them when the loaded binary does, and
+ * node-llama-cpp's separate calls otherwise.
  *
- * The patch is two insertions into llama/addon/addon.cpp (a declaration, and the function in the
+ * The patch is two insertions into llama/addon/addon.cpp (the declarations, and the functions in the
  * exports' property list) plus the new file, which the addon's CMakeLists compiles with every
  * addon/*.cpp. It is checked against the pinned node-llama-cpp: on another version, or if the
  * anchors are not each found exactly once, the build goes ahead without it and says why.
@@ -16,8 +17,10 @@ import { fileURLToPath } from "node:url";
 
 export const PATCHED_NODE_LLAMA_CPP_VERSION = "3.22.1";
 
-/** The function's name on node-llama-cpp's bindings object. */
+/** The functions' names on node-llama-cpp's bindings object. */
 export const DECODE_AND_SAMPLE = "modelhostDecodeAndSample";
+export const GENERATE = "modelhostGenerate";
+const FUNCTIONS = [DECODE_AND_SAMPLE, GENERATE];
 
 const SOURCE = path.resolve(import.meta.dirname, "../../../src/engine/native/decodeAndSample.cpp");
 const COPIED_NAME = "ModelhostDecodeAndSample.cpp";
@@ -34,10 +37,10 @@ function insertOnce(text: string, anchor: string, insert: (anchor: string) => st
   return text.slice(0, at) + insert(anchor) + text.slice(at + anchor.length);
 }
 
-const DECLARATION = `Napi::Value ${DECODE_AND_SAMPLE}(const Napi::CallbackInfo& info);\n\n`;
-const EXPORT = `        Napi::PropertyDescriptor::Function("${DECODE_AND_SAMPLE}", ${DECODE_AND_SAMPLE}),\n`;
+const DECLARATION = `${FUNCTIONS.map((name) => `Napi::Value ${name}(const Napi::CallbackInfo& info);\n`).join("")}\n`;
+const EXPORT = FUNCTIONS.map((name) => `        Napi::PropertyDescriptor::Function("${name}", ${name}),\n`).join("");
 
-/** addon.cpp with the function declared and exported, or why it cannot be. */
+/** addon.cpp with the functions declared and exported, or why it cannot be. */
 export function patchAddonSource(original: string): { patched: string } | { skipped: string } {
   const declared = insertOnce(original, REGISTER_ANCHOR, (anchor) => DECLARATION + anchor);
   const exported = declared && insertOnce(declared, LAST_EXPORT_ANCHOR, (anchor) => anchor + EXPORT);
