@@ -417,13 +417,15 @@ export class BatchDecoder {
     const active = new Set(jobs);
     let step = 0;
     let fault: { error: unknown } | undefined;
-    const onStep = (tokens: Int32Array) => {
+    // Every step decoded since the last call: batch.length tokens a step.
+    const onSteps = (tokens: Int32Array) => {
       try {
-        this.#loopStep(batch, tokens, step++, previous, active);
+        for (let at = 0; at < tokens.length; at += batch.length) this.#loopStep(batch, tokens.subarray(at, at + batch.length), step++, previous, active);
       } catch (error) {
         control[0] = 1;
         fault ??= { error };
       }
+      this.#handOver();
     };
     const endTokens = new Set<number>();
     for (const { job } of batch) for (const token of job.generation!.endTokens) endTokens.add(token);
@@ -437,7 +439,7 @@ export class BatchDecoder {
         Int32Array.from(endTokens),
         ahead,
         control,
-        onStep,
+        onSteps,
       );
       if (fault) throw fault.error;
     } catch (error) {
@@ -481,7 +483,6 @@ export class BatchDecoder {
         this.yieldLoop();
       }
     });
-    this.#handOver();
   }
 
   async #sample(job: Job, batchIndexes: Uint32Array): Promise<Sampled[]> {

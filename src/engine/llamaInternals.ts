@@ -94,8 +94,9 @@ export type DecodeAndSample = (context: NativeContext, batchIndexes: Int32Array,
 /**
  * modelhost's native generation loop (native/decodeAndSample.cpp), in the same binaries: the same
  * first step, then each sampled token is decoded as its sequence's next input (`positions[i]`,
- * `positions[i] + 1`, …) and sampled again, without a round trip through the event loop. Every
- * step's tokens reach `onStep` in order. It stops before a step once `control[0]` is non-zero, after
+ * `positions[i] + 1`, …) and sampled again, without a round trip through the event loop. The
+ * steps' tokens reach `onSteps` in order, each call with every step decoded since the last (one
+ * token per batch index a step). It stops before a step once `control[0]` is non-zero, after
  * `maxSteps` more steps, after a token that is -1, an end of generation or in `endTokens`, and after
  * a few milliseconds (the pool thread's other work). Resolves to the steps taken, all seen by then.
  */
@@ -108,7 +109,7 @@ export type NativeGenerate = (
   endTokens: Int32Array,
   maxSteps: number,
   control: Int32Array,
-  onStep: (tokens: Int32Array) => void,
+  onSteps: (tokens: Int32Array) => void,
 ) => Promise<number>;
 
 /** modelhost's native steps, where the loaded binary was built with them (`modelhost engine build`). */

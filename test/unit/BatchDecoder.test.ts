@@ -74,8 +74,9 @@ class FakeNative implements NativeContext {
 
 /**
  * modelhost's native steps as the C++ (src/engine/native/decodeAndSample.cpp) runs them, on the
- * fake context. `lag`: the event loop hears of each loop step only once the next has decoded (the
- * C++ delivers steps while it goes on), so a job's change of mind arrives a step late.
+ * fake context. `lag`: the event loop hears of the loop's steps two at a time, once the second has
+ * decoded (the C++ hands over every step decoded since the event loop last took them), so a job's
+ * change of mind arrives a step late.
  */
 function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
   const calls = { decodeAndSample: [] as number[][], generate: [] as Array<{ sequences: number[]; maxSteps: number; steps: number }> };
@@ -85,12 +86,15 @@ function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
       calls.decodeAndSample.push([...indexes]);
       return Int32Array.from(indexes, (index) => native.predict(index));
     },
-    generate: async (context, batchIndexes, _samplers, sequenceIds, positions, endTokens, maxSteps, control, onStep) => {
+    generate: async (context, batchIndexes, _samplers, sequenceIds, positions, endTokens, maxSteps, control, onSteps) => {
       const call = { sequences: [...sequenceIds], maxSteps, steps: 0 };
       calls.generate.push(call);
       let indexes = batchIndexes;
       let tokens = new Int32Array(0);
-      const pending: Int32Array[] = [];
+      const pending: number[] = [];
+      const deliver = () => {
+        if (pending.length > 0) onSteps(Int32Array.from(pending.splice(0)));
+      };
       try {
         for (let step = 0; ; step++) {
           if (step > 0) {
@@ -99,15 +103,14 @@ function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
             indexes = Int32Array.from(sequenceIds, (id, i) => context.addToBatch(id, positions[i]! + step - 1, Uint32Array.of(tokens[i]!), Uint32Array.of(0))[0]!);
           }
           await context.decodeBatch();
-          if (options.lag) for (const late of pending.splice(0)) onStep(late);
           tokens = Int32Array.from(indexes, (index) => native.predict(index));
           call.steps = step + 1;
-          pending.push(tokens);
-          if (!options.lag) onStep(pending.shift()!);
+          pending.push(...tokens);
+          if (!options.lag || step % 2 === 1) deliver();
           await new Promise((resolve) => setImmediate(resolve));
         }
       } finally {
-        for (const late of pending.splice(0)) onStep(late);
+        deliver();
       }
     },
   };

@@ -14,20 +14,24 @@
 //
 // modelhostGenerate(context, batchIndexes, samplers, sequenceIds: Int32Array, positions: Int32Array,
 //                   endTokens: Int32Array, maxSteps: number, control: Int32Array,
-//                   onStep: (tokens: Int32Array) => void) -> Promise<number>
+//                   onSteps: (tokens: Int32Array) => void) -> Promise<number>
 //   The same first step, then keeps going without the event loop: each sampled token is decoded
 //   as its sequence's next input (at positions[i], positions[i] + 1, … in sequenceIds[i]) and
-//   sampled again, and every step's tokens reach onStep, in order, while the next step decodes.
+//   sampled again, and the steps' tokens reach onSteps, in order, while the next step decodes: one
+//   call with every step decoded since the last (n tokens a step, step after step).
 //   Between two steps the pool thread does not wait for the event loop: on the tiny test model a
 //   step is ~35 µs and a round trip through the event loop ~30 µs more. It stops before a step
 //   when control[0] is non-zero (JavaScript's way to take the context back: new work, a consumer
 //   that stopped or fell behind), after maxSteps more steps, after a token that was not sampled
-//   (-1), is an end of generation or is in endTokens, and after SLICE_US, so that the one libuv
-//   pool thread also runs the process's other tasks (files, scrypt) in between. Resolves to the
-//   number of steps; onStep has seen them all by then.
+//   (-1), is an end of generation or is in endTokens, after SLICE_US, so that the one libuv
+//   pool thread also runs the process's other tasks (files, scrypt) in between, and when the
+//   event loop has taken nothing for MAX_WAIT. It runs at most MAX_UNDELIVERED_STEPS ahead of the
+//   event loop. Resolves to the number of steps; onSteps has seen them all by then.
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <vector>
 
 #include "common/common.h"
@@ -37,9 +41,21 @@
 
 namespace {
 
-// How long one modelhostGenerate task keeps the pool thread at most: ~150 tiny-model steps, or
-// one or two on a model where a step takes milliseconds.
-constexpr int64_t SLICE_US = 5000;
+// How long one modelhostGenerate task keeps the pool thread at most: ~500 tiny-model steps, or
+// five on the bench model (~4 ms a step). Each end of a task is a wait for the event loop, which
+// on a busy 2-core machine may not get a core at once; the pool thread's other tasks (files,
+// scrypt) wait at most this long.
+constexpr int64_t SLICE_US = 20000;
+
+// How many steps the loop may have decoded that the event loop has not yet taken before it waits
+// for it. Without a bound the loop kept both cores busy (the pool thread and its OpenMP partner)
+// and the event loop, woken for each step, waited for a core: on the tiny model it took its tokens
+// in bursts of 14 to 78 steps, 3-8 ms apart, and a stream's first token came 4 ms later than with
+// a round trip per step. Waiting here frees a core exactly when the event loop is behind.
+constexpr size_t MAX_UNDELIVERED_STEPS = 2;
+// The longest it waits: past this the event loop is busy with something else, and the task ends
+// (JavaScript starts the next step when it can).
+constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
 
 // llama_decode of the context's batch; nullptr or why it failed.
 const char* decodeBatch(AddonContext* ctx) {
@@ -168,7 +184,7 @@ class DecodeAndSampleWorker : public Napi::AsyncWorker {
 class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
     public:
         GenerateWorker(const Napi::Env& env, StepArguments args, std::vector<int32_t> sequenceIds, std::vector<int32_t> positions,
-                       std::vector<int32_t> endTokens, int32_t maxSteps, Napi::Int32Array control, Napi::Function onStep)
+                       std::vector<int32_t> endTokens, int32_t maxSteps, Napi::Int32Array control, Napi::Function onSteps)
             : Napi::AsyncProgressQueueWorker<int32_t>(env, "ModelhostGenerateWorker"),
               refs(std::move(args)),
               sequenceIds(std::move(sequenceIds)),
@@ -177,7 +193,7 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
               maxSteps(maxSteps),
               control(control.Data()),
               controlRef(Napi::Persistent(control)),
-              onStep(Napi::Persistent(onStep)),
+              onSteps(Napi::Persistent(onSteps)),
               deferred(Napi::Promise::Deferred::New(env)) {
             std::sort(this->endTokens.begin(), this->endTokens.end());
         }
@@ -193,9 +209,15 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
         // Written by JavaScript on the event loop, read here between steps.
         const int32_t* control;
         Napi::Reference<Napi::Int32Array> controlRef;
-        Napi::FunctionReference onStep;
+        Napi::FunctionReference onSteps;
         Napi::Promise::Deferred deferred;
         int32_t steps = 0;
+        struct {
+            std::mutex mutex;
+            std::condition_variable taken;
+            std::vector<int32_t> tokens;
+            bool signalled = false;
+        } undelivered;
 
         bool ends(int32_t token) const {
             if (token < 0) return true;
@@ -228,7 +250,7 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
                         return;
                     }
                     steps = step + 1;
-                    progress.Send(tokens.data(), n);
+                    if (!deliver(progress, tokens)) return;
                 }
             } catch (const std::exception& e) {
                 SetError(e.what());
@@ -236,10 +258,38 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
                 SetError("Unknown error when generating");
             }
         }
-        void OnProgress(const int32_t* data, size_t count) override {
+        // On the event loop: every step decoded since the last call, in one callback.
+        void OnProgress(const int32_t* /* data */, size_t /* count */) override {
+            std::vector<int32_t> steps;
+            {
+                std::lock_guard<std::mutex> lock(undelivered.mutex);
+                steps.swap(undelivered.tokens);
+                undelivered.signalled = false;
+            }
+            undelivered.taken.notify_one();
+            if (steps.empty()) return;
             Napi::HandleScope scope(Env());
-            // The callback is written not to throw; should it, the exception is left for Node to report.
-            onStep.Call({toInt32Array(Env(), data, count)});
+            // MakeCallback, not Call: a thread-safe function's call does not run the promise jobs
+            // it queues, which then waited for the next callback that does (the task's end, up to
+            // SLICE_US later: the first token of a stream came 4 ms late). The callback is written
+            // not to throw; should it, the exception is left for Node to report.
+            onSteps.MakeCallback(Env().Global(), {toInt32Array(Env(), steps.data(), steps.size())});
+        }
+
+        // Steps decoded and not yet handed over. The event loop is signalled once for all that
+        // gather before it takes them, so when it is behind it takes several steps per wake-up
+        // and their HTTP writes leave together. False: the event loop took nothing for MAX_WAIT.
+        bool deliver(const ExecutionProgress& progress, const std::vector<int32_t>& tokens) {
+            std::unique_lock<std::mutex> lock(undelivered.mutex);
+            undelivered.tokens.insert(undelivered.tokens.end(), tokens.begin(), tokens.end());
+            if (!undelivered.signalled) {
+                undelivered.signalled = true;
+                lock.unlock();
+                progress.Signal();
+                lock.lock();
+            }
+            const size_t limit = MAX_UNDELIVERED_STEPS * tokens.size();
+            return undelivered.taken.wait_for(lock, MAX_WAIT, [&] { return undelivered.tokens.size() < limit; });
         }
         void OnOK() override { deferred.Resolve(Napi::Number::New(Env(), steps)); }
         void OnError(const Napi::Error& err) override { deferred.Reject(err.Value()); }
@@ -263,7 +313,7 @@ Napi::Value modelhostDecodeAndSample(const Napi::CallbackInfo& info) {
 Napi::Value modelhostGenerate(const Napi::CallbackInfo& info) {
     const char* usage =
         "modelhostGenerate(context, batchIndexes: Int32Array, samplers: AddonSampler[], sequenceIds: Int32Array, positions: Int32Array, "
-        "endTokens: Int32Array, maxSteps: number, control: Int32Array, onStep: (tokens: Int32Array) => void)";
+        "endTokens: Int32Array, maxSteps: number, control: Int32Array, onSteps: (tokens: Int32Array) => void)";
     Napi::Env env = info.Env();
     StepArguments args = readStepArguments(info, usage);
     if (info.Length() != 9 || !info[6].IsNumber() || !info[7].IsTypedArray() || !info[8].IsFunction()) throw Napi::TypeError::New(env, usage);
