@@ -84,9 +84,9 @@ interface BatchItem {
 
 /**
  * How far a generation's consumer may fall behind: past this many tokens waiting, its sequence
- * sits out the steps until it takes one. Decoding runs on meanwhile (the native loop does not wait
- * for the event loop), so a consumer whose HTTP write takes longer than a step still gets its
- * tokens in bursts, and one that reads nothing holds up no one.
+ * sits out the steps until it takes one. Until then decoding runs on (the native loop goes a few
+ * steps ahead of the event loop), so a consumer whose HTTP write took longer than a step catches
+ * up from tokens already decoded, and one that reads nothing holds up no one.
  */
 export const MAX_TOKENS_AHEAD = 16;
 
@@ -403,7 +403,7 @@ export class BatchDecoder {
    * The batch (generations only, all sampled natively) and then up to `ahead` more steps of the
    * same sequences in modelhost's native loop: each step's tokens are handed over as they come,
    * while the next decodes. The loop stops when a job does not come back for its next token (it
-   * ended, or its consumer stopped), when other work arrives, and after a few milliseconds; a step
+   * ended, or its consumer stopped), when other work arrives, and after its time slice; a step
    * it decoded for a job that did not ask is a real continuation, kept in the cache and otherwise
    * dropped (the job's sampler is not used again).
    */
