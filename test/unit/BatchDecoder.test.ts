@@ -117,6 +117,13 @@ function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
   return { steps, calls };
 }
 
+/** A decoder on the fake context with the fake native steps. */
+function loopDecoder(lag: boolean) {
+  const native = new FakeNative();
+  const { steps, calls } = fakeSteps(native, { lag });
+  return { native, calls, decoder: new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps }) };
+}
+
 const sampler: NativeSampler = { applyConfig: () => undefined, dispose: () => undefined };
 const setup = (overrides: Partial<GenerationSetup> = {}): GenerationSetup => ({ sampler, isLast: () => false, limit: Infinity, ...overrides });
 
@@ -278,9 +285,7 @@ describe("BatchDecoder", () => {
   for (const lag of [false, true]) {
     describe(`the native loop${lag ? ", heard a step late" : ""}`, () => {
       it("decodes a generation step after step in one call, each token the next input, up to its limit", async () => {
-        const native = new FakeNative();
-        const { steps, calls } = fakeSteps(native, { lag });
-        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const { native, calls, decoder } = loopDecoder(lag);
         const sequence = new DecoderSequence(0);
         const generator = decoder.generate(sequence, [10, 11] as Token[], setup({ limit: 5 }));
         expect(await take(generator, 10)).toEqual([12, 13, 14, 15, 16]);
@@ -293,9 +298,7 @@ describe("BatchDecoder", () => {
       });
 
       it("stops after an end token, and at once for new work, which joins the next batch", async () => {
-        const native = new FakeNative();
-        const { steps, calls } = fakeSteps(native, { lag });
-        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const { native, calls, decoder } = loopDecoder(lag);
         const ended = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ isLast: (token) => token === 3, endTokens: [3 as Token] }));
         expect(await take(ended, 10)).toEqual([1, 2, 3]);
         expect(calls.generate.at(-1)).toMatchObject({ sequences: [0], steps: 3 });
@@ -312,9 +315,7 @@ describe("BatchDecoder", () => {
       });
 
       it("keeps what it decoded for a consumer that stopped in the cache, and returns once the loop is over", async () => {
-        const native = new FakeNative();
-        const { steps } = fakeSteps(native, { lag });
-        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const { native, decoder } = loopDecoder(lag);
         const sequence = new DecoderSequence(0);
         const generator = decoder.generate(sequence, [0] as Token[], setup());
         expect(await take(generator, 3)).toEqual([1, 2, 3]);
@@ -329,9 +330,7 @@ describe("BatchDecoder", () => {
       });
 
       it("feeds a slow consumer what the loop decoded for it, in order, and lets it sit out past MAX_TOKENS_AHEAD", async () => {
-        const native = new FakeNative();
-        const { steps } = fakeSteps(native, { lag });
-        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const { decoder } = loopDecoder(lag);
         const sequence = new DecoderSequence(0);
         const generator = decoder.generate(sequence, [0] as Token[], setup());
         expect(await take(generator, 1)).toEqual([1]);
@@ -345,9 +344,7 @@ describe("BatchDecoder", () => {
       });
 
       it("fails the generations of a loop whose decode failed, and clears their caches", async () => {
-        const native = new FakeNative();
-        const { steps } = fakeSteps(native, { lag });
-        const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+        const { native, decoder } = loopDecoder(lag);
         const sequence = new DecoderSequence(0);
         native.gate = (n) => {
           if (n === 4) native.failNextDecode = new Error("Eval has failed");
