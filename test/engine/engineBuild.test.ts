@@ -5,6 +5,10 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Token } from "node-llama-cpp";
+import { BatchDecoder, DecoderSequence } from "../../src/engine/BatchDecoder.js";
+import { createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf, type NativeGenerate, type NativeSteps } from "../../src/engine/llamaInternals.js";
+import { loadLlama } from "../../src/engine/loadLlama.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { startTestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
@@ -64,5 +68,56 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       }
     }
     expect(answers[0]).toBe(answers[1]);
+  });
+  it("generates in the native loop, many steps a call, the tokens one step a task gives", async () => {
+    const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
+    try {
+      const steps = nativeSteps(llama);
+      if (!steps) throw new Error("the native build has no modelhostGenerate");
+      const model = await llama.loadModel({ modelPath: path.join(modelsDir, "tiny.gguf") });
+      const prompt = model.tokenize("Tell me about the sea.");
+      // Tokens handed over by each modelhostGenerate call.
+      const perCall: number[] = [];
+      const counted: NativeSteps = {
+        decodeAndSample: steps.decodeAndSample,
+        generate: (...args: Parameters<NativeGenerate>) => {
+          const call = perCall.push(0) - 1;
+          const onSteps = args[8];
+          args[8] = (tokens) => {
+            perCall[call]! += tokens.length;
+            onSteps(tokens);
+          };
+          return steps.generate(...args);
+        },
+      };
+      const generate = async (native: NativeSteps | undefined): Promise<Token[]> => {
+        const context = await model.createContext({ sequences: 1, contextSize: 512 });
+        const sampler = createNativeSampler(model, { temperature: 0.9, topK: 40, topP: 0.95, minP: 0, seed: 42 });
+        try {
+          const decoder = new BatchDecoder(nativeContextOf(context), { batchSize: 512, threads: 2, native });
+          const owner = context.getSequence();
+          const tokens: Token[] = [];
+          for await (const { token } of decoder.generate(new DecoderSequence(sequenceIdOf(owner), owner), prompt, { sampler, isLast: () => false, limit: 64 })) tokens.push(token);
+          return tokens;
+        } finally {
+          sampler.dispose();
+          await context.dispose();
+        }
+      };
+      const looped = await generate(counted);
+      const separate = await generate(undefined);
+      expect(looped).toHaveLength(64);
+      expect(looped).toEqual(separate);
+      // Every token came through the loop, and calls ran several steps each (a call also ends at
+      // the model's end-of-generation tokens, after its slice, and when the event loop is slow to
+      // take its steps: here 1 to 3 calls).
+      console.log(`native loop: ${perCall.length} calls handed over ${perCall.join(", ")} tokens`);
+      expect(perCall.reduce((sum, count) => sum + count, 0)).toBe(64);
+      expect(Math.max(...perCall)).toBeGreaterThan(1);
+      expect(perCall.length).toBeLessThan(64);
+      await model.dispose();
+    } finally {
+      await llama.dispose();
+    }
   });
 });
