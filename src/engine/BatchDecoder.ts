@@ -84,11 +84,13 @@ interface BatchItem {
 
 /**
  * How far a generation's consumer may fall behind: past this many tokens waiting, its sequence
- * sits out the steps until it takes one. Until then decoding runs on (the native loop goes a few
- * steps ahead of the event loop), so a consumer whose HTTP write took longer than a step catches
- * up from tokens already decoded, and one that reads nothing holds up no one.
+ * sits out the steps until it takes one. Until then decoding runs on, so a consumer whose HTTP
+ * write took longer than a step catches up from tokens already decoded, and one that reads nothing
+ * holds up no one. Twice the native loop's lead (LEAD_STEPS, 16, in decodeAndSample.cpp): the loop
+ * hands over up to that many steps at once, and a consumer that gets them all in one go is not
+ * behind.
  */
-export const MAX_TOKENS_AHEAD = 16;
+export const MAX_TOKENS_AHEAD = 32;
 
 /**
  * Decodes every sequence of one llama.cpp context in shared batches, and samples.
@@ -107,7 +109,7 @@ export const MAX_TOKENS_AHEAD = 16;
  * handed over and the next step, whose input they are, starts decoding, so a consumer's work with
  * token k (detokenizing, matching, the HTTP write) runs while token k+1 is decoded. With
  * modelhost's native steps, a batch of generations goes on in a native loop that decodes step
- * after step on the pool thread and hands each step's tokens over as they come, until JavaScript
+ * after step on the pool thread and hands the steps' tokens over a few at a time, until JavaScript
  * asks for the context back (#generate). A consumer that falls behind (a client that does not
  * read) has at most MAX_TOKENS_AHEAD tokens waiting, and its sequence then sits out the steps
  * until it takes one. Tokens decoded for a consumer that stopped stay in the cache: they are a
@@ -401,8 +403,8 @@ export class BatchDecoder {
 
   /**
    * The batch (generations only, all sampled natively) and then up to `ahead` more steps of the
-   * same sequences in modelhost's native loop: each step's tokens are handed over as they come,
-   * while the next decodes. The loop stops when a job does not come back for its next token (it
+   * same sequences in modelhost's native loop: the first step's tokens are handed over at once,
+   * later steps' a few at a time (held up to 5 ms), while the next decodes. The loop stops when a job does not come back for its next token (it
    * ended, or its consumer stopped), when other work arrives, and after its time slice; a step
    * it decoded for a job that did not ask is a real continuation, kept in the cache and otherwise
    * dropped (the job's sampler is not used again).

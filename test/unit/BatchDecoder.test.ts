@@ -73,12 +73,20 @@ class FakeNative implements NativeContext {
 }
 
 /**
- * modelhost's native steps as the C++ (src/engine/native/decodeAndSample.cpp) runs them, on the
- * fake context. `lag`: the event loop hears of the loop's steps two at a time, once the second has
- * decoded (the C++ hands over every step decoded since the event loop last took them), so a job's
- * change of mind arrives a step late.
+ * When the native loop hands its steps over (the C++ hands over every step decoded since the event
+ * loop last took them, so a job's change of mind arrives that many steps late): each step at once;
+ * two at a time, once the second has decoded; or as decodeAndSample.cpp holds them on a fast
+ * model, the first step at once and then LEAD_STEPS (16) at a time.
  */
-function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
+const DELIVERIES = {
+  "each step at once": () => true,
+  "two steps at a time": (step: number) => step % 2 === 1,
+  "the first step at once, then 16 at a time": (step: number) => step % 16 === 0,
+} satisfies Record<string, (step: number) => boolean>;
+type Delivery = keyof typeof DELIVERIES;
+
+/** modelhost's native steps as the C++ (src/engine/native/decodeAndSample.cpp) runs them, on the fake context. */
+function fakeSteps(native: FakeNative, delivery: Delivery = "each step at once") {
   const calls = { decodeAndSample: [] as number[][], generate: [] as Array<{ sequences: number[]; maxSteps: number; steps: number }> };
   const steps: NativeSteps = {
     decodeAndSample: async (context, indexes) => {
@@ -106,7 +114,7 @@ function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
           tokens = Int32Array.from(indexes, (index) => native.predict(index));
           call.steps = step + 1;
           pending.push(...tokens);
-          if (!options.lag || step % 2 === 1) deliver();
+          if (DELIVERIES[delivery](step)) deliver();
           await new Promise((resolve) => setImmediate(resolve));
         }
       } finally {
@@ -118,9 +126,9 @@ function fakeSteps(native: FakeNative, options: { lag?: boolean } = {}) {
 }
 
 /** A decoder on the fake context with the fake native steps. */
-function loopDecoder(lag: boolean) {
+function loopDecoder(delivery: Delivery) {
   const native = new FakeNative();
-  const { steps, calls } = fakeSteps(native, { lag });
+  const { steps, calls } = fakeSteps(native, delivery);
   return { native, calls, decoder: new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps }) };
 }
 
@@ -282,10 +290,10 @@ describe("BatchDecoder", () => {
     expect(native.sampleCalls).toBe(3);
   });
 
-  for (const lag of [false, true]) {
-    describe(`the native loop${lag ? ", heard a step late" : ""}`, () => {
+  for (const delivery of Object.keys(DELIVERIES) as Delivery[]) {
+    describe(`the native loop, handing over ${delivery}`, () => {
       it("decodes a generation step after step in one call, each token the next input, up to its limit", async () => {
-        const { native, calls, decoder } = loopDecoder(lag);
+        const { native, calls, decoder } = loopDecoder(delivery);
         const sequence = new DecoderSequence(0);
         const generator = decoder.generate(sequence, [10, 11] as Token[], setup({ limit: 5 }));
         expect(await take(generator, 10)).toEqual([12, 13, 14, 15, 16]);
@@ -298,7 +306,7 @@ describe("BatchDecoder", () => {
       });
 
       it("stops after an end token, and at once for new work, which joins the next batch", async () => {
-        const { native, calls, decoder } = loopDecoder(lag);
+        const { native, calls, decoder } = loopDecoder(delivery);
         const ended = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ isLast: (token) => token === 3, endTokens: [3 as Token] }));
         expect(await take(ended, 10)).toEqual([1, 2, 3]);
         expect(calls.generate.at(-1)).toMatchObject({ sequences: [0], steps: 3 });
@@ -315,7 +323,7 @@ describe("BatchDecoder", () => {
       });
 
       it("keeps what it decoded for a consumer that stopped in the cache, and returns once the loop is over", async () => {
-        const { native, decoder } = loopDecoder(lag);
+        const { native, decoder } = loopDecoder(delivery);
         const sequence = new DecoderSequence(0);
         const generator = decoder.generate(sequence, [0] as Token[], setup());
         expect(await take(generator, 3)).toEqual([1, 2, 3]);
@@ -330,21 +338,22 @@ describe("BatchDecoder", () => {
       });
 
       it("feeds a slow consumer what the loop decoded for it, in order, and lets it sit out past MAX_TOKENS_AHEAD", async () => {
-        const { decoder } = loopDecoder(lag);
+        const { decoder } = loopDecoder(delivery);
         const sequence = new DecoderSequence(0);
         const generator = decoder.generate(sequence, [0] as Token[], setup());
         expect(await take(generator, 1)).toEqual([1]);
         await new Promise((resolve) => setTimeout(resolve, 50));
         const decodedWhileAway = sequence.tokens.length;
         expect(decodedWhileAway).toBeGreaterThanOrEqual(MAX_TOKENS_AHEAD);
-        expect(decodedWhileAway).toBeLessThanOrEqual(MAX_TOKENS_AHEAD + 4);
+        // Past it by at most what the loop decodes before the event loop hears: one hand-over of 16 and a step.
+        expect(decodedWhileAway).toBeLessThanOrEqual(MAX_TOKENS_AHEAD + 17);
         expect(await take(generator, 40)).toEqual(Array.from({ length: 40 }, (_, i) => 2 + i));
         await generator.return();
         expect(sequence.tokens).toEqual(Array.from({ length: sequence.tokens.length }, (_, i) => i));
       });
 
       it("fails the generations of a loop whose decode failed, and clears their caches", async () => {
-        const { native, decoder } = loopDecoder(lag);
+        const { native, decoder } = loopDecoder(delivery);
         const sequence = new DecoderSequence(0);
         native.gate = (n) => {
           if (n === 4) native.failNextDecode = new Error("Eval has failed");

@@ -25,8 +25,9 @@
 //   that stopped or fell behind), after maxSteps more steps, after a token that was not sampled
 //   (-1), is an end of generation or is in endTokens, after SLICE_US, so that the one libuv
 //   pool thread also runs the process's other tasks (files, scrypt) in between, and when the
-//   event loop has taken nothing for MAX_WAIT. It runs at most MAX_UNDELIVERED_STEPS ahead of the
-//   event loop. Resolves to the number of steps; onSteps has seen them all by then.
+//   event loop has taken nothing for MAX_WAIT. The first step reaches onSteps at once; later steps
+//   are held for up to HOLD_US, and the loop runs at most LEAD_STEPS ahead of the event loop.
+//   Resolves to the number of steps; onSteps has seen them all by then.
 
 #include <algorithm>
 #include <chrono>
@@ -52,7 +53,20 @@ constexpr int64_t SLICE_US = 20000;
 // and the event loop, woken for each step, waited for a core: on the tiny model it took its tokens
 // in bursts of 14 to 78 steps, 3-8 ms apart, and a stream's first token came 4 ms later than with
 // a round trip per step. Waiting here frees a core exactly when the event loop is behind.
-constexpr size_t MAX_UNDELIVERED_STEPS = 2;
+// BatchDecoder's MAX_TOKENS_AHEAD (how far a consumer may fall behind) is larger, so that one
+// hand-over of LEAD_STEPS steps never stops the loop by itself.
+constexpr size_t LEAD_STEPS = 16;
+// How long a decoded step may wait to be handed over. Each hand-over wakes the event loop, which
+// writes what it got to the client and so wakes the client too: ~200 µs of CPU on the bench model
+// on either side, taken from the decode's two threads on a 2-core machine. So a step is held back
+// while the next one would still arrive within HOLD_US of it, or until LEAD_STEPS gathered; the
+// first step of a call goes at once (a stream's first token). One stream of the tiny model (a step
+// ~35 µs), modelhost ÷ llama-server in alternating rounds: 0.76x handing over every step with
+// at most 2 ahead, 1.06x holding up to 8 steps, 1.26x up to 16; four streams 1.17x, 1.46x,
+// 1.77x. The bench model (~4 ms a step) measured the same with 0, 2, 5 or 8 ms of holding
+// (0.94-0.99x, within the noise), so the hold is kept short: a bench-model token waits at most
+// one step.
+constexpr int64_t HOLD_US = 5000;
 // The longest it waits: past this the event loop is busy with something else, and the task ends
 // (JavaScript starts the next step when it can).
 constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
@@ -216,6 +230,8 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
             std::mutex mutex;
             std::condition_variable taken;
             std::vector<int32_t> tokens;
+            // When the first of the steps held was decoded.
+            std::chrono::steady_clock::time_point oldest;
             bool signalled = false;
         } undelivered;
 
@@ -232,6 +248,13 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
                 std::vector<int32_t> batchIndexes = refs.args.batchIndexes;
                 std::vector<int32_t> tokens(n, -1);
                 const auto started = std::chrono::steady_clock::now();
+                auto stepStarted = started;
+                // Whatever way the loop ends, the steps still held go to the event loop.
+                struct HandOverAtEnd {
+                    GenerateWorker& worker;
+                    const ExecutionProgress& progress;
+                    ~HandOverAtEnd() { worker.signal(progress); }
+                } handOverAtEnd{*this, progress};
                 for (int32_t step = 0;; step++) {
                     if (step > 0) {
                         if (step > maxSteps || __atomic_load_n(control, __ATOMIC_ACQUIRE) != 0) return;
@@ -250,7 +273,10 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
                         return;
                     }
                     steps = step + 1;
-                    if (!deliver(progress, tokens)) return;
+                    const auto now = std::chrono::steady_clock::now();
+                    const auto stepTook = now - stepStarted;
+                    stepStarted = now;
+                    if (!deliver(progress, tokens, step == 0, now, stepTook)) return;
                 }
             } catch (const std::exception& e) {
                 SetError(e.what());
@@ -276,21 +302,37 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
             onSteps.MakeCallback(Env().Global(), {toInt32Array(Env(), steps.data(), steps.size())});
         }
 
-        // Steps decoded and not yet handed over. The event loop is signalled once for all that
-        // gather before it takes them, so when it is behind it takes several steps per wake-up
-        // and their HTTP writes leave together. False: the event loop took nothing for MAX_WAIT.
-        bool deliver(const ExecutionProgress& progress, const std::vector<int32_t>& tokens) {
+        // A step decoded: held, or handed over with the steps held before it (see HOLD_US). The
+        // event loop is signalled once for all that gather before it takes them, so their HTTP
+        // writes leave together. False: the event loop took nothing for MAX_WAIT.
+        bool deliver(const ExecutionProgress& progress, const std::vector<int32_t>& tokens, bool first,
+                     std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration stepTook) {
             std::unique_lock<std::mutex> lock(undelivered.mutex);
+            if (undelivered.tokens.empty()) undelivered.oldest = now;
             undelivered.tokens.insert(undelivered.tokens.end(), tokens.begin(), tokens.end());
-            if (!undelivered.signalled) {
-                undelivered.signalled = true;
+            const size_t limit = LEAD_STEPS * tokens.size();
+            const bool full = undelivered.tokens.size() + tokens.size() >= limit;
+            const bool nextTooLate = now - undelivered.oldest + stepTook > std::chrono::microseconds(HOLD_US);
+            if (first || full || nextTooLate) {
                 lock.unlock();
-                progress.Signal();
+                signal(progress);
                 lock.lock();
             }
-            const size_t limit = MAX_UNDELIVERED_STEPS * tokens.size();
             return undelivered.taken.wait_for(lock, MAX_WAIT, [&] { return undelivered.tokens.size() < limit; });
         }
+
+    public:
+        // Wakes the event loop for the steps held, unless it already was and has not taken them yet.
+        void signal(const ExecutionProgress& progress) {
+            {
+                std::lock_guard<std::mutex> lock(undelivered.mutex);
+                if (undelivered.signalled || undelivered.tokens.empty()) return;
+                undelivered.signalled = true;
+            }
+            progress.Signal();
+        }
+
+    protected:
         void OnOK() override { deferred.Resolve(Napi::Number::New(Env(), steps)); }
         void OnError(const Napi::Error& err) override { deferred.Reject(err.Value()); }
 };
