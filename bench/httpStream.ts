@@ -10,7 +10,13 @@ export interface ChatRequestBody {
 
 /**
  * Streams one chat completion from an OpenAI-compatible server and times it as a user would see
- * it: time to the first content, tokens from the usage chunk, time from first to last content.
+ * it: time to the first content, tokens from the usage chunk, and the decode time from the first
+ * content to the chunk that ends the choice (finish_reason), which both servers send right after
+ * the last token. Not to the last content: tokens that are only part of a character (the test
+ * models' random text has many) carry no content of their own in modelhost's stream and a U+FFFD
+ * in llama-server's, so the last content came a different number of tokens before the end in each
+ * (83 and 104 contents for the same 128 tokens), and counting all 128 over that shorter time
+ * flattered whichever stopped earlier.
  */
 export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Promise<StreamSample> {
   const started = performance.now();
@@ -24,6 +30,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
   let buffer = "";
   let first: number | undefined;
   let last = started;
+  let finished: number | undefined;
   let tokens: number | undefined;
   let deltas = 0;
   for await (const bytes of response.body) {
@@ -34,7 +41,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
       buffer = buffer.slice(end + 2);
       if (event === "[DONE]") continue;
       const chunk = JSON.parse(event) as {
-        choices?: Array<{ delta?: { content?: string | null } }>;
+        choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
         usage?: { completion_tokens: number } | null;
         timings?: { predicted_n?: number };
       };
@@ -45,9 +52,10 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
         last = now;
         deltas++;
       }
+      if (chunk.choices?.[0]?.finish_reason) finished ??= performance.now();
       if (chunk.usage) tokens = chunk.usage.completion_tokens;
     }
   }
   if (first === undefined) throw new Error("the stream carried no content");
-  return { ttftMs: first - started, tokens: tokens ?? deltas, decodeMs: last - first };
+  return { ttftMs: first - started, tokens: tokens ?? deltas, decodeMs: (finished ?? last) - first };
 }
