@@ -58,17 +58,19 @@ constexpr int64_t SLICE_US = 50000;
 // BatchDecoder's MAX_TOKENS_AHEAD (how far a consumer may fall behind) is larger, so that one
 // hand-over of LEAD_STEPS steps never stops the loop by itself.
 constexpr size_t LEAD_STEPS = 16;
-// How long a decoded step may wait to be handed over. Each hand-over wakes the event loop, which
-// writes what it got to the client and so wakes the client too: ~200 µs of CPU on the bench model
-// on either side, taken from the decode's two threads on a 2-core machine. So a step is held back
-// while the next one would still arrive within HOLD_US of it, or until LEAD_STEPS gathered; the
-// first step of a call goes at once (a stream's first token). One stream of the tiny model (a step
-// ~35 µs), modelhost ÷ llama-server in alternating rounds: 0.76x handing over every step with
-// at most 2 ahead, 1.06x holding up to 8 steps, 1.26x up to 16; four streams 1.17x, 1.46x,
-// 1.77x. The bench model (~4 ms a step) measured the same with 0, 2, 5 or 8 ms of holding
-// (0.94-0.99x, within the noise), so the hold is kept short: a bench-model token waits at most
-// one step.
-constexpr int64_t HOLD_US = 5000;
+// How long a decoded step may wait to be handed over: one frame of a 60 Hz display, so a reader
+// sees no difference. Each hand-over wakes the event loop, which writes what it got to the client
+// and so wakes the client too, all on the cores the decode's two threads use; on a model as big as
+// the bench model the event loop's work comes with cold caches (the weights stream through them at
+// every step): ~240 µs of its CPU a token with a hand-over per step, ~170 µs holding 13 ms (main
+// thread, /proc/<pid>/task/<tid>/schedstat over 8 streams). So a step is held back while the next
+// one would still come within HOLD_US of it, or until LEAD_STEPS gathered; the first step of a call
+// goes at once (a stream's first token). modelhost ÷ llama-server, one stream, alternating rounds:
+// tiny model (a step ~35 µs): 0.76x handing over every step with at most 2 ahead, 1.06x holding up
+// to 8 steps, 1.26x up to 16; four streams 1.17x, 1.46x, 1.77x. Bench model (~4 ms a step):
+// 0.96x, 0.99x, 1.01x, 1.01x holding 0, 5, 9, 13 ms (21 rounds), and in another run 0.99x and
+// 1.03x holding 5 and 16 ms.
+constexpr int64_t HOLD_US = 16000;
 // The longest it waits: past this the event loop is busy with something else, and the task ends
 // (JavaScript starts the next step when it can).
 constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
