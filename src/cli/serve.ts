@@ -54,6 +54,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     threads,
     maxQueue: config.maxQueue,
     maxGenerationMs: config.maxGenerationTime,
+    streamHoldMs: config.streamHold,
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAlive,
     backend,

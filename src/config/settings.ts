@@ -335,6 +335,15 @@ export const settings = {
     schema: optionalTimeout,
     commands: ["serve"],
   }),
+  streamHold: setting({
+    flag: "stream-hold",
+    env: "MODELHOST_STREAM_HOLD",
+    default: "16ms",
+    description:
+      'How long tokens decoded in a row may wait to be sent together (the first token of a reply never waits). Each send wakes the server and the client, on the cores decoding uses: on a small machine holding a display frame\'s worth is faster (docs/performance.md). "0": every token as soon as it is decoded. At most "1s".',
+    schema: duration.refine((ms) => ms >= 0 && ms <= 1000, 'must be a duration from "0" to "1s", such as "16ms"'),
+    commands: ["serve"],
+  }),
   shutdownGrace: setting({
     flag: "shutdown-grace",
     env: "MODELHOST_SHUTDOWN_GRACE",

@@ -122,6 +122,8 @@ export class BatchDecoder {
   readonly #native: NativeContext;
   readonly #batchSize: number;
   readonly #steps: NativeSteps | undefined;
+  /** How long the native loop may hold decoded steps to hand several over at once, in µs. */
+  readonly #holdUs: number;
   /** Jobs with input to decode, in arrival order. */
   readonly #ready: Job[] = [];
   /** Tokens of the last step for consumers that wait, given once the next step has started. */
@@ -129,7 +131,10 @@ export class BatchDecoder {
   /** Cache edits waiting for the gap between two steps. */
   readonly #edits: Array<() => Promise<void>> = [];
   #running = false;
-  /** The native loop under way: its jobs, and the flag that asks it to stop before its next step. */
+  /**
+   * The native loop under way: its jobs, and what it reads between steps: [0] the flag that asks it
+   * to stop before its next step, [1] how long it may hold steps (µs).
+   */
   #looping: { jobs: Set<Job>; control: Int32Array } | undefined;
   #closed: Error | undefined;
   readonly #idleWaiters: Array<() => void> = [];
@@ -137,12 +142,14 @@ export class BatchDecoder {
   /**
    * `native`: modelhost's native steps (binaries built by `modelhost engine build`), which decode
    * and sample the plain generation steps in one libuv task instead of 1 + n, and go on decoding
-   * generations step after step without waiting for the event loop.
+   * generations step after step without waiting for the event loop. `holdMs`: how long that loop
+   * may hold decoded steps to hand several over at once (--stream-hold).
    */
-  constructor(native: NativeContext, options: { batchSize: number; threads: number; native?: NativeSteps | undefined }) {
+  constructor(native: NativeContext, options: { batchSize: number; threads: number; holdMs: number; native?: NativeSteps | undefined }) {
     this.#native = native;
     this.#batchSize = options.batchSize;
     this.#steps = options.native;
+    this.#holdUs = Math.round(options.holdMs * 1000);
     native.setThreads(options.threads);
   }
 
@@ -404,14 +411,14 @@ export class BatchDecoder {
   /**
    * The batch (generations only, all sampled natively) and then up to `ahead` more steps of the
    * same sequences in modelhost's native loop: the first step's tokens are handed over at once,
-   * later steps' a few at a time (held up to 16 ms), while the next decodes. The loop stops when
+   * later steps' a few at a time (held up to `holdMs`), while the next decodes. The loop stops when
    * a job does not come back for its next token (it ended, or its consumer stopped), when other
    * work arrives, and after its time slice; a step it decoded for a job that did not ask is a real
    * continuation, kept in the cache and otherwise dropped (the job's sampler is not used again).
    */
   async #generate(steps: NativeSteps, batch: BatchItem[], batchIndexes: Uint32Array[], ahead: number): Promise<void> {
     const jobs = batch.map(({ job }) => job);
-    const control = new Int32Array(new ArrayBuffer(4));
+    const control = Int32Array.of(0, this.#holdUs);
     this.#looping = { jobs: new Set(jobs), control };
     // Each sequence's last sampled token: the input of its next step.
     const previous = new Array<number>(batch.length);

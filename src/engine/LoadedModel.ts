@@ -30,6 +30,8 @@ export interface ModelRuntimeOptions {
   maxQueue: number;
   /** Longest a generation may run, prompt included, in ms; then it ends with finish reason "length". 0: no limit. */
   maxGenerationMs: number;
+  /** How long tokens decoded in a row may wait to be handed over together, in ms (--stream-hold). */
+  streamHoldMs: number;
   /** The engine's totals, which this model adds to. */
   counters: EngineCounters;
 }
@@ -70,7 +72,7 @@ export class LoadedModel {
     // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
     this.#decoder = context
-      ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads, native: nativeSteps(model.llama) })
+      ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads, holdMs: options.streamHoldMs, native: nativeSteps(model.llama) })
       : undefined;
     this.#pool = new SlotPool(
       sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence), sequence)),

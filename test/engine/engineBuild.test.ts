@@ -76,25 +76,28 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       if (!steps) throw new Error("the native build has no modelhostGenerate");
       const model = await llama.loadModel({ modelPath: path.join(modelsDir, "tiny.gguf") });
       const prompt = model.tokenize("Tell me about the sea.");
-      // Tokens handed over by each modelhostGenerate call.
+      // Tokens handed over by each modelhostGenerate call, and how many hand-overs there were.
       const perCall: number[] = [];
+      let handOvers = 0;
       const counted: NativeSteps = {
         decodeAndSample: steps.decodeAndSample,
         generate: (...args: Parameters<NativeGenerate>) => {
           const call = perCall.push(0) - 1;
           const onSteps = args[8];
           args[8] = (tokens) => {
+            handOvers++;
             perCall[call]! += tokens.length;
             onSteps(tokens);
           };
           return steps.generate(...args);
         },
       };
+      // Looped with a hold of 1 s: steps go over in bursts (see below).
       const generate = async (native: NativeSteps | undefined): Promise<Token[]> => {
         const context = await model.createContext({ sequences: 1, contextSize: 512 });
         const sampler = createNativeSampler(model, { temperature: 0.9, topK: 40, topP: 0.95, minP: 0, seed: 42 });
         try {
-          const decoder = new BatchDecoder(nativeContextOf(context), { batchSize: 512, threads: 2, native });
+          const decoder = new BatchDecoder(nativeContextOf(context), { batchSize: 512, threads: 2, holdMs: 1000, native });
           const owner = context.getSequence();
           const tokens: Token[] = [];
           for await (const { token } of decoder.generate(new DecoderSequence(sequenceIdOf(owner), owner), prompt, { sampler, isLast: () => false, limit: 64 })) tokens.push(token);
@@ -111,10 +114,13 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       // Every token came through the loop, and calls ran several steps each (a call also ends at
       // the model's end-of-generation tokens, after its slice, and when the event loop is slow to
       // take its steps: here 1 to 3 calls).
-      console.log(`native loop: ${perCall.length} calls handed over ${perCall.join(", ")} tokens`);
+      console.log(`native loop: ${perCall.length} calls handed over ${perCall.join(", ")} tokens in ${handOvers} hand-overs`);
       expect(perCall.reduce((sum, count) => sum + count, 0)).toBe(64);
       expect(Math.max(...perCall)).toBeGreaterThan(1);
       expect(perCall.length).toBeLessThan(64);
+      // Held for up to 1 s, steps go over when 16 are untaken (15 held and the one decoding),
+      // besides the first of each call and what is left at its end: not one hand-over a token.
+      expect(handOvers).toBeLessThanOrEqual(2 * perCall.length + Math.ceil(64 / 15));
       await model.dispose();
     } finally {
       await llama.dispose();

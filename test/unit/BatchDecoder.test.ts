@@ -87,7 +87,8 @@ type Delivery = keyof typeof DELIVERIES;
 
 /** modelhost's native steps as the C++ (src/engine/native/decodeAndSample.cpp) runs them, on the fake context. */
 function fakeSteps(native: FakeNative, delivery: Delivery = "each step at once") {
-  const calls = { decodeAndSample: [] as number[][], generate: [] as Array<{ sequences: number[]; maxSteps: number; steps: number }> };
+  // `holds`: what each generate call was told it may hold steps for (control[1], µs).
+  const calls = { decodeAndSample: [] as number[][], generate: [] as Array<{ sequences: number[]; maxSteps: number; steps: number }>, holds: [] as number[] };
   const steps: NativeSteps = {
     decodeAndSample: async (context, indexes) => {
       await context.decodeBatch();
@@ -97,6 +98,7 @@ function fakeSteps(native: FakeNative, delivery: Delivery = "each step at once")
     generate: async (context, batchIndexes, _samplers, sequenceIds, positions, endTokens, maxSteps, control, onSteps) => {
       const call = { sequences: [...sequenceIds], maxSteps, steps: 0 };
       calls.generate.push(call);
+      calls.holds.push(control[1]!);
       let indexes = batchIndexes;
       let tokens = new Int32Array(0);
       const pending: number[] = [];
@@ -126,10 +128,10 @@ function fakeSteps(native: FakeNative, delivery: Delivery = "each step at once")
 }
 
 /** A decoder on the fake context with the fake native steps. */
-function loopDecoder(delivery: Delivery) {
+function loopDecoder(delivery: Delivery, holdMs = 16) {
   const native = new FakeNative();
   const { steps, calls } = fakeSteps(native, delivery);
-  return { native, calls, decoder: new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps }) };
+  return { native, calls, decoder: new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs, native: steps }) };
 }
 
 const sampler: NativeSampler = { applyConfig: () => undefined, dispose: () => undefined };
@@ -148,7 +150,7 @@ async function take(generator: AsyncGenerator<{ token: Token }>, count: number):
 describe("BatchDecoder", () => {
   it("decodes the prompt, then one token per step, each the next step's input; the cache holds what was decoded", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const sequence = new DecoderSequence(0);
     const generator = decoder.generate(sequence, [10, 11, 12] as Token[], setup());
     expect(await take(generator, 3)).toEqual([13, 14, 15]);
@@ -161,7 +163,7 @@ describe("BatchDecoder", () => {
 
   it("puts the next token of every generating sequence in one batch", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const generators = [0, 1, 2, 3].map((id) => decoder.generate(new DecoderSequence(id), [100 * id] as Token[], setup({ limit: 5 })));
     const replies = await Promise.all(generators.map((generator) => take(generator, 5)));
     expect(replies).toEqual([0, 1, 2, 3].map((id) => [1, 2, 3, 4, 5].map((k) => 100 * id + k)));
@@ -171,7 +173,7 @@ describe("BatchDecoder", () => {
 
   it("stops decoding a generation at its limit and after its last token", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const limited = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 3 }));
     expect(await take(limited, 10)).toEqual([1, 2, 3]);
     const ended = decoder.generate(new DecoderSequence(1), [0] as Token[], setup({ isLast: (token) => token === 2 }));
@@ -181,7 +183,7 @@ describe("BatchDecoder", () => {
 
   it("lets a sequence whose consumer does not read sit out the steps once it is MAX_TOKENS_AHEAD behind, while the others go on", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const slow = decoder.generate(new DecoderSequence(0), [0] as Token[], setup());
     const fast = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 40 }));
     expect(await take(slow, 1)).toEqual([1]);
@@ -194,7 +196,7 @@ describe("BatchDecoder", () => {
 
   it("reads a long prompt in chunks in the room the generating sequences leave", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 4, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 4, threads: 1, holdMs: 16 });
     const generating = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 4 }));
     await take(generating, 1);
     const prompt = new DecoderSequence(1);
@@ -211,7 +213,7 @@ describe("BatchDecoder", () => {
 
   it("keeps the cached prefix, drops the rest, and copies a sequence between steps", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const first = new DecoderSequence(0);
     await decoder.evaluate(first, [1, 2, 3, 4] as Token[]);
     expect(await decoder.keepPrefix(first, [1, 2, 9, 9] as Token[])).toBe(2);
@@ -227,7 +229,7 @@ describe("BatchDecoder", () => {
 
   it("waits for the step under way before a stopped generation returns", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const sequence = new DecoderSequence(0);
     let open!: () => void;
     const blocked = new Promise<void>((resolve) => (open = resolve));
@@ -246,7 +248,7 @@ describe("BatchDecoder", () => {
 
   it("fails the jobs of a batch whose decode failed and clears their caches; a failed sample fails only its job", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const a = new DecoderSequence(0);
     await decoder.evaluate(a, [1, 2] as Token[]);
     native.failNextDecode = new Error("no KV slot");
@@ -262,7 +264,7 @@ describe("BatchDecoder", () => {
 
   it("drops a job whose request was aborted before its step", async () => {
     const native = new FakeNative();
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1 });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
     const controller = new AbortController();
     controller.abort(new Error("client left"));
     await expect(decoder.evaluate(new DecoderSequence(0), [1, 2, 3] as Token[], controller.signal)).rejects.toThrow("client left");
@@ -272,7 +274,7 @@ describe("BatchDecoder", () => {
   it("samples plain generation steps in the native decode-and-sample call, and logprob steps after it", async () => {
     const native = new FakeNative();
     const { steps, calls } = fakeSteps(native);
-    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, native: steps });
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16, native: steps });
     const plain = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 3 }));
     const withLogprobs = decoder.generate(new DecoderSequence(1), [100] as Token[], setup({ limit: 3, metadata: { probabilities: true } }));
     const sampled: Array<{ token: Token }> = [];
@@ -292,12 +294,13 @@ describe("BatchDecoder", () => {
 
   for (const delivery of Object.keys(DELIVERIES) as Delivery[]) {
     describe(`the native loop, handing over ${delivery}`, () => {
-      it("decodes a generation step after step in one call, each token the next input, up to its limit", async () => {
-        const { native, calls, decoder } = loopDecoder(delivery);
+      it("decodes a generation step after step in one call, each token the next input, up to its limit, holding steps as long as it was set to", async () => {
+        const { native, calls, decoder } = loopDecoder(delivery, 7.5);
         const sequence = new DecoderSequence(0);
         const generator = decoder.generate(sequence, [10, 11] as Token[], setup({ limit: 5 }));
         expect(await take(generator, 10)).toEqual([12, 13, 14, 15, 16]);
         expect(calls.generate).toEqual([{ sequences: [0], maxSteps: 4, steps: 5 }]);
+        expect(calls.holds).toEqual([7500]);
         expect(native.batches.map((batch) => batch[0])).toEqual([
           { sequence: 0, tokens: [10, 11], positions: [0, 1] },
           ...[12, 13, 14, 15].map((token, i) => ({ sequence: 0, tokens: [token], positions: [2 + i, 2 + i] })),

@@ -28,6 +28,14 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ flags: { "response-expiry": "forever" } })).toThrow(/--response-expiry/);
   });
 
+  it("reads --stream-hold (and MODELHOST_STREAM_HOLD) as a duration from 0 to 1 s, 16 ms by default", () => {
+    expect(loadConfig({}).streamHold).toBe(16);
+    expect(loadConfig({ flags: { "stream-hold": "0" } }).streamHold).toBe(0);
+    expect(loadConfig({ env: { MODELHOST_STREAM_HOLD: "250ms" } }).streamHold).toBe(250);
+    expect(() => loadConfig({ flags: { "stream-hold": "2s" } })).toThrow(/--stream-hold/);
+    expect(() => loadConfig({ flags: { "stream-hold": "-1" } })).toThrow(/--stream-hold/);
+  });
+
   it("prefers flags over environment variables over defaults", () => {
     const config = loadConfig({ flags: { port: "8081" }, env: { MODELHOST_PORT: "9000", MODELHOST_PARALLEL: "2" } });
     expect(config.port).toBe(8081);

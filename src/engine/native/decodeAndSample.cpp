@@ -26,8 +26,8 @@
 //   (-1), is an end of generation or is in endTokens, after SLICE_US, so that the one libuv
 //   pool thread also runs the process's other tasks (files, scrypt) in between, and when the
 //   event loop has taken nothing for MAX_WAIT. The first step reaches onSteps at once; later steps
-//   are held for up to HOLD_US, and the loop runs at most LEAD_STEPS ahead of the event loop.
-//   Resolves to the number of steps; onSteps has seen them all by then.
+//   are held for up to control[1] µs (see deliver), and the loop runs at most LEAD_STEPS ahead of
+//   the event loop. Resolves to the number of steps; onSteps has seen them all by then.
 
 #include <algorithm>
 #include <chrono>
@@ -54,23 +54,13 @@ constexpr int64_t SLICE_US = 50000;
 // for it. Without a bound the loop kept both cores busy (the pool thread and its OpenMP partner)
 // and the event loop, woken for each step, waited for a core: on the tiny model it took its tokens
 // in bursts of 14 to 78 steps, 3-8 ms apart, and a stream's first token came 4 ms later than with
-// a round trip per step. Waiting here frees a core exactly when the event loop is behind.
-// BatchDecoder's MAX_TOKENS_AHEAD (how far a consumer may fall behind) is larger, so that one
-// hand-over of LEAD_STEPS steps never stops the loop by itself.
+// a round trip per step. Waiting here frees a core exactly when the event loop is behind. Within
+// the bound the loop holds steps back to hand several over at once (control[1], --stream-hold):
+// on the tiny model, one stream, modelhost ÷ llama-server went 0.76x (a hand-over per step, 2
+// ahead), 1.06x (up to 8 steps a hand-over), 1.26x (up to 16). BatchDecoder's MAX_TOKENS_AHEAD
+// (how far a consumer may fall behind) is larger, so one hand-over never stops the loop by itself.
 constexpr size_t LEAD_STEPS = 16;
-// How long a decoded step may wait to be handed over: one frame of a 60 Hz display, so a reader
-// sees no difference. Each hand-over wakes the event loop, which writes what it got to the client
-// and so wakes the client too, all on the cores the decode's two threads use; on a model as big as
-// the bench model the event loop's work comes with cold caches (the weights stream through them at
-// every step): ~240 µs of its CPU a token with a hand-over per step, ~170 µs holding 13 ms (main
-// thread, /proc/<pid>/task/<tid>/schedstat over 8 streams). So a step is held back while the next
-// one would still come within HOLD_US of it, or until LEAD_STEPS gathered; the first step of a call
-// goes at once (a stream's first token). modelhost ÷ llama-server, one stream, alternating rounds:
-// tiny model (a step ~35 µs): 0.76x handing over every step with at most 2 ahead, 1.06x holding up
-// to 8 steps, 1.26x up to 16; four streams 1.17x, 1.46x, 1.77x. Bench model (~4 ms a step):
-// 0.96x, 0.99x, 1.01x, 1.01x holding 0, 5, 9, 13 ms (21 rounds), and in another run 0.99x and
-// 1.03x holding 5 and 16 ms.
-constexpr int64_t HOLD_US = 16000;
+
 // The longest it waits: past this the event loop is busy with something else, and the task ends
 // (JavaScript starts the next step when it can).
 constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
@@ -224,7 +214,8 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
         std::vector<int32_t> positions;
         std::vector<int32_t> endTokens;
         int32_t maxSteps;
-        // Written by JavaScript on the event loop, read here between steps.
+        // Written by JavaScript on the event loop, read here between steps: [0] non-zero to stop,
+        // [1] how long a step may be held, in µs.
         const int32_t* control;
         Napi::Reference<Napi::Int32Array> controlRef;
         Napi::FunctionReference onSteps;
@@ -306,9 +297,11 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
             onSteps.MakeCallback(Env().Global(), {toInt32Array(Env(), steps.data(), steps.size())});
         }
 
-        // A step decoded: held, or handed over with the steps held before it (see HOLD_US). The
-        // event loop is signalled once for all that gather before it takes them, so their HTTP
-        // writes leave together. False: the event loop took nothing for MAX_WAIT.
+        // A step decoded: held, or handed over with the steps held before it. A step is held while
+        // the next one would still come within the hold (control[1] µs) of the first held, and
+        // until LEAD_STEPS gathered; the first step of a call goes at once (a stream's first
+        // token). The event loop is signalled once for all that gather before it takes them, so
+        // their HTTP writes leave together. False: the event loop took nothing for MAX_WAIT.
         bool deliver(const ExecutionProgress& progress, const std::vector<int32_t>& tokens, bool first,
                      std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration stepTook) {
             std::unique_lock<std::mutex> lock(undelivered.mutex);
@@ -316,7 +309,8 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
             undelivered.tokens.insert(undelivered.tokens.end(), tokens.begin(), tokens.end());
             const size_t limit = LEAD_STEPS * tokens.size();
             const bool full = undelivered.tokens.size() + tokens.size() >= limit;
-            const bool nextTooLate = now - undelivered.oldest + stepTook > std::chrono::microseconds(HOLD_US);
+            const auto hold = std::chrono::microseconds(__atomic_load_n(control + 1, __ATOMIC_RELAXED));
+            const bool nextTooLate = now - undelivered.oldest + stepTook > hold;
             if (first || full || nextTooLate) {
                 lock.unlock();
                 signal(progress);
@@ -368,8 +362,8 @@ Napi::Value modelhostGenerate(const Napi::CallbackInfo& info) {
     std::vector<int32_t> endTokens = toVector(info[5], env, usage);
     Napi::Int32Array control = info[7].As<Napi::Int32Array>();
     const size_t n = args.batchIndexes.size();
-    if (sequenceIds.size() != n || positions.size() != n || control.ElementLength() < 1) {
-        throw Napi::RangeError::New(env, "sequenceIds and positions need one entry per batch index, control at least one");
+    if (sequenceIds.size() != n || positions.size() != n || control.ElementLength() < 2) {
+        throw Napi::RangeError::New(env, "sequenceIds and positions need one entry per batch index, control two (stop, hold in µs)");
     }
     if (n == 0 || n > static_cast<size_t>(args.ctx->batch_n_tokens)) {
         throw Napi::RangeError::New(env, "The batch cannot hold one token per sequence");
