@@ -83,7 +83,9 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
     await store.close();
 
     replicaPorts = [await freePort(), await freePort()];
-    replicaArgs = ["--profile", "hosted", "--models-dir", modelsDir, "--database-url", postgres.url, "--redis-url", redis.url, "--tiers-file", tiersFile, "--parallel", "4"];
+    replicaArgs = ["--profile", "hosted", "--models-dir", modelsDir, "--database-url", postgres.url, "--redis-url", redis.url, "--tiers-file", tiersFile, "--parallel", "4",
+      // Each token written as it is decoded, so the stream test below sees the proxy's buffering alone.
+      "--stream-hold", "0"];
     replicas.push(await startReplica(0), await startReplica(1));
 
     const listen = await freePort();
@@ -98,9 +100,10 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
   });
 
   it("passes a stream on token by token (X-Accel-Buffering: no)", async () => {
-    // The bench model generates a token every ~10 ms on one thread: far enough apart that an
-    // unbuffered proxy delivers each in a read of its own, where a buffering one would hold them
-    // until 4–8 KB (20–40 chunks) had filled its buffer.
+    // The bench model generates a token every ~10 ms on one thread, and the replicas write each as
+    // it comes (--stream-hold 0): far enough apart that an unbuffered proxy delivers each in a read
+    // of its own, where a buffering one would hold them until 4–8 KB (20–40 chunks) had filled its
+    // buffer.
     for (let i = 0; i < 2; i++) {
       // Both replicas load the model first (round robin), so the stream measures generation only.
       await (await post(proxyUrl, "/v1/chat/completions", { model: "bench", messages: [{ role: "user", content: "hi" }], max_tokens: 1 })).text();
