@@ -19,7 +19,8 @@ export interface GenerationSetup {
   isLast(token: Token): boolean;
   /**
    * The tokens `isLast` is true for besides the model's end-of-generation tokens: the native loop
-   * stops after them (one it does not know only costs a step or two decoded for nothing).
+   * stops after them (one it does not know costs up to one hand-over of steps, --stream-hold or 16
+   * steps, decoded for nothing).
    */
   endTokens?: readonly Token[];
   /** The most tokens the consumer will take: no step is decoded for more. */
