@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, readdir, rm, symlink } from "node:fs/promises";
+import { readFileSync, readdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -42,6 +43,7 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     // node-llama-cpp's own sources are as it ships them again.
     const addonDir = path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama/addon");
     expect(await readFile(path.join(addonDir, "addon.cpp"), "utf8")).not.toMatch(/modelhost/);
+    expect(await readFile(path.join(addonDir, "AddonContext.cpp"), "utf8")).not.toMatch(/modelhost/);
     expect((await readdir(addonDir)).filter((file) => /modelhost/i.test(file))).toEqual([]);
   });
 
@@ -69,6 +71,46 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     }
     expect(answers[0]).toBe(answers[1]);
   });
+  it("decodes chats, embeddings and ranking on one thread of its own, so OpenMP keeps one team", async () => {
+    // This process's threads: name and CPU time (ns) by id.
+    const threads = () =>
+      new Map(
+        readdirSync("/proc/self/task").map((id) => {
+          const name = readFileSync(`/proc/self/task/${id}/comm`, "utf8").trim();
+          return [id, { name, cpuNs: Number(readFileSync(`/proc/self/task/${id}/schedstat`, "utf8").split(" ")[0]) }] as const;
+        }),
+      );
+    const server = await startTestServer({
+      models: { tiny: path.join(modelsDir, "tiny.gguf"), embed: await testModelPath("embed-tiny"), rerank: await testModelPath("rerank-tiny") },
+      config: { engine: "native", threads: 2 },
+    });
+    const post = (route: string, body: unknown) => fetch(`${server.url}${route}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const embed = async () => expect((await server.client.embeddings.create({ model: "embed", input: ["the sea", "a lighthouse keeper"] })).data).toHaveLength(2);
+    const everything = async () => {
+      await server.client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Tell me about the sea." }], max_tokens: 24 });
+      await embed();
+      expect((await post("/v1/rerank", { model: "rerank", query: "lighthouse", documents: ["a lighthouse keeper", "soup"] })).status).toBe(200);
+    };
+    try {
+      await everything();
+      const before = threads();
+      // The decode thread and the one worker of its OpenMP team, which took its name.
+      const decoding = [...before].filter(([, thread]) => thread.name === "llama decode");
+      expect(decoding).toHaveLength(2);
+      const decodingNs = (all: ReturnType<typeof threads>) => decoding.reduce((sum, [id]) => sum + all.get(id)!.cpuNs, 0);
+      // node-llama-cpp's own decode (embeddings here) runs there too, through the build's patch.
+      const decodedBefore = decodingNs(before);
+      await embed();
+      expect(decodingNs(threads())).toBeGreaterThan(decodedBefore);
+      // Were the libuv pool threads decoding, each would have started an OpenMP team of its own
+      // (a thread more each, with --threads 2) as the requests landed on them.
+      for (let round = 0; round < 4; round++) await everything();
+      expect(threads().size).toBe(before.size);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("generates in the native loop, many steps a call, the tokens one step a task gives", async () => {
     const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
     try {

@@ -1,10 +1,18 @@
-// The patch `modelhost engine build` applies to node-llama-cpp's addon.cpp: against the pinned
-// version's own file, two insertions that undo exactly; on another layout, none.
+// The patch `modelhost engine build` applies to node-llama-cpp's addon.cpp and AddonContext.cpp:
+// against the pinned version's own files, changes that undo exactly; on another layout, none.
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { DECODE_AND_SAMPLE, GENERATE, PATCHED_NODE_LLAMA_CPP_VERSION, patchAddonSource, unpatchAddonSource } from "../../src/engine/native/addonPatch.js";
+import {
+  DECODE_AND_SAMPLE,
+  GENERATE,
+  PATCHED_NODE_LLAMA_CPP_VERSION,
+  patchAddonSource,
+  patchContextSource,
+  unpatchAddonSource,
+  unpatchContextSource,
+} from "../../src/engine/native/addonPatch.js";
 
 const llamaDir = path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama");
 
@@ -28,7 +36,20 @@ describe("the decode-and-sample addon patch", () => {
     expect(unpatchAddonSource(original)).toBe(original);
   });
 
-  it("leaves a file of another layout alone", () => {
+  it("sends AddonContext.cpp's one llama_decode through modelhostDecode, and comes out exactly", async () => {
+    const original = await readFile(path.join(llamaDir, "addon/AddonContext.cpp"), "utf8");
+    const result = patchContextSource(original);
+    if (!("patched" in result)) throw new Error(result.skipped);
+    expect(result.patched).not.toContain("llama_decode(");
+    expect(result.patched.split("modelhostDecode(ctx->ctx, ctx->batch)")).toHaveLength(2);
+    // Declared before its use.
+    expect(result.patched.indexOf("int modelhostDecode(llama_context* ctx, llama_batch batch);")).toBeLessThan(result.patched.indexOf("modelhostDecode(ctx->ctx"));
+    expect(unpatchContextSource(result.patched)).toBe(original);
+    expect(unpatchContextSource(original)).toBe(original);
+  });
+
+  it("leaves files of another layout alone", () => {
     expect(patchAddonSource("int main() {}\n")).toEqual({ skipped: "addon.cpp is not laid out as expected" });
+    expect(patchContextSource('#include "AddonContext.h"\nint main() {}\n')).toEqual({ skipped: "AddonContext.cpp is not laid out as expected" });
   });
 });

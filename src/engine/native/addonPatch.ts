@@ -10,9 +10,12 @@ import { fileURLToPath } from "node:url";
  * node-llama-cpp's separate calls otherwise.
  *
  * The patch is two insertions into llama/addon/addon.cpp (the declarations, and the functions in the
- * exports' property list) plus the new file, which the addon's CMakeLists compiles with every
- * addon/*.cpp. It is checked against the pinned node-llama-cpp: on another version, or if the
- * anchors are not each found exactly once, the build goes ahead without it and says why.
+ * exports' property list), plus the new file, which the addon's CMakeLists compiles with every
+ * addon/*.cpp, plus two changes to llama/addon/AddonContext.cpp: its one llama_decode call becomes
+ * modelhostDecode, which runs it on the decode thread that all the process's decodes share (see
+ * decodeAndSample.cpp), after a declaration of it. It is checked against the pinned
+ * node-llama-cpp: on another version, or if the anchors are not each found exactly once, the
+ * build goes ahead without it and says why.
  */
 
 export const PATCHED_NODE_LLAMA_CPP_VERSION = "3.22.1";
@@ -52,6 +55,35 @@ export function unpatchAddonSource(text: string): string {
   return text.replace(DECLARATION, "").replace(EXPORT, "");
 }
 
+const DECODE_CALL = "int r = llama_decode(ctx->ctx, ctx->batch);";
+const REDIRECTED_CALL = "int r = modelhostDecode(ctx->ctx, ctx->batch);";
+const CONTEXT_INCLUDE_ANCHOR = '#include "AddonContext.h"\n';
+const DECODE_DECLARATION = "int modelhostDecode(llama_context* ctx, llama_batch batch);\n";
+
+/** AddonContext.cpp with its decode going through modelhostDecode, or why it cannot be. */
+export function patchContextSource(original: string): { patched: string } | { skipped: string } {
+  const declared = insertOnce(original, CONTEXT_INCLUDE_ANCHOR, (anchor) => anchor + DECODE_DECLARATION);
+  const redirected = declared && insertOnce(declared, DECODE_CALL, () => REDIRECTED_CALL);
+  return redirected ? { patched: redirected } : { skipped: "AddonContext.cpp is not laid out as expected" };
+}
+
+/** AddonContext.cpp as node-llama-cpp ships it, also when a build cut off left the patch in. */
+export function unpatchContextSource(text: string): string {
+  return text.replace(DECODE_DECLARATION, "").replace(REDIRECTED_CALL, DECODE_CALL);
+}
+
+/** One of node-llama-cpp's files the patch changes. */
+interface SourcePatch {
+  file: string;
+  patch(original: string): { patched: string } | { skipped: string };
+  unpatch(text: string): string;
+}
+
+const SOURCE_PATCHES: SourcePatch[] = [
+  { file: "addon/addon.cpp", patch: patchAddonSource, unpatch: unpatchAddonSource },
+  { file: "addon/AddonContext.cpp", patch: patchContextSource, unpatch: unpatchContextSource },
+];
+
 /**
  * Runs `build` with the patch applied (when it applies), restoring node-llama-cpp's sources after,
  * also when the build fails. Reports whether the patch went in.
@@ -63,21 +95,27 @@ export async function withAddonPatch<T>(build: () => Promise<T>, log: (line: str
     log(`modelhost: node-llama-cpp ${version} is not ${PATCHED_NODE_LLAMA_CPP_VERSION}: building without modelhost's decode-and-sample patch`);
     return build();
   }
-  const addonFile = path.join(dir, "addon/addon.cpp");
   const copiedFile = path.join(dir, "addon", COPIED_NAME);
-  const original = unpatchAddonSource(await readFile(addonFile, "utf8"));
-  const result = patchAddonSource(original);
-  if ("skipped" in result) {
-    log(`modelhost: ${result.skipped}: building without modelhost's decode-and-sample patch`);
+  const files = await Promise.all(
+    SOURCE_PATCHES.map(async ({ file, patch, unpatch }) => {
+      const original = unpatch(await readFile(path.join(dir, file), "utf8"));
+      return { path: path.join(dir, file), original, result: patch(original) };
+    }),
+  );
+  const skipped = files.find((file) => "skipped" in file.result);
+  if (skipped && "skipped" in skipped.result) {
+    // What a build cut off (killed) left in the files comes out first.
+    for (const file of files) await writeFile(file.path, file.original);
+    log(`modelhost: ${skipped.result.skipped}: building without modelhost's decode-and-sample patch`);
     return build();
   }
   await copyFile(SOURCE, copiedFile);
-  await writeFile(addonFile, result.patched);
+  for (const file of files) if ("patched" in file.result) await writeFile(file.path, file.result.patched);
   log("modelhost: building node-llama-cpp's addon with modelhost's decode-and-sample patch");
   try {
     return await build();
   } finally {
-    await writeFile(addonFile, original);
+    for (const file of files) await writeFile(file.path, file.original);
     await rm(copiedFile, { force: true });
   }
 }

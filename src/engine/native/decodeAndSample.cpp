@@ -1,6 +1,7 @@
 // modelhost's additions to node-llama-cpp's addon, compiled into it by `modelhost engine build`
 // (src/engine/native/addonPatch.ts copies this file into node-llama-cpp's llama/addon folder, whose
-// CMakeLists compiles every addon/*.cpp, and registers the functions in addon.cpp).
+// CMakeLists compiles every addon/*.cpp, and registers the functions in addon.cpp; it also sends
+// node-llama-cpp's own llama_decode through modelhostDecode, so every decode runs on DecodeThread).
 //
 // Why: a decode step of BatchDecoder is one llama_decode and then one sample per generating
 // sequence. Through node-llama-cpp's own methods that is 1 + n tasks on the libuv pool, each a
@@ -19,20 +20,26 @@
 //   as its sequence's next input (at positions[i], positions[i] + 1, … in sequenceIds[i]) and
 //   sampled again, and the steps' tokens reach onSteps, in order, while the next step decodes: one
 //   call with every step decoded since the last (n tokens a step, step after step).
-//   Between two steps the pool thread does not wait for the event loop: on the tiny test model a
+//   Between two steps the decode thread does not wait for the event loop: on the tiny test model a
 //   step is ~35 µs and a round trip through the event loop ~30 µs more. It stops before a step
 //   when control[0] is non-zero (JavaScript's way to take the context back: new work, a consumer
 //   that stopped or fell behind), after maxSteps more steps, after a token that was not sampled
-//   (-1), is an end of generation or is in endTokens, after SLICE_US, so that the one libuv
-//   pool thread also runs the process's other tasks (files, scrypt) in between, and when the
+//   (-1), is an end of generation or is in endTokens, after SLICE_US, so that the libuv pool
+//   thread waiting for the task runs the process's other tasks (files, scrypt) in between, and when the
 //   event loop has taken nothing for MAX_WAIT. The first step reaches onSteps at once; later steps
 //   are held for up to control[1] µs (see deliver), and the loop runs at most LEAD_STEPS ahead of
 //   the event loop. Resolves to the number of steps; onSteps has seen them all by then.
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "common/common.h"
@@ -42,9 +49,9 @@
 
 namespace {
 
-// How long one modelhostGenerate task keeps the pool thread at most: ~1,400 tiny-model steps, or
-// twelve on the bench model (~4 ms a step); the pool thread's other tasks (files, scrypt) wait at
-// most this long. Each end of a task costs a round trip through the event loop before the next
+// How long one modelhostGenerate task keeps the decode thread, and the pool thread waiting for it,
+// at most: ~1,400 tiny-model steps, or twelve on the bench model (~4 ms a step); the pool's other
+// tasks (files, scrypt) and the decodes of other models wait at most this long. Each end of a task costs a round trip through the event loop before the next
 // starts: one stream of the bench model (step times traced in the server) took 4.09 ms a step
 // within a task and 4.63 ms across the end of one, 0.54 ms lost every 5.3 steps with 20 ms slices
 // (2.5% of its speed; 1% with these).
@@ -64,6 +71,63 @@ constexpr size_t LEAD_STEPS = 16;
 // The longest it waits: past this the event loop is busy with something else, and the task ends
 // (JavaScript starts the next step when it can).
 constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
+
+// Every llama_decode of the process runs on one thread, the decode thread, not on whichever libuv
+// pool thread took the task: this file's tasks run their loops on it, and the build patches
+// node-llama-cpp's decode (prompts, embeddings, ranking) to call modelhostDecode below.
+// Why: with OpenMP, ggml's threads belong to the thread that computes, so each pool thread that
+// decoded had a team of its own (a stream's slices landed on all 4). Once libgomp manages more
+// threads than there are CPUs it stops spinning at its barriers after ~100 turns and sleeps in the
+// kernel instead, for every one of the graph's hundreds of operations. On the bench model, one
+// stream, the server did 150-245 tok/s, varying from request to request, against 268-287 with
+// UV_THREADPOOL_SIZE=1 and 235-272 for llama-server, which decodes on one thread as llama-bench
+// does. With a team per model instead, the tiny model did ~35 steps in 50 ms, not ~1,400, once
+// the bench model had run. The pool thread waits (asleep) while its task runs here, so the pool
+// does no more and no less than before; two models' steps take turns, a slice at a time.
+class DecodeThread {
+    public:
+        // Runs `work` (which must not throw) on the decode thread, and returns when it is done.
+        static void run(const std::function<void()>& work) {
+            static DecodeThread& thread = *new DecodeThread();  // never freed: it may still wait at the process's exit
+            std::mutex doneMutex;
+            std::condition_variable doneChanged;
+            bool done = false;
+            std::function<void()> task = [&] {
+                work();
+                // Notified under the lock: the waiter cannot return (and take these away) before it is released.
+                std::lock_guard<std::mutex> lock(doneMutex);
+                done = true;
+                doneChanged.notify_one();
+            };
+            {
+                std::lock_guard<std::mutex> lock(thread.mutex);
+                thread.tasks.push_back(&task);
+            }
+            thread.wake.notify_one();
+            std::unique_lock<std::mutex> lock(doneMutex);
+            doneChanged.wait(lock, [&] { return done; });
+        }
+
+    private:
+        std::mutex mutex;
+        std::condition_variable wake;
+        std::deque<std::function<void()>*> tasks;
+
+        DecodeThread() { std::thread([this] { serve(); }).detach(); }
+
+        void serve() {
+            pthread_setname_np(pthread_self(), "llama decode");
+            std::unique_lock<std::mutex> lock(mutex);
+            for (;;) {
+                wake.wait(lock, [this] { return !tasks.empty(); });
+                std::function<void()>* task = tasks.front();
+                tasks.pop_front();
+                lock.unlock();
+                (*task)();
+                lock.lock();
+            }
+        }
+};
 
 // llama_decode of the context's batch; nullptr or why it failed.
 const char* decodeBatch(AddonContext* ctx) {
@@ -175,15 +239,17 @@ class DecodeAndSampleWorker : public Napi::AsyncWorker {
         Napi::Promise::Deferred deferred;
 
         void Execute() override {
-            try {
-                const char* error = decodeBatch(refs.args.ctx);
-                if (error == nullptr) error = sampleEach(refs.args.ctx, refs.args.batchIndexes, refs.args.samplers, tokens);
-                if (error != nullptr) SetError(error);
-            } catch (const std::exception& e) {
-                SetError(e.what());
-            } catch (...) {
-                SetError("Unknown error when decoding and sampling");
-            }
+            DecodeThread::run([this] {
+                try {
+                    const char* error = decodeBatch(refs.args.ctx);
+                    if (error == nullptr) error = sampleEach(refs.args.ctx, refs.args.batchIndexes, refs.args.samplers, tokens);
+                    if (error != nullptr) SetError(error);
+                } catch (const std::exception& e) {
+                    SetError(e.what());
+                } catch (...) {
+                    SetError("Unknown error when decoding and sampling");
+                }
+            });
         }
         void OnOK() override { deferred.Resolve(toInt32Array(Env(), tokens.data(), tokens.size())); }
         void OnError(const Napi::Error& err) override { deferred.Reject(err.Value()); }
@@ -237,6 +303,10 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
         }
 
         void Execute(const ExecutionProgress& progress) override {
+            DecodeThread::run([&] { generate(progress); });
+        }
+
+        void generate(const ExecutionProgress& progress) {
             try {
                 AddonContext* ctx = refs.args.ctx;
                 const size_t n = refs.args.batchIndexes.size();
@@ -342,6 +412,21 @@ std::vector<int32_t> toVector(const Napi::Value& value, const Napi::Env& env, co
 }
 
 }  // namespace
+
+// node-llama-cpp's llama_decode, redirected here by the build's patch of AddonContext.cpp.
+int modelhostDecode(llama_context* ctx, llama_batch batch) {
+    int result = -1;
+    std::exception_ptr error;
+    DecodeThread::run([&] {
+        try {
+            result = llama_decode(ctx, batch);
+        } catch (...) {
+            error = std::current_exception();
+        }
+    });
+    if (error) std::rethrow_exception(error);
+    return result;
+}
 
 Napi::Value modelhostDecodeAndSample(const Napi::CallbackInfo& info) {
     StepArguments args = readStepArguments(info, "modelhostDecodeAndSample(context, batchIndexes: Int32Array, samplers: AddonSampler[])");
