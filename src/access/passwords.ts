@@ -19,11 +19,12 @@ export const MAX_PASSWORD_LENGTH = 1024;
 
 /**
  * scrypt runs in a worker thread of its own, not through crypto.scrypt: that one runs on libuv's
- * thread pool, which the server keeps at ONE thread (bin/modelhost.cjs: node-llama-cpp decodes on
- * it), so every sign-in would stall every generation for the whole hash. Measured on the shared
- * 2-core build machine (load ~14) with UV_THREADPOOL_SIZE=1: an fs.stat queued behind one
- * crypto.scrypt waited 283 ms (median of 10; max 598 ms); beside this worker's hash, 0.1 ms (max
- * 6 ms). One worker, one hash at a time: a burst of sign-ins also takes at most one core and 32 MiB.
+ * thread pool, where every decode task also waits for its step (node-llama-cpp's async work), so
+ * a burst of sign-ins would hold the pool's threads and stall generation and file reads for whole
+ * hashes. Measured on the shared 2-core build machine (load ~14) with a one-thread pool: an
+ * fs.stat queued behind one crypto.scrypt waited 283 ms (median of 10; max 598 ms); beside this
+ * worker's hash, 0.1 ms (max 6 ms). One worker, one hash at a time: a burst of sign-ins also takes
+ * at most one core and 32 MiB.
  */
 const WORKER_SOURCE = `
 const { parentPort } = require("node:worker_threads");

@@ -98,7 +98,7 @@ export type DecodeAndSample = (context: NativeContext, batchIndexes: Int32Array,
  * steps' tokens reach `onSteps` in order, each call with every step decoded since the last (one
  * token per batch index a step). It stops before a step once `control[0]` is non-zero, after
  * `maxSteps` more steps, after a token that is -1, an end of generation or in `endTokens`, and after
- * a few milliseconds (the pool thread's other work). Resolves to the steps taken, all seen by then.
+ * its time slice (other models' turn on the decode thread). Resolves to the steps taken, all seen by then.
  */
 export type NativeGenerate = (
   context: NativeContext,

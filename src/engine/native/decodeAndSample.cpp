@@ -24,8 +24,8 @@
 //   step is ~35 µs and a round trip through the event loop ~30 µs more. It stops before a step
 //   when control[0] is non-zero (JavaScript's way to take the context back: new work, a consumer
 //   that stopped or fell behind), after maxSteps more steps, after a token that was not sampled
-//   (-1), is an end of generation or is in endTokens, after SLICE_US, so that the libuv pool
-//   thread waiting for the task runs the process's other tasks (files, scrypt) in between, and when the
+//   (-1), is an end of generation or is in endTokens, after SLICE_US, so that other models'
+//   decodes get a turn on the decode thread, and when the
 //   event loop has taken nothing for MAX_WAIT. The first step reaches onSteps at once; later steps
 //   are held for up to control[1] µs (see deliver), and the loop runs at most LEAD_STEPS ahead of
 //   the event loop. Resolves to the number of steps; onSteps has seen them all by then.
@@ -50,8 +50,8 @@
 namespace {
 
 // How long one modelhostGenerate task keeps the decode thread, and the pool thread waiting for it,
-// at most: ~1,400 tiny-model steps, or twelve on the bench model (~4 ms a step); the pool's other
-// tasks (files, scrypt) and the decodes of other models wait at most this long. Each end of a task costs a round trip through the event loop before the next
+// at most: ~1,400 tiny-model steps, or twelve on the bench model (~4 ms a step); other models'
+// decodes wait at most this long. Each end of a task costs a round trip through the event loop before the next
 // starts: one stream of the bench model (step times traced in the server) took 4.09 ms a step
 // within a task and 4.63 ms across the end of one, 0.54 ms lost every 5.3 steps with 20 ms slices
 // (2.5% of its speed; 1% with these).
@@ -82,8 +82,8 @@ constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
 // stream, the server did 150-245 tok/s, varying from request to request, against 268-287 with
 // UV_THREADPOOL_SIZE=1 and 235-272 for llama-server, which decodes on one thread as llama-bench
 // does. With a team per model instead, the tiny model did ~35 steps in 50 ms, not ~1,400, once
-// the bench model had run. The pool thread waits (asleep) while its task runs here, so the pool
-// does no more and no less than before; two models' steps take turns, a slice at a time.
+// the bench model had run. The pool thread waits (asleep) while its task runs here; two models'
+// steps take turns, a slice at a time.
 class DecodeThread {
     public:
         // Runs `work` (which must not throw) on the decode thread, and returns when it is done.
