@@ -10,6 +10,7 @@ import {
   PATCHED_NODE_LLAMA_CPP_VERSION,
   patchAddonSource,
   patchContextSource,
+  patchSgemmSource,
   unpatchAddonSource,
   unpatchContextSource,
 } from "../../src/engine/native/addonPatch.js";
@@ -51,5 +52,6 @@ describe("the decode-and-sample addon patch", () => {
   it("leaves files of another layout alone", () => {
     expect(patchAddonSource("int main() {}\n")).toEqual({ skipped: "addon.cpp is not laid out as expected" });
     expect(patchContextSource('#include "AddonContext.h"\nint main() {}\n')).toEqual({ skipped: "AddonContext.cpp is not laid out as expected" });
+    expect(patchSgemmSource("bool llamafile_sgemm() { return false; }\n")).toEqual({ skipped: "llama.cpp's sgemm.cpp is not laid out as expected" });
   });
 });
