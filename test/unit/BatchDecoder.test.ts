@@ -171,6 +171,18 @@ describe("BatchDecoder", () => {
     expect(native.batches.map((batch) => batch.length)).toEqual([4, 4, 4, 4, 4]);
   });
 
+  it("gives llama.cpp each batch in sequence order, whatever order its jobs came in", async () => {
+    // llama.cpp decodes a batch in one pass per run of consecutive sequence ids (a KV stream each).
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
+    const arrival = [3, 1, 2, 0];
+    const generators = arrival.map((id) => decoder.generate(new DecoderSequence(id), [100 * id] as Token[], setup({ limit: 4 })));
+    const replies = await Promise.all(generators.map((generator) => take(generator, 4)));
+    expect(replies).toEqual(arrival.map((id) => [1, 2, 3, 4].map((k) => 100 * id + k)));
+    expect(native.batches.length).toBeGreaterThan(1);
+    for (const batch of native.batches) expect(batch.map((item) => item.sequence)).toEqual([...batch.map((item) => item.sequence)].sort((a, b) => a - b));
+  });
+
   it("stops decoding a generation at its limit and after its last token", async () => {
     const native = new FakeNative();
     const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
