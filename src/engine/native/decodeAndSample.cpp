@@ -25,10 +25,10 @@
 //   when control[0] is non-zero (JavaScript's way to take the context back: new work, a consumer
 //   that stopped or fell behind), after maxSteps more steps, after a token that was not sampled
 //   (-1), is an end of generation or is in endTokens, after SLICE_US, so that other models'
-//   decodes get a turn on the decode thread, and when the
-//   event loop has taken nothing for MAX_WAIT. The first step reaches onSteps at once; later steps
-//   are held for up to control[1] µs (see deliver), and the loop runs at most LEAD_STEPS ahead of
-//   the event loop. Resolves to the number of steps; onSteps has seen them all by then.
+//   decodes get a turn on the decode thread, and when the event loop has taken nothing for
+//   MAX_WAIT. The first step reaches onSteps at once; later steps are held for up to control[1]
+//   µs (see deliver), and the loop runs at most LEAD_STEPS ahead of the event loop. Resolves to
+//   the number of steps; onSteps has seen them all by then.
 
 #include <pthread.h>
 
@@ -51,10 +51,10 @@ namespace {
 
 // How long one modelhostGenerate task keeps the decode thread, and the pool thread waiting for it,
 // at most: ~1,400 tiny-model steps, or twelve on the bench model (~4 ms a step); other models'
-// decodes wait at most this long. Each end of a task costs a round trip through the event loop before the next
-// starts: one stream of the bench model (step times traced in the server) took 4.09 ms a step
-// within a task and 4.63 ms across the end of one, 0.54 ms lost every 5.3 steps with 20 ms slices
-// (2.5% of its speed; 1% with these).
+// decodes wait at most this long. Each end of a task costs a round trip through the event loop
+// before the next starts: one stream of the bench model (step times traced in the server) took
+// 4.09 ms a step within a task and 4.63 ms across the end of one, 0.54 ms lost every 5.3 steps
+// with 20 ms slices (2.5% of its speed; 1% with these).
 constexpr int64_t SLICE_US = 50000;
 
 // How many steps the loop may have decoded that the event loop has not yet taken before it waits
