@@ -3,21 +3,18 @@ import { mkdtemp, readFile, readdir, rm, symlink } from "node:fs/promises";
 import { readFileSync, readdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Token } from "node-llama-cpp";
 import { BatchDecoder, DecoderSequence } from "../../src/engine/BatchDecoder.js";
 import { createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf, type NativeGenerate, type NativeSteps } from "../../src/engine/llamaInternals.js";
 import { loadLlama } from "../../src/engine/loadLlama.js";
-import { patchSgemmSource, unpatchSgemmSource } from "../../src/engine/native/addonPatch.js";
+import { llamaDir, patchSgemmSource, SGEMM_FILE, unpatchSgemmSource } from "../../src/engine/native/addonPatch.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { startTestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
 const run = promisify(execFile);
-const llamaDir = path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama");
-const SGEMM = "llama.cpp/ggml/src/ggml-cpu/llamafile/sgemm.cpp";
 const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
 
 /**
@@ -44,16 +41,16 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     const { stdout } = await run("nice", ["-n", "19", process.execPath, bin, "engine", "build"], { maxBuffer: 64 * 1024 * 1024 });
     expect(stdout).toMatch(/Built llama\.cpp for this machine in \d+ s, with modelhost's native decode steps\./);
     // node-llama-cpp's own sources are as it ships them again.
-    const addonDir = path.join(llamaDir, "addon");
+    const addonDir = path.join(llamaDir(), "addon");
     expect(await readFile(path.join(addonDir, "addon.cpp"), "utf8")).not.toMatch(/modelhost/);
     expect(await readFile(path.join(addonDir, "AddonContext.cpp"), "utf8")).not.toMatch(/modelhost/);
-    expect(await readFile(path.join(addonDir, "..", SGEMM), "utf8")).not.toMatch(/modelhost/);
+    expect(await readFile(path.join(llamaDir(), SGEMM_FILE), "utf8")).not.toMatch(/modelhost/);
     expect((await readdir(addonDir)).filter((file) => /modelhost/i.test(file))).toEqual([]);
   });
 
   it("leaves llama.cpp's small Q8_0 batches to ggml's own dot products, in a patch that comes out exactly", async () => {
     // The build put llama.cpp's source in node-llama-cpp's llama/llama.cpp (from its bundle).
-    const original = await readFile(path.join(llamaDir, SGEMM), "utf8");
+    const original = await readFile(path.join(llamaDir(), SGEMM_FILE), "utf8");
     const result = patchSgemmSource(original);
     if (!("patched" in result)) throw new Error(result.skipped);
     expect(result.patched.split("if (n < 8)")).toHaveLength(original.split("if (n < 8)").length + 1);

@@ -2,11 +2,11 @@
 // against the pinned version's own files, changes that undo exactly; on another layout, none.
 import { readFile } from "node:fs/promises";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import {
   DECODE_AND_SAMPLE,
   GENERATE,
+  llamaDir,
   PATCHED_NODE_LLAMA_CPP_VERSION,
   patchAddonSource,
   patchContextSource,
@@ -15,16 +15,15 @@ import {
   unpatchContextSource,
 } from "../../src/engine/native/addonPatch.js";
 
-const llamaDir = path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama");
 
 describe("the decode-and-sample addon patch", () => {
   it("is written for the node-llama-cpp version installed", async () => {
-    const { version } = JSON.parse(await readFile(path.join(llamaDir, "../package.json"), "utf8")) as { version: string };
+    const { version } = JSON.parse(await readFile(path.join(llamaDir(), "../package.json"), "utf8")) as { version: string };
     expect(version).toBe(PATCHED_NODE_LLAMA_CPP_VERSION);
   });
 
   it("declares and exports each function once in addon.cpp, and comes out exactly", async () => {
-    const original = await readFile(path.join(llamaDir, "addon/addon.cpp"), "utf8");
+    const original = await readFile(path.join(llamaDir(), "addon/addon.cpp"), "utf8");
     const result = patchAddonSource(original);
     if (!("patched" in result)) throw new Error(result.skipped);
     for (const name of [DECODE_AND_SAMPLE, GENERATE]) {
@@ -38,7 +37,7 @@ describe("the decode-and-sample addon patch", () => {
   });
 
   it("sends AddonContext.cpp's one llama_decode through modelhostDecode, and comes out exactly", async () => {
-    const original = await readFile(path.join(llamaDir, "addon/AddonContext.cpp"), "utf8");
+    const original = await readFile(path.join(llamaDir(), "addon/AddonContext.cpp"), "utf8");
     const result = patchContextSource(original);
     if (!("patched" in result)) throw new Error(result.skipped);
     expect(result.patched).not.toContain("llama_decode(");

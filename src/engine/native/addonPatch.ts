@@ -31,7 +31,8 @@ const COPIED_NAME = "ModelhostDecodeAndSample.cpp";
 const REGISTER_ANCHOR = "Napi::Object registerCallback(Napi::Env env, Napi::Object exports) {\n";
 const LAST_EXPORT_ANCHOR = '        Napi::PropertyDescriptor::Function("dispose", addonDispose),\n';
 
-function llamaDir(): string {
+/** node-llama-cpp's llama folder: its addon's sources, and llama.cpp's once cloned for a build. */
+export function llamaDir(): string {
   return path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama");
 }
 
@@ -106,10 +107,13 @@ interface SourcePatch {
   unpatch(text: string): string;
 }
 
+/** Where llama.cpp's llamafile kernels are, in llamaDir(). */
+export const SGEMM_FILE = "llama.cpp/ggml/src/ggml-cpu/llamafile/sgemm.cpp";
+
 const SOURCE_PATCHES: SourcePatch[] = [
   { file: "addon/addon.cpp", patch: patchAddonSource, unpatch: unpatchAddonSource },
   { file: "addon/AddonContext.cpp", patch: patchContextSource, unpatch: unpatchContextSource },
-  { file: "llama.cpp/ggml/src/ggml-cpu/llamafile/sgemm.cpp", patch: patchSgemmSource, unpatch: unpatchSgemmSource },
+  { file: SGEMM_FILE, patch: patchSgemmSource, unpatch: unpatchSgemmSource },
 ];
 
 /**
