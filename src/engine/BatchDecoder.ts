@@ -421,8 +421,9 @@ export class BatchDecoder {
    * same sequences in modelhost's native loop: the first step's tokens are handed over at once,
    * later steps' a few at a time (held up to `holdMs`), while the next decodes. The loop stops when
    * a job does not come back for its next token (it ended, or its consumer stopped), when other
-   * work arrives, and after its time slice; a step it decoded for a job that did not ask is a real
-   * continuation, kept in the cache and otherwise dropped (the job's sampler is not used again).
+   * work arrives, and after its time slice when other work waits for the decode thread; a step it
+   * decoded for a job that did not ask is a real continuation, kept in the cache and otherwise
+   * dropped (the job's sampler is not used again).
    */
   async #generate(steps: NativeSteps, batch: BatchItem[], batchIndexes: Uint32Array[], ahead: number): Promise<void> {
     const jobs = batch.map(({ job }) => job);

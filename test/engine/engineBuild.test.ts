@@ -183,4 +183,65 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       await llama.dispose();
     }
   });
+
+  it("keeps the decode thread for a whole generation while nothing else waits for it, and lets another model in after a slice", async () => {
+    const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
+    try {
+      const steps = nativeSteps(llama);
+      if (!steps) throw new Error("the native build has no modelhostGenerate");
+      const modelPath = path.join(modelsDir, "tiny.gguf");
+      const models = [await llama.loadModel({ modelPath }), await llama.loadModel({ modelPath })] as const;
+      // Generates `limit` tokens on a model, counting the native loop's calls; `onToken` sees each token.
+      const generate = async (model: (typeof models)[number], limit: number, onToken: (count: number) => void = () => {}) => {
+        let calls = 0;
+        const counted: NativeSteps = { decodeAndSample: steps.decodeAndSample, generate: (...args: Parameters<NativeGenerate>) => (calls++, steps.generate(...args)) };
+        const context = await model.createContext({ sequences: 1, contextSize: 4096 });
+        const sampler = createNativeSampler(model, { temperature: 0, topK: 40, topP: 0.95, minP: 0, seed: 42 });
+        try {
+          const decoder = new BatchDecoder(nativeContextOf(context), { batchSize: 512, threads: 2, holdMs: 16, native: counted });
+          const owner = context.getSequence();
+          const tokens: Token[] = [];
+          const started = performance.now();
+          for await (const { token } of decoder.generate(new DecoderSequence(sequenceIdOf(owner), owner), model.tokenize("Tell me about the sea."), { sampler, isLast: () => false, limit })) {
+            tokens.push(token);
+            onToken(tokens.length);
+          }
+          // A call also ends after an end-of-generation token (the loop cannot know the caller goes on).
+          return { calls, ends: tokens.filter((token) => model.isEogToken(token)).length, ms: performance.now() - started, tokens: tokens.length };
+        } finally {
+          sampler.dispose();
+          await context.dispose();
+        }
+      };
+
+      // Alone: ~35 µs a step here, so 4,000 steps outlast several 50 ms slices, and ending a call
+      // at each would cost a round trip through the event loop every time.
+      const alone = await generate(models[0], 4000);
+      console.log(`alone: ${alone.tokens} tokens in ${alone.ms.toFixed(0)} ms, ${alone.calls} calls, ${alone.ends} end tokens`);
+      expect(alone.tokens).toBe(4000);
+      // The first call, one after each end token, and at most one more should the event loop have
+      // been slow to take its steps once (MAX_WAIT).
+      expect(alone.calls).toBeLessThanOrEqual(alone.ends + 2);
+
+      // With the second model asking for the decode thread, the first gives it up after a slice:
+      // the short generation is over long before the long one.
+      let longDone = 0;
+      let started!: () => void;
+      const longStarted = new Promise<void>((resolve) => (started = resolve));
+      const long = generate(models[0], 4000, (count) => {
+        longDone = count;
+        if (count === 1) started();
+      });
+      await longStarted;
+      const short = await generate(models[1], 8);
+      const doneAtShortEnd = longDone;
+      expect(short.tokens).toBe(8);
+      expect((await long).tokens).toBe(4000);
+      console.log(`with another model: the long generation was at ${doneAtShortEnd} of 4000 tokens when the short one ended, ${short.ms.toFixed(0)} ms after it asked`);
+      expect(doneAtShortEnd).toBeLessThan(4000);
+      for (const model of models) await model.dispose();
+    } finally {
+      await llama.dispose();
+    }
+  });
 });

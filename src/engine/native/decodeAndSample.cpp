@@ -24,8 +24,8 @@
 //   step is ~35 µs and a round trip through the event loop ~30 µs more. It stops before a step
 //   when control[0] is non-zero (JavaScript's way to take the context back: new work, a consumer
 //   that stopped or fell behind), after maxSteps more steps, after a token that was not sampled
-//   (-1), is an end of generation or is in endTokens, after SLICE_US, so that other models'
-//   decodes get a turn on the decode thread, and when the event loop has taken nothing for
+//   (-1), is an end of generation or is in endTokens, after SLICE_US if other work waits for the
+//   decode thread (another model's decodes get a turn), and when the event loop has taken nothing for
 //   MAX_WAIT. The first step reaches onSteps at once; later steps are held for up to control[1]
 //   µs (see deliver), and the loop runs at most LEAD_STEPS ahead of the event loop. Resolves to
 //   the number of steps; onSteps has seen them all by then.
@@ -33,6 +33,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -49,12 +50,12 @@
 
 namespace {
 
-// How long one modelhostGenerate task keeps the decode thread, and the pool thread waiting for it,
-// at most: ~1,400 tiny-model steps, or twelve on the bench model (~4 ms a step); other models'
-// decodes wait at most this long. Each end of a task costs a round trip through the event loop
-// before the next starts: one stream of the bench model (step times traced in the server) took
-// 4.09 ms a step within a task and 4.63 ms across the end of one, 0.54 ms lost every 5.3 steps
-// with 20 ms slices (2.5% of its speed; 1% with these).
+// How long one modelhostGenerate task keeps the decode thread while other work waits for it (another
+// model's decode, or a prompt node-llama-cpp decodes): ~1,400 tiny-model steps, or twelve on the
+// bench model (~4 ms a step). While nothing waits, the task goes on: each end of a task costs a
+// round trip through the event loop before the next starts. One stream of the bench model (step
+// times traced in the server) took 4.09 ms a step within a task and 4.63 ms across the end of one,
+// 0.54 ms lost every 5.3 steps with 20 ms slices (2.5% of its speed; 1% with 50 ms slices).
 constexpr int64_t SLICE_US = 50000;
 
 // How many steps the loop may have decoded that the event loop has not yet taken before it waits
@@ -88,7 +89,7 @@ class DecodeThread {
     public:
         // Runs `work` (which must not throw) on the decode thread, and returns when it is done.
         static void run(const std::function<void()>& work) {
-            static DecodeThread& thread = *new DecodeThread();  // never freed: it may still wait at the process's exit
+            DecodeThread& thread = instance();
             std::mutex doneMutex;
             std::condition_variable doneChanged;
             bool done = false;
@@ -102,16 +103,26 @@ class DecodeThread {
             {
                 std::lock_guard<std::mutex> lock(thread.mutex);
                 thread.tasks.push_back(&task);
+                thread.waiting.store(thread.tasks.size(), std::memory_order_relaxed);
             }
             thread.wake.notify_one();
             std::unique_lock<std::mutex> lock(doneMutex);
             doneChanged.wait(lock, [&] { return done; });
         }
 
+        // Whether another task waits for the decode thread (read by the task running on it).
+        static bool othersWaiting() { return instance().waiting.load(std::memory_order_relaxed) > 0; }
+
     private:
         std::mutex mutex;
         std::condition_variable wake;
         std::deque<std::function<void()>*> tasks;
+        std::atomic<size_t> waiting{0};
+
+        static DecodeThread& instance() {
+            static DecodeThread& thread = *new DecodeThread();  // never freed: it may still wait at the process's exit
+            return thread;
+        }
 
         DecodeThread() { std::thread([this] { serve(); }).detach(); }
 
@@ -122,6 +133,7 @@ class DecodeThread {
                 wake.wait(lock, [this] { return !tasks.empty(); });
                 std::function<void()>* task = tasks.front();
                 tasks.pop_front();
+                waiting.store(tasks.size(), std::memory_order_relaxed);
                 lock.unlock();
                 (*task)();
                 lock.lock();
@@ -324,7 +336,10 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
                     if (step > 0) {
                         if (step > maxSteps || __atomic_load_n(control, __ATOMIC_ACQUIRE) != 0) return;
                         if (std::any_of(tokens.begin(), tokens.end(), [this](int32_t token) { return ends(token); })) return;
-                        if (std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count() >= SLICE_US) return;
+                        if (std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count() >= SLICE_US &&
+                            DecodeThread::othersWaiting()) {
+                            return;
+                        }
                         common_batch_clear(ctx->batch);
                         for (size_t i = 0; i < n; i++) {
                             common_batch_add(ctx->batch, tokens[i], positions[i] + step - 1, {sequenceIds[i]}, true);
