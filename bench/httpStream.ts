@@ -1,3 +1,4 @@
+import http from "node:http";
 import type { StreamSample } from "./stats.js";
 
 export interface ChatRequestBody {
@@ -17,24 +18,24 @@ export interface ChatRequestBody {
  * in llama-server's, so the last content came a different number of tokens before the end in each
  * (83 and 104 contents for the same 128 tokens), and counting all 128 over that shorter time
  * flattered whichever stopped earlier.
+ *
+ * Through node:http, not fetch: the client shares the machine's cores with the server's decode (two
+ * threads on two cores here), so every microsecond it spends is taken from whichever server it
+ * measures. Reading the same bench-model streams, fetch's web streams cost the client 97 µs of CPU
+ * a token and node:http 54 (`process.cpuUsage()` over 10 streams of 128 tokens, twice each).
+ * Each stream has a connection of its own: llama-server closes a connection after a streamed
+ * response although it answers `Keep-Alive`, and a kept connection failed its next request.
  */
 export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Promise<StreamSample> {
   const started = performance.now();
-  const response = await fetch(`${baseUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
-  });
-  if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
-  const decoder = new TextDecoder();
   let buffer = "";
   let first: number | undefined;
   let last = started;
   let finished: number | undefined;
   let tokens: number | undefined;
   let deltas = 0;
-  for await (const bytes of response.body) {
-    buffer += decoder.decode(bytes as Uint8Array, { stream: true });
+  const onText = (text: string) => {
+    buffer += text;
     let end: number;
     while ((end = buffer.indexOf("\n\n")) !== -1) {
       const event = buffer.slice(0, end).replace(/^data: /, "");
@@ -43,7 +44,6 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
       const chunk = JSON.parse(event) as {
         choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
         usage?: { completion_tokens: number } | null;
-        timings?: { predicted_n?: number };
       };
       const content = chunk.choices?.[0]?.delta?.content;
       if (content) {
@@ -55,7 +55,23 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
       if (chunk.choices?.[0]?.finish_reason) finished ??= performance.now();
       if (chunk.usage) tokens = chunk.usage.completion_tokens;
     }
-  }
+  };
+  await new Promise<void>((resolve, reject) => {
+    const request = http.request(`${baseUrl}/v1/chat/completions`, { method: "POST", agent: false, headers: { "content-type": "application/json" } }, (response) => {
+      response.setEncoding("utf8");
+      if (response.statusCode !== 200) {
+        let text = "";
+        response.on("data", (piece: string) => (text += piece));
+        response.on("end", () => reject(new Error(`HTTP ${response.statusCode}: ${text}`)));
+      } else {
+        response.on("data", onText);
+        response.on("end", resolve);
+      }
+      response.on("error", reject);
+    });
+    request.on("error", reject);
+    request.end(JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }));
+  });
   if (first === undefined) throw new Error("the stream carried no content");
   return { ttftMs: first - started, tokens: tokens ?? deltas, decodeMs: (finished ?? last) - first };
 }

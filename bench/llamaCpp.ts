@@ -58,9 +58,10 @@ export async function llamaCppTools(option: string): Promise<LlamaCppTools> {
   return { server, bench: (await exists(bench)) ? bench : undefined };
 }
 
-/** llama-bench's text-generation speed (`-p 0 -n <tokens>`), tokens/s averaged over its repetitions. */
-export async function llamaBenchTg(binary: string, modelPath: string, options: { threads: number; tokens: number }): Promise<number> {
-  const { stdout } = await promisify(execFile)(binary, ["-m", modelPath, "-t", String(options.threads), "-p", "0", "-n", String(options.tokens), "-o", "json"], { maxBuffer: 1 << 20 });
+/** llama-bench's text-generation speed (`-p 0 -n <tokens> -r <repetitions>`), tokens/s averaged over its repetitions. */
+export async function llamaBenchTg(binary: string, modelPath: string, options: { threads: number; tokens: number; repetitions: number }): Promise<number> {
+  const args = ["-m", modelPath, "-t", String(options.threads), "-p", "0", "-n", String(options.tokens), "-r", String(options.repetitions), "-o", "json"];
+  const { stdout } = await promisify(execFile)(binary, args, { maxBuffer: 1 << 20 });
   const results = JSON.parse(stdout) as Array<{ n_gen: number; avg_ts: number }>;
   const tg = results.find((result) => result.n_gen === options.tokens);
   if (!tg) throw new Error(`llama-bench reported no tg${options.tokens}: ${stdout}`);

@@ -3,8 +3,8 @@
 // Also, per model, what n=4 choices cost against n=1 on one long prompt (bench/choices.ts).
 // Decode speed and time to first token, single stream and N concurrent streams, through
 // node-llama-cpp in process, through modelhost's HTTP API, and (with --llama-server) through
-// llama.cpp's own server on the same file, threads and slots, with llama-bench's raw tg figure and
-// each server's peak memory. `--llama-server build` builds llama-server and llama-bench from
+// llama.cpp's own server on the same file, threads and slots, with llama-bench's raw tg figure
+// (taken in turn with the servers) and each server's peak memory. `--llama-server build` builds llama-server and llama-bench from
 // node-llama-cpp's bundled llama.cpp source (bench/llamaCpp.ts). Each figure is a median over
 // several runs; the phases of one run alternate (starting with another target each run, after a
 // pause), so the machine's drift affects all alike.
@@ -110,8 +110,6 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
   ];
   const processes = new Map<string, RunningProcess>();
   try {
-    // The raw engine first, alone on the machine: llama-bench with the same threads and tokens.
-    const rawTg = llamaCpp?.bench ? await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens }) : undefined;
     const modelhost = await startModelhost({ ...serverOptions, engine: args.engine });
     processes.set("modelhost HTTP", modelhost);
     targets.push(httpTarget("modelhost HTTP", modelhost, preset));
@@ -130,7 +128,17 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     }
 
     const results = new Map<string, Measurement>(targets.map((target) => [target.name, { single: [], multi: [] }]));
+    // The raw engine: llama-bench with the same threads and tokens, once a run, in turn with the
+    // servers (which sit idle meanwhile). Taken once before them, its figure for the bench model
+    // was 262, 301, 308, 313 and 314 tok/s in five runs of one afternoon, and 279-289 then 305-312
+    // within half an hour: the machine's speed drifts over minutes, and this way every target sees
+    // the same drift.
+    const rawRuns: number[] = [];
     for (let run = 0; run < runs; run++) {
+      if (llamaCpp?.bench) {
+        await quiet();
+        rawRuns.push(await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens, repetitions: 1 }));
+      }
       // Each run starts with another target, and each phase after a pause: the OpenMP threads of
       // the phase before spin for a while after their last decode (libgomp's spin-wait), which
       // slowed whichever target came next: always modelhost, after node-llama-cpp in this process.
@@ -147,6 +155,7 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     // Peak memory of the comparable work, before modelhost alone runs the n-choices phase below.
     const peakRssMiB = new Map<string, number>();
     for (const [name, process] of processes) peakRssMiB.set(name, await process.peakRssMiB());
+    const rawTg = rawRuns.length > 0 ? median(rawRuns) : undefined;
     const rows = report(preset, { backend, threads }, results, rawTg, peakRssMiB);
     summaries.push({ preset, rawTg, rows, peakRssMiB });
     // About 900 prompt tokens with the test vocabulary: most of the 1,024-token context.
@@ -186,7 +195,7 @@ function report(preset: string, setup: { backend: string; threads: number }, res
   const inProcess = rows.find((row) => row.name === "node-llama-cpp in process");
   const anchor = rows.find((row) => row.name === "llama-server HTTP");
   console.log("");
-  if (rawTg !== undefined) console.log(`llama-bench -t ${setup.threads} -p 0 -n ${maxTokens}: ${rawTg.toFixed(1)} tok/s`);
+  if (rawTg !== undefined) console.log(`llama-bench -t ${setup.threads} -p 0 -n ${maxTokens} -r 1: ${rawTg.toFixed(1)} tok/s, median of ${runs} runs in turn with the servers`);
   for (const [name, mib] of peakRssMiB) console.log(`peak RSS (VmHWM), ${name}: ${mib.toFixed(0)} MiB`);
   if (!ours) return rows;
   if (inProcess) {
