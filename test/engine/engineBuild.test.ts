@@ -184,6 +184,17 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     }
   });
 
+  it("takes no libuv pool thread for its own tasks: a file read gets through while a generation runs", async () => {
+    const fixture = path.resolve(import.meta.dirname, "fixtures/readWhileGenerating.ts");
+    const { stdout } = await run(process.execPath, ["--import", "tsx", fixture, path.join(modelsDir, "tiny.gguf")], {
+      env: { ...process.env, UV_THREADPOOL_SIZE: "1" },
+    });
+    const { tokens, tokensWhenRead } = JSON.parse(stdout.trim().split("\n").at(-1)!) as { tokens: number; tokensWhenRead: number };
+    console.log(`one pool thread: a file read was done after ${tokensWhenRead} of ${tokens} tokens`);
+    expect(tokens).toBe(4000);
+    expect(tokensWhenRead).toBeLessThan(4000);
+  });
+
   it("keeps the decode thread for a whole generation while nothing else waits for it, and lets another model in after a slice", async () => {
     const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
     try {

@@ -40,6 +40,8 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,8 +76,9 @@ constexpr size_t LEAD_STEPS = 16;
 constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
 
 // Every llama_decode of the process runs on one thread, the decode thread, not on whichever libuv
-// pool thread took the task: this file's tasks run their loops on it, and the build patches
-// node-llama-cpp's decode (prompts, embeddings, ranking) to call modelhostDecode below.
+// pool thread took the task: this file's tasks are queued to it straight from the event loop
+// (DecodeTask), and the build patches node-llama-cpp's decode (prompts, embeddings, ranking) to
+// call modelhostDecode below, whose pool thread waits (asleep) until it is done.
 // Why: with OpenMP, ggml's threads belong to the thread that computes, so each pool thread that
 // decoded had a team of its own (a stream's slices landed on all 4). Once libgomp manages more
 // threads than there are CPUs it stops spinning at its barriers after ~100 turns and sleeps in the
@@ -83,31 +86,34 @@ constexpr auto MAX_WAIT = std::chrono::milliseconds(20);
 // stream, the server did 150-245 tok/s, varying from request to request, against 268-287 with
 // UV_THREADPOOL_SIZE=1 and 235-272 for llama-server, which decodes on one thread as llama-bench
 // does. With a team per model instead, the tiny model did ~35 steps in 50 ms, not ~1,400, once
-// the bench model had run. The pool thread waits (asleep) while its task runs here; two models'
-// steps take turns, a slice at a time.
+// the bench model had run. Two models' steps take turns, a slice at a time.
 class DecodeThread {
     public:
         // Runs `work` (which must not throw) on the decode thread, and returns when it is done.
         static void run(const std::function<void()>& work) {
-            DecodeThread& thread = instance();
             std::mutex doneMutex;
             std::condition_variable doneChanged;
             bool done = false;
-            std::function<void()> task = [&] {
+            post([&] {
                 work();
                 // Notified under the lock: the waiter cannot return (and take these away) before it is released.
                 std::lock_guard<std::mutex> lock(doneMutex);
                 done = true;
                 doneChanged.notify_one();
-            };
+            });
+            std::unique_lock<std::mutex> lock(doneMutex);
+            doneChanged.wait(lock, [&] { return done; });
+        }
+
+        // Queues `work` (which must not throw) for the decode thread, and returns at once.
+        static void post(std::function<void()> work) {
+            DecodeThread& thread = instance();
             {
                 std::lock_guard<std::mutex> lock(thread.mutex);
-                thread.tasks.push_back(&task);
+                thread.tasks.push_back(std::move(work));
                 thread.waiting.store(thread.tasks.size(), std::memory_order_relaxed);
             }
             thread.wake.notify_one();
-            std::unique_lock<std::mutex> lock(doneMutex);
-            doneChanged.wait(lock, [&] { return done; });
         }
 
         // Whether another task waits for the decode thread (read by the task running on it).
@@ -116,7 +122,7 @@ class DecodeThread {
     private:
         std::mutex mutex;
         std::condition_variable wake;
-        std::deque<std::function<void()>*> tasks;
+        std::deque<std::function<void()>> tasks;
         std::atomic<size_t> waiting{0};
 
         static DecodeThread& instance() {
@@ -131,11 +137,12 @@ class DecodeThread {
             std::unique_lock<std::mutex> lock(mutex);
             for (;;) {
                 wake.wait(lock, [this] { return !tasks.empty(); });
-                std::function<void()>* task = tasks.front();
+                std::function<void()> task = std::move(tasks.front());
                 tasks.pop_front();
                 waiting.store(tasks.size(), std::memory_order_relaxed);
                 lock.unlock();
-                (*task)();
+                task();
+                task = nullptr;  // what it holds goes before the lock is taken again
                 lock.lock();
             }
         }
@@ -235,43 +242,103 @@ Napi::Int32Array toInt32Array(Napi::Env env, const int32_t* values, size_t count
     return result;
 }
 
-class DecodeAndSampleWorker : public Napi::AsyncWorker {
+// A task the event loop hands straight to the decode thread, whose outcome (and, for a generation,
+// whose steps) come back through a thread-safe function: no libuv pool thread takes part. As
+// Node-API async work, a pool thread took each task only to hand it to the decode thread and sleep
+// until it was done: two more thread wakes a task (each a futex wake of a thread that may have been
+// asleep on an idle CPU), and one pool thread held for as long as a generation ran. The first
+// token of a stream after a pause came sooner without them (medians of alternating rounds against
+// the pool-thread build): tiny model 5.0 against 8.0 ms (31 rounds, 100 ms apart), bench model 9.5
+// against 10.9 ms (15 rounds, 200 ms apart); the decode rate was the same. start() queues the
+// task; it settles its promise and deletes itself on the event loop.
+class DecodeTask {
     public:
-        DecodeAndSampleWorker(const Napi::Env& env, StepArguments args)
-            : Napi::AsyncWorker(env, "ModelhostDecodeAndSampleWorker"),
-              refs(std::move(args)),
-              tokens(refs.args.batchIndexes.size(), -1),
-              deferred(Napi::Promise::Deferred::New(env)) {}
+        virtual ~DecodeTask() = default;
 
-        Napi::Promise GetPromise() { return deferred.Promise(); }
+        Napi::Promise start() {
+            Napi::Promise promise = deferred.Promise();
+            DecodeThread::post([this] {
+                try {
+                    execute();
+                } catch (const std::exception& e) {
+                    fail(e.what());
+                } catch (...) {
+                    fail("Unknown error on the decode thread");
+                }
+                // A copy: the task may be deleted on the event loop before Release returns.
+                Napi::ThreadSafeFunction channel = events;
+                channel.NonBlockingCall(this, [](Napi::Env env, Napi::Function, DecodeTask* task) { task->settle(env); });
+                channel.Release();
+            });
+            return promise;
+        }
+
+    protected:
+        DecodeTask(const Napi::Env& env, const char* name)
+            : asyncContext(env, name),
+              deferred(Napi::Promise::Deferred::New(env)),
+              events(Napi::ThreadSafeFunction::New(env, Napi::Function::New(env, [](const Napi::CallbackInfo&) {}), name, 0, 1)) {}
+
+        // On the decode thread.
+        virtual void execute() = 0;
+        // On the event loop, once execute() has returned without a failure.
+        virtual Napi::Value result(Napi::Env env) = 0;
+
+        // Records why the task failed (the first reason counts); its promise is rejected with it.
+        void fail(const char* message) {
+            if (!failure) failure = std::string(message);
+        }
+
+        // Calls `callback` on the event loop, after whatever this task sent there before.
+        template <typename Task>
+        void toEventLoop(Task* task, void (*callback)(Napi::Env, Task*)) {
+            events.NonBlockingCall(task, [callback](Napi::Env env, Napi::Function, Task* task) { callback(env, task); });
+        }
+
+    private:
+        Napi::AsyncContext asyncContext;
+        Napi::Promise::Deferred deferred;
+        Napi::ThreadSafeFunction events;
+        std::optional<std::string> failure;
+
+        void settle(Napi::Env env) {
+            {
+                Napi::HandleScope handles(env);
+                // The promise jobs the settling queues run as this scope closes, as after Node-API
+                // async work, not whenever some later callback happens to run them.
+                Napi::CallbackScope callbacks(env, asyncContext);
+                if (failure) {
+                    deferred.Reject(Napi::Error::New(env, *failure).Value());
+                } else {
+                    deferred.Resolve(result(env));
+                }
+            }
+            delete this;
+        }
+};
+
+class DecodeAndSampleTask : public DecodeTask {
+    public:
+        DecodeAndSampleTask(const Napi::Env& env, StepArguments args)
+            : DecodeTask(env, "ModelhostDecodeAndSample"), refs(std::move(args)), tokens(refs.args.batchIndexes.size(), -1) {}
 
     protected:
         StepReferences refs;
         std::vector<int32_t> tokens;
-        Napi::Promise::Deferred deferred;
 
-        void Execute() override {
-            DecodeThread::run([this] {
-                try {
-                    const char* error = decodeBatch(refs.args.ctx);
-                    if (error == nullptr) error = sampleEach(refs.args.ctx, refs.args.batchIndexes, refs.args.samplers, tokens);
-                    if (error != nullptr) SetError(error);
-                } catch (const std::exception& e) {
-                    SetError(e.what());
-                } catch (...) {
-                    SetError("Unknown error when decoding and sampling");
-                }
-            });
+        void execute() override {
+            const char* error = decodeBatch(refs.args.ctx);
+            if (error == nullptr) error = sampleEach(refs.args.ctx, refs.args.batchIndexes, refs.args.samplers, tokens);
+            if (error != nullptr) fail(error);
         }
-        void OnOK() override { deferred.Resolve(toInt32Array(Env(), tokens.data(), tokens.size())); }
-        void OnError(const Napi::Error& err) override { deferred.Reject(err.Value()); }
+        Napi::Value result(Napi::Env env) override { return toInt32Array(env, tokens.data(), tokens.size()); }
 };
 
-class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
+class GenerateTask : public DecodeTask {
     public:
-        GenerateWorker(const Napi::Env& env, StepArguments args, std::vector<int32_t> sequenceIds, std::vector<int32_t> positions,
-                       std::vector<int32_t> endTokens, int32_t maxSteps, Napi::Int32Array control, Napi::Function onSteps)
-            : Napi::AsyncProgressQueueWorker<int32_t>(env, "ModelhostGenerateWorker"),
+        GenerateTask(const Napi::Env& env, StepArguments args, std::vector<int32_t> sequenceIds, std::vector<int32_t> positions,
+                     std::vector<int32_t> endTokens, int32_t maxSteps, Napi::Int32Array control, Napi::Function onSteps)
+            : DecodeTask(env, "ModelhostGenerate"),
               refs(std::move(args)),
               sequenceIds(std::move(sequenceIds)),
               positions(std::move(positions)),
@@ -279,12 +346,9 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
               maxSteps(maxSteps),
               control(control.Data()),
               controlRef(Napi::Persistent(control)),
-              onSteps(Napi::Persistent(onSteps)),
-              deferred(Napi::Promise::Deferred::New(env)) {
+              onSteps(Napi::Persistent(onSteps)) {
             std::sort(this->endTokens.begin(), this->endTokens.end());
         }
-
-        Napi::Promise GetPromise() { return deferred.Promise(); }
 
     protected:
         StepReferences refs;
@@ -297,7 +361,6 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
         const int32_t* control;
         Napi::Reference<Napi::Int32Array> controlRef;
         Napi::FunctionReference onSteps;
-        Napi::Promise::Deferred deferred;
         int32_t steps = 0;
         struct {
             std::mutex mutex;
@@ -314,58 +377,49 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
             return llama_vocab_is_eog(llama_model_get_vocab(refs.args.ctx->model->model), token);
         }
 
-        void Execute(const ExecutionProgress& progress) override {
-            DecodeThread::run([&] { generate(progress); });
-        }
-
-        void generate(const ExecutionProgress& progress) {
-            try {
-                AddonContext* ctx = refs.args.ctx;
-                const size_t n = refs.args.batchIndexes.size();
-                std::vector<int32_t> batchIndexes = refs.args.batchIndexes;
-                std::vector<int32_t> tokens(n, -1);
-                const auto started = std::chrono::steady_clock::now();
-                auto stepStarted = started;
-                // Whatever way the loop ends, the steps still held go to the event loop.
-                struct HandOverAtEnd {
-                    GenerateWorker& worker;
-                    const ExecutionProgress& progress;
-                    ~HandOverAtEnd() { worker.signal(progress); }
-                } handOverAtEnd{*this, progress};
-                for (int32_t step = 0;; step++) {
-                    if (step > 0) {
-                        if (step > maxSteps || __atomic_load_n(control, __ATOMIC_ACQUIRE) != 0) return;
-                        if (std::any_of(tokens.begin(), tokens.end(), [this](int32_t token) { return ends(token); })) return;
-                        if (std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count() >= SLICE_US &&
-                            DecodeThread::othersWaiting()) {
-                            return;
-                        }
-                        common_batch_clear(ctx->batch);
-                        for (size_t i = 0; i < n; i++) {
-                            common_batch_add(ctx->batch, tokens[i], positions[i] + step - 1, {sequenceIds[i]}, true);
-                            batchIndexes[i] = static_cast<int32_t>(i);
-                        }
-                    }
-                    const char* error = decodeBatch(ctx);
-                    if (error == nullptr) error = sampleEach(ctx, batchIndexes, refs.args.samplers, tokens);
-                    if (error != nullptr) {
-                        SetError(error);
+        void execute() override {
+            AddonContext* ctx = refs.args.ctx;
+            const size_t n = refs.args.batchIndexes.size();
+            std::vector<int32_t> batchIndexes = refs.args.batchIndexes;
+            std::vector<int32_t> tokens(n, -1);
+            const auto started = std::chrono::steady_clock::now();
+            auto stepStarted = started;
+            // Whatever way the loop ends, the steps still held go to the event loop.
+            struct HandOverAtEnd {
+                GenerateTask& task;
+                ~HandOverAtEnd() { task.signal(); }
+            } handOverAtEnd{*this};
+            for (int32_t step = 0;; step++) {
+                if (step > 0) {
+                    if (step > maxSteps || __atomic_load_n(control, __ATOMIC_ACQUIRE) != 0) return;
+                    if (std::any_of(tokens.begin(), tokens.end(), [this](int32_t token) { return ends(token); })) return;
+                    if (std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count() >= SLICE_US &&
+                        DecodeThread::othersWaiting()) {
                         return;
                     }
-                    steps = step + 1;
-                    const auto now = std::chrono::steady_clock::now();
-                    const auto stepTook = now - stepStarted;
-                    stepStarted = now;
-                    if (!deliver(progress, tokens, step == 0, now, stepTook)) return;
+                    common_batch_clear(ctx->batch);
+                    for (size_t i = 0; i < n; i++) {
+                        common_batch_add(ctx->batch, tokens[i], positions[i] + step - 1, {sequenceIds[i]}, true);
+                        batchIndexes[i] = static_cast<int32_t>(i);
+                    }
                 }
-            } catch (const std::exception& e) {
-                SetError(e.what());
-            } catch (...) {
-                SetError("Unknown error when generating");
+                const char* error = decodeBatch(ctx);
+                if (error == nullptr) error = sampleEach(ctx, batchIndexes, refs.args.samplers, tokens);
+                if (error != nullptr) {
+                    fail(error);
+                    return;
+                }
+                steps = step + 1;
+                const auto now = std::chrono::steady_clock::now();
+                const auto stepTook = now - stepStarted;
+                stepStarted = now;
+                if (!deliver(tokens, step == 0, now, stepTook)) return;
             }
         }
+        Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, steps); }
+
         // On the event loop: every step decoded since the last call, in one callback.
-        void OnProgress(const int32_t* /* data */, size_t /* count */) override {
+        void onProgress(Napi::Env env) {
             std::vector<int32_t> steps;
             {
                 std::lock_guard<std::mutex> lock(undelivered.mutex);
@@ -374,12 +428,12 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
             }
             undelivered.taken.notify_one();
             if (steps.empty()) return;
-            Napi::HandleScope scope(Env());
+            Napi::HandleScope scope(env);
             // MakeCallback, not Call: a thread-safe function's call does not run the promise jobs
             // it queues, which then waited for the next callback that does (the task's end, up to
             // SLICE_US later: the first token of a stream came 4 ms late). The callback is written
             // not to throw; should it, the exception is left for Node to report.
-            onSteps.MakeCallback(Env().Global(), {toInt32Array(Env(), steps.data(), steps.size())});
+            onSteps.MakeCallback(env.Global(), {toInt32Array(env, steps.data(), steps.size())});
         }
 
         // A step decoded: held, or handed over with the steps held before it. A step is held while
@@ -387,7 +441,7 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
         // until LEAD_STEPS gathered; the first step of a call goes at once (a stream's first
         // token). The event loop is signalled once for all that gather before it takes them, so
         // their HTTP writes leave together. False: the event loop took nothing for MAX_WAIT.
-        bool deliver(const ExecutionProgress& progress, const std::vector<int32_t>& tokens, bool first,
+        bool deliver(const std::vector<int32_t>& tokens, bool first,
                      std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration stepTook) {
             std::unique_lock<std::mutex> lock(undelivered.mutex);
             if (undelivered.tokens.empty()) undelivered.oldest = now;
@@ -398,26 +452,21 @@ class GenerateWorker : public Napi::AsyncProgressQueueWorker<int32_t> {
             const bool nextTooLate = now - undelivered.oldest + stepTook > hold;
             if (first || full || nextTooLate) {
                 lock.unlock();
-                signal(progress);
+                signal();
                 lock.lock();
             }
             return undelivered.taken.wait_for(lock, MAX_WAIT, [&] { return undelivered.tokens.size() < limit; });
         }
 
-    public:
         // Wakes the event loop for the steps held, unless it already was and has not taken them yet.
-        void signal(const ExecutionProgress& progress) {
+        void signal() {
             {
                 std::lock_guard<std::mutex> lock(undelivered.mutex);
                 if (undelivered.signalled || undelivered.tokens.empty()) return;
                 undelivered.signalled = true;
             }
-            progress.Signal();
+            toEventLoop<GenerateTask>(this, [](Napi::Env env, GenerateTask* task) { task->onProgress(env); });
         }
-
-    protected:
-        void OnOK() override { deferred.Resolve(Napi::Number::New(Env(), steps)); }
-        void OnError(const Napi::Error& err) override { deferred.Reject(err.Value()); }
 };
 
 std::vector<int32_t> toVector(const Napi::Value& value, const Napi::Env& env, const char* usage) {
@@ -445,9 +494,7 @@ int modelhostDecode(llama_context* ctx, llama_batch batch) {
 
 Napi::Value modelhostDecodeAndSample(const Napi::CallbackInfo& info) {
     StepArguments args = readStepArguments(info, "modelhostDecodeAndSample(context, batchIndexes: Int32Array, samplers: AddonSampler[])");
-    DecodeAndSampleWorker* worker = new DecodeAndSampleWorker(info.Env(), std::move(args));
-    worker->Queue();
-    return worker->GetPromise();
+    return (new DecodeAndSampleTask(info.Env(), std::move(args)))->start();
 }
 
 Napi::Value modelhostGenerate(const Napi::CallbackInfo& info) {
@@ -468,8 +515,7 @@ Napi::Value modelhostGenerate(const Napi::CallbackInfo& info) {
     if (n == 0 || n > static_cast<size_t>(args.ctx->batch_n_tokens)) {
         throw Napi::RangeError::New(env, "The batch cannot hold one token per sequence");
     }
-    GenerateWorker* worker = new GenerateWorker(env, std::move(args), std::move(sequenceIds), std::move(positions), std::move(endTokens),
-                                                info[6].As<Napi::Number>().Int32Value(), control, info[8].As<Napi::Function>());
-    worker->Queue();
-    return worker->GetPromise();
+    GenerateTask* task = new GenerateTask(env, std::move(args), std::move(sequenceIds), std::move(positions), std::move(endTokens),
+                                          info[6].As<Napi::Number>().Int32Value(), control, info[8].As<Napi::Function>());
+    return task->start();
 }
