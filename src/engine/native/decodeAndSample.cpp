@@ -267,7 +267,7 @@ class DecodeTask {
                 }
                 // A copy: the task may be deleted on the event loop before Release returns.
                 Napi::ThreadSafeFunction channel = events;
-                channel.NonBlockingCall(this, [](Napi::Env env, Napi::Function, DecodeTask* task) { task->settle(env); });
+                channel.NonBlockingCall([this](Napi::Env env, Napi::Function) { settle(env); });
                 channel.Release();
             });
             return promise;
@@ -290,9 +290,8 @@ class DecodeTask {
         }
 
         // Calls `callback` on the event loop, after whatever this task sent there before.
-        template <typename Task>
-        void toEventLoop(Task* task, void (*callback)(Napi::Env, Task*)) {
-            events.NonBlockingCall(task, [callback](Napi::Env env, Napi::Function, Task* task) { callback(env, task); });
+        void toEventLoop(std::function<void(Napi::Env)> callback) {
+            events.NonBlockingCall([callback = std::move(callback)](Napi::Env env, Napi::Function) { callback(env); });
         }
 
     private:
@@ -465,7 +464,7 @@ class GenerateTask : public DecodeTask {
                 if (undelivered.signalled || undelivered.tokens.empty()) return;
                 undelivered.signalled = true;
             }
-            toEventLoop<GenerateTask>(this, [](Napi::Env env, GenerateTask* task) { task->onProgress(env); });
+            toEventLoop([this](Napi::Env env) { onProgress(env); });
         }
 };
 
