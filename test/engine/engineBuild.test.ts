@@ -5,14 +5,13 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Token } from "node-llama-cpp";
-import { BatchDecoder, DecoderSequence } from "../../src/engine/BatchDecoder.js";
-import { createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf, type NativeGenerate, type NativeSteps } from "../../src/engine/llamaInternals.js";
+import { nativeSteps, type NativeGenerate, type NativeSteps } from "../../src/engine/llamaInternals.js";
 import { loadLlama } from "../../src/engine/loadLlama.js";
 import { llamaDir, patchSgemmSource, SGEMM_FILE, unpatchSgemmSource } from "../../src/engine/native/addonPatch.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { startTestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
+import { generateNatively, GREEDY } from "./generateNatively.js";
 
 const run = promisify(execFile);
 const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
@@ -132,7 +131,6 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       const steps = nativeSteps(llama);
       if (!steps) throw new Error("the native build has no modelhostGenerate");
       const model = await llama.loadModel({ modelPath: path.join(modelsDir, "tiny.gguf") });
-      const prompt = model.tokenize("Tell me about the sea.");
       // Tokens handed over by each modelhostGenerate call, and how many hand-overs there were.
       const perCall: number[] = [];
       let handOvers = 0;
@@ -150,20 +148,8 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
         },
       };
       // Looped with a hold of 1 s: steps go over in bursts (see below).
-      const generate = async (native: NativeSteps | undefined): Promise<Token[]> => {
-        const context = await model.createContext({ sequences: 1, contextSize: 512 });
-        const sampler = createNativeSampler(model, { temperature: 0.9, topK: 40, topP: 0.95, minP: 0, seed: 42 });
-        try {
-          const decoder = new BatchDecoder(nativeContextOf(context), { batchSize: 512, threads: 2, holdMs: 1000, native });
-          const owner = context.getSequence();
-          const tokens: Token[] = [];
-          for await (const { token } of decoder.generate(new DecoderSequence(sequenceIdOf(owner), owner), prompt, { sampler, isLast: () => false, limit: 64 })) tokens.push(token);
-          return tokens;
-        } finally {
-          sampler.dispose();
-          await context.dispose();
-        }
-      };
+      const generate = (native: NativeSteps | undefined) =>
+        generateNatively(model, native, { limit: 64, holdMs: 1000, contextSize: 512, sampling: { temperature: 0.9, topK: 40, topP: 0.95, minP: 0, seed: 42 } });
       const looped = await generate(counted);
       const separate = await generate(undefined);
       expect(looped).toHaveLength(64);
@@ -203,26 +189,13 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       const modelPath = path.join(modelsDir, "tiny.gguf");
       const models = [await llama.loadModel({ modelPath }), await llama.loadModel({ modelPath })] as const;
       // Generates `limit` tokens on a model, counting the native loop's calls; `onToken` sees each token.
-      const generate = async (model: (typeof models)[number], limit: number, onToken: (count: number) => void = () => {}) => {
+      const generate = async (model: (typeof models)[number], limit: number, onToken?: (count: number) => void) => {
         let calls = 0;
         const counted: NativeSteps = { decodeAndSample: steps.decodeAndSample, generate: (...args: Parameters<NativeGenerate>) => (calls++, steps.generate(...args)) };
-        const context = await model.createContext({ sequences: 1, contextSize: 4096 });
-        const sampler = createNativeSampler(model, { temperature: 0, topK: 40, topP: 0.95, minP: 0, seed: 42 });
-        try {
-          const decoder = new BatchDecoder(nativeContextOf(context), { batchSize: 512, threads: 2, holdMs: 16, native: counted });
-          const owner = context.getSequence();
-          const tokens: Token[] = [];
-          const started = performance.now();
-          for await (const { token } of decoder.generate(new DecoderSequence(sequenceIdOf(owner), owner), model.tokenize("Tell me about the sea."), { sampler, isLast: () => false, limit })) {
-            tokens.push(token);
-            onToken(tokens.length);
-          }
-          // A call also ends after an end-of-generation token (the loop cannot know the caller goes on).
-          return { calls, ends: tokens.filter((token) => model.isEogToken(token)).length, ms: performance.now() - started, tokens: tokens.length };
-        } finally {
-          sampler.dispose();
-          await context.dispose();
-        }
+        const started = performance.now();
+        const tokens = await generateNatively(model, counted, { limit, holdMs: 16, contextSize: 4096, sampling: GREEDY, ...(onToken ? { onToken } : {}) });
+        // A call also ends after an end-of-generation token (the loop cannot know the caller goes on).
+        return { calls, ends: tokens.filter((token) => model.isEogToken(token)).length, ms: performance.now() - started, tokens: tokens.length };
       };
 
       // Alone: ~35 µs a step here, so 4,000 steps outlast several 50 ms slices, and ending a call
