@@ -72,6 +72,9 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
 
   const apiStatus = (script: string) => page.evaluate<number>(script);
   const tokenRows = () => page.locator("#token-list tbody tr[data-token-id]");
+  // By the name cell alone: a row's text also holds the token's random prefix, and "mh_4cIDPJn…"
+  // matched a filter for the text "ci" (case-insensitive) in one run.
+  const tokenRow = (name: string) => tokenRows().filter({ has: page.locator("td:first-child", { hasText: new RegExp(`^${name}$`) }) });
 
   it("asks for a sign-in, and refuses a wrong password", async () => {
     await page.locator("#sign-in-form").waitFor();
@@ -136,7 +139,7 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     expect(token).toMatch(/^mh_[A-Za-z0-9]{38}$/);
     await screenshot(page, "hosted-token-created");
 
-    const row = tokenRows().filter({ hasText: "laptop" });
+    const row = tokenRow("laptop");
     await row.waitFor();
     const prefix = ((await row.locator("td").nth(1).textContent()) ?? "").replace(/…$/, "");
     expect(token.startsWith(prefix)).toBe(true);
@@ -161,15 +164,15 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     await page.fill("#token-name", "ci");
     await page.selectOption("#token-expiry", "never");
     await page.click("#token-create");
-    await tokenRows().filter({ hasText: "ci" }).waitFor();
-    expect(await tokenRows().filter({ hasText: "ci" }).locator("td").nth(4).textContent()).toBe("Never");
+    await tokenRow("ci").waitFor();
+    expect(await tokenRow("ci").locator("td").nth(4).textContent()).toBe("Never");
     await page.fill("#token-name", "until-2030");
     expect(await page.isVisible("#token-expiry-date")).toBe(false);
     await page.selectOption("#token-expiry", "custom");
     await page.fill("#token-expiry-date", "2030-01-15");
     await page.click("#token-create");
-    await tokenRows().filter({ hasText: "until-2030" }).waitFor();
-    expect(await tokenRows().filter({ hasText: "until-2030" }).locator("td").nth(4).textContent()).toBe("2030-01-15 23:59");
+    await tokenRow("until-2030").waitFor();
+    expect(await tokenRow("until-2030").locator("td").nth(4).textContent()).toBe("2030-01-15 23:59");
 
     // The list says when "laptop" was last used (the server writes last uses every 5 seconds).
     await expect
