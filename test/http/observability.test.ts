@@ -103,6 +103,8 @@ describe("observability, local profile", () => {
     // The default process metrics.
     expect(samples.some((sample) => sample.name === "process_cpu_user_seconds_total")).toBe(true);
     expect(samples.some((sample) => sample.name === "nodejs_heap_size_used_bytes")).toBe(true);
+    // Sampled every 100 ms rather than prom-client's 10 (metrics.ts), but still reported.
+    expect(samples.some((sample) => sample.name === "nodejs_eventloop_lag_p99_seconds")).toBe(true);
   });
 
   it("returns a request id in x-request-id, keeping a well-formed incoming one", async () => {
