@@ -96,8 +96,9 @@ export class ServerMetrics {
     // The event-loop lag histogram samples with a timer of this period. prom-client's default, 10 ms,
     // woke the event loop 100 times a second whether or not anything happened: 540 of the main
     // thread's 1,248 context switches over 10 bench-model streams, each taking a core from the
-    // decode's two threads. At 100 ms, one stream of the bench model decoded 1.0% faster (median of
-    // 31 alternating rounds, faster in 22), and the histogram still sees every stall of 100 ms or more.
+    // decode's two threads. One server, a 10 ms timer switched on and off between streams: one
+    // bench-model stream decoded 0.7% slower with it (median of 31 rounds, slower in 20). At 100 ms
+    // the histogram still catches every stall of 100 ms or more.
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
     // Read from the engine and the ledger at each scrape.
     const status = () => engine.status().loaded;
