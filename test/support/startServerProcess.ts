@@ -5,6 +5,8 @@ const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
 
 export interface ServerProcess {
   url: string;
+  /** The process id (also its main thread's). */
+  pid: number;
   /** Everything the process wrote to stdout and stderr so far. */
   output(): string;
   /** SIGTERM, and waits for the exit code. */
@@ -44,6 +46,7 @@ export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv 
   });
   return {
     url,
+    pid: child.pid!,
     output: () => output,
     async stop() {
       if (child.exitCode === null) child.kill("SIGTERM");
