@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { startServerProcess } from "../support/startServerProcess.js";
 
 /** The times the process's main thread has gone to sleep (each a wake to come). */
@@ -17,16 +17,8 @@ function mainThreadSleeps(pid: number): number {
 }
 
 describe.skipIf(!existsSync("/proc/self/task"))("an idle server (needs Linux's /proc)", () => {
-  let modelsDir: string;
-
-  beforeAll(async () => {
-    modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-idle-"));
-  });
-  afterAll(async () => {
-    await rm(modelsDir, { recursive: true, force: true });
-  });
-
   it("wakes its event loop a few times a second, not a hundred", async () => {
+    const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-idle-"));
     const server = await startServerProcess(["--models-dir", modelsDir]);
     try {
       // Serve something first, the metrics included, so that whatever starts on first use has.
@@ -40,6 +32,7 @@ describe.skipIf(!existsSync("/proc/self/task"))("an idle server (needs Linux's /
       expect(mainThreadSleeps(server.pid) - before).toBeLessThan(60);
     } finally {
       await server.stop();
+      await rm(modelsDir, { recursive: true, force: true });
     }
   });
 });
