@@ -338,10 +338,10 @@ export const settings = {
   streamHold: setting({
     flag: "stream-hold",
     env: "MODELHOST_STREAM_HOLD",
-    default: "16ms",
+    default: "33ms",
     description:
-      'How long tokens decoded in a row may wait to be sent together (the first token of a reply never waits). Each send wakes the server and the client, on the cores decoding uses: on a small machine holding a display frame\'s worth is faster (docs/performance.md). "0": every token as soon as it is decoded. At most "1s".',
-    schema: duration.refine((ms) => ms >= 0 && ms <= 1000, 'must be a duration from "0" to "1s", such as "16ms"'),
+      'How long tokens decoded in a row may wait to be sent together (the first token of a reply never waits): by default two frames of a 60 Hz display, 30 sends a second at most. Each send wakes the server and the client, on the cores decoding uses, so on a small machine holding is faster (docs/performance.md). "16ms": one frame. "0": every token as soon as it is decoded. At most "1s".',
+    schema: duration.refine((ms) => ms >= 0 && ms <= 1000, 'must be a duration from "0" to "1s", such as "33ms"'),
     commands: ["serve"],
   }),
   shutdownGrace: setting({

@@ -28,8 +28,8 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ flags: { "response-expiry": "forever" } })).toThrow(/--response-expiry/);
   });
 
-  it("reads --stream-hold (and MODELHOST_STREAM_HOLD) as a duration from 0 to 1 s, 16 ms by default", () => {
-    expect(loadConfig({}).streamHold).toBe(16);
+  it("reads --stream-hold (and MODELHOST_STREAM_HOLD) as a duration from 0 to 1 s, 33 ms by default", () => {
+    expect(loadConfig({}).streamHold).toBe(33);
     expect(loadConfig({ flags: { "stream-hold": "0" } }).streamHold).toBe(0);
     expect(loadConfig({ env: { MODELHOST_STREAM_HOLD: "250ms" } }).streamHold).toBe(250);
     expect(() => loadConfig({ flags: { "stream-hold": "2s" } })).toThrow(/--stream-hold/);
