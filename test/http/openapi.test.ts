@@ -4,7 +4,6 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { Ajv2020 } from "ajv/dist/2020.js";
 import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -16,33 +15,10 @@ import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { ApiDescription, openApiPath } from "../../src/http/openapi.js";
 import { chatCompletionRequestSchema } from "../../src/protocols/openai/schemas.js";
 import { startFakeHub, type FakeHub } from "../support/fakeHub.js";
+import { validatorOf, type OpenApiDocument } from "../support/openApiValidator.js";
 import { routesOf } from "../support/routeTree.js";
 import { postJson, readNamedEvents, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
-
-interface OpenApiDocument {
-  openapi: string;
-  paths: Record<string, Record<string, { summary: string; requestBody?: { content: { "application/json": { schema: unknown } } }; responses: Record<string, unknown> }>>;
-  components: { schemas: Record<string, object> };
-}
-
-/**
- * `expectValid(component, body)`: checks a recorded body against a component of the description
- * (read when called: the document is fetched in a beforeAll).
- */
-function validatorOf(documentOf: () => OpenApiDocument) {
-  const ajv = new Ajv2020({ strict: false, allErrors: true });
-  // z.iso.date()'s format; its pattern checks the same.
-  ajv.addFormat("date", /^\d{4}-\d{2}-\d{2}$/);
-  const expectValid = (component: string, body: unknown) => {
-    const schema = documentOf().components.schemas[component];
-    expect(schema, `component ${component}`).toBeDefined();
-    const validate = ajv.compile(schema!);
-    const valid = validate(body);
-    expect(valid ? [] : validate.errors, `${component}: ${JSON.stringify(body).slice(0, 300)}`).toEqual([]);
-  };
-  return { ajv, expectValid };
-}
 
 /** The NDJSON lines of a response. */
 async function readLines(response: Response): Promise<Array<Record<string, unknown>>> {

@@ -15,6 +15,7 @@ import { pullModel } from "../../src/models/pullModel.js";
 import { buildApp } from "../../src/http/buildApp.js";
 import { ResponseArchive } from "../../src/access/ResponseArchive.js";
 import { SqliteResponseStore } from "../../src/access/SqliteResponseStore.js";
+import { validatorOf, type OpenApiDocument } from "../support/openApiValidator.js";
 import { postJson, readSseEvents } from "../support/startTestServer.js";
 
 const model: ModelInfo = {
@@ -148,6 +149,16 @@ describe("errors after a stream started", () => {
       { model: "fake", created_at: expect.any(String), message: { role: "assistant", content: "partial" }, done: false },
       { error: "The server had an error while processing your request." },
     ]);
+    // The API description's stream line includes that last line, on /api/generate as well.
+    const document = (await (await fetch(`${base}/openapi.json`)).json()) as OpenApiDocument;
+    const { expectValid } = validatorOf(() => document);
+    for (const line of lines) expectValid("PostApiChatEvent", line);
+    const generated = (await (await postJson(`${base}/api/generate`, { model: "fake", prompt: "hi" })).text()).trimEnd().split("\n").map((line) => JSON.parse(line) as unknown);
+    expect(generated).toEqual([
+      { model: "fake", created_at: expect.any(String), response: "partial", done: false },
+      { error: "The server had an error while processing your request." },
+    ]);
+    for (const line of generated) expectValid("PostApiGenerateEvent", line);
     const ollama = new Ollama({ host: base });
     await expect((async () => {
       for await (const part of await ollama.chat({ ...request, stream: true })) void part;

@@ -39,6 +39,13 @@ export const nativeGenerateResponseSchema = z.object({
   ...metrics,
 });
 
+/**
+ * One NDJSON line of a streamed /api/chat or /api/generate: a chunk, or, when the generation fails
+ * after the 200 was sent, the `{"error": …}` line that ends the stream (clients raise it).
+ */
+export const nativeChatStreamLineSchema = z.union([nativeChatResponseSchema, ollamaErrorSchema]);
+export const nativeGenerateStreamLineSchema = z.union([nativeGenerateResponseSchema, ollamaErrorSchema]);
+
 /** GET /api/version. */
 export const versionResponseSchema = z.object({ version: z.string() });
 
