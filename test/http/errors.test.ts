@@ -63,6 +63,13 @@ describe("errors", () => {
     expect(error).toBeInstanceOf(OpenAI.NotFoundError);
     expect((error as InstanceType<typeof OpenAI.NotFoundError>).code).toBe("model_not_found");
     expect((error as Error).message).toContain("The model `nope` does not exist");
+    // Also when the translator would refuse the rest (an image part, a tool result answering nothing).
+    for (const body of [
+      { model: "nope", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "https://x/y.png" } }] }] },
+      { model: "nope", messages: [...messages, { role: "tool", tool_call_id: "call_x", content: "{}" }] },
+    ]) {
+      await expectError(await postJson(url, body), 404, "model", "model_not_found");
+    }
   });
 
   it("answers 413 for a body over the limit", async () => {

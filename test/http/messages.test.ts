@@ -294,6 +294,9 @@ describe("Messages API (/v1/messages)", () => {
 
     it("refuses an unknown model with 404 not_found_error, and a prompt over the context with 400", async () => {
       await expectError({ ...base, model: "nope" }, 404, "not_found_error", /`nope` does not exist/);
+      // What the request asks of the model (an image) is beside the point when there is no such model.
+      const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } };
+      await expectError({ ...base, model: "nope", messages: [{ role: "user", content: [image] }] }, 404, "not_found_error", /`nope` does not exist/);
       await expect(client.messages.create({ ...base, model: "nope" })).rejects.toBeInstanceOf(Anthropic.NotFoundError);
       await expect(client.messages.countTokens({ model: "nope", messages })).rejects.toBeInstanceOf(Anthropic.NotFoundError);
       await expectError({ ...base, messages: [{ role: "user", content: "word ".repeat(5000) }] }, 400, "invalid_request_error", /maximum context length/);

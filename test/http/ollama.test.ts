@@ -195,7 +195,7 @@ describe("native API (/api) with the ollama client", () => {
     });
   });
 
-  it("refuses suffix on a model without fill-in-the-middle tokens, and images on a text-only model", async () => {
+  it("refuses suffix on a model without fill-in-the-middle tokens, and images on a text-only model (an unknown model first)", async () => {
     await expect(ollama.generate({ model: "tiny:1b", prompt: "def f(", suffix: "return x" })).rejects.toMatchObject({
       status_code: 400,
       error: expect.stringMatching(/cannot fill in the middle/),
@@ -206,6 +206,13 @@ describe("native API (/api) with the ollama client", () => {
       error: expect.stringMatching(/does not support images/),
     });
     await expect(ollama.generate({ model: "tiny:1b", prompt: "?", images: [image] })).rejects.toMatchObject({ status_code: 400 });
+    // A model that does not exist is the error, not what the request asks of it.
+    for (const refused of [
+      ollama.chat({ model: "nope", messages: [{ role: "user", content: "?", images: [image] }] }),
+      ollama.generate({ model: "nope", prompt: "?", images: [image] }),
+    ]) {
+      await expect(refused).rejects.toMatchObject({ status_code: 404, error: 'model "nope" not found, try pulling it first' });
+    }
   });
 
   it("embeds a string or a batch, normalised, with dimensions; legacy embeddings are not normalised", async () => {

@@ -321,6 +321,7 @@ describe("Responses API", () => {
     [{ model: "tiny", input: "x", previous_response_id: "resp_unknown" }, 400, "previous_response_id"],
     [{ model: "tiny", input: "x", stream: "yes" }, 400, "stream"],
     [{ model: "nope", input: "x" }, 404, "model"],
+    [{ model: "nope", input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] }, 404, "model"],
   ])("refuses %j with %i naming %s, in the OpenAI shape", async (body, status, param) => {
     const response = await postJson(url, body);
     expect(response.status).toBe(status);

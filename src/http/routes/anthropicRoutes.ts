@@ -7,6 +7,7 @@ import { fromCountTokensRequest, fromMessagesRequest } from "../../protocols/ant
 import { toAnthropicError } from "../../protocols/anthropic/toAnthropicError.js";
 import { MessageStreamTranslator, toMessage, type MessageIdentity } from "../../protocols/anthropic/toMessage.js";
 import { engineOptions } from "../engineOptions.js";
+import { translated } from "../translated.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
@@ -29,7 +30,7 @@ export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engi
   const config = { access: "caller" as const, errorShape: toAnthropicError };
 
   app.post("/v1/messages", { config: described(config, { summary: "Anthropic Messages API: a message, plain or streamed (named server-sent events)", body: messagesRequestSchema, response: messageSchema, produces: ["text/event-stream"], streamEvent: messageStreamEventSchema }) }, async (request, reply) => {
-    const { chat, stream: streamed } = fromMessagesRequest(request.body);
+    const { chat, stream: streamed } = await translated(engine, request.body, fromMessagesRequest);
     const options = engineOptions(request, reply, access, chat.model, "chat");
     const identity: MessageIdentity = { id: newMessageId(), model: chat.model };
     const events = await engine.chat(chat, options);

@@ -18,6 +18,7 @@ import { NativeReplyStream, toNativeReply, type ReplyKind } from "../../protocol
 import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
 import { NdjsonWriter } from "../NdjsonWriter.js";
 import { engineOptions } from "../engineOptions.js";
+import { translated } from "../translated.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
 import {
@@ -72,8 +73,8 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
 
   app.get("/api/version", { config: described(config, { summary: "The native API version", response: versionResponseSchema }) }, async () => ({ version: API_VERSION }));
 
-  app.post("/api/chat", { config: described(config, { summary: "Native chat: NDJSON stream by default, one object with stream: false", body: chatRequestSchema, response: nativeChatResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeChatStreamLineSchema }) }, (request, reply) => generate("chat", fromChatRequest(request.body), request, reply));
-  app.post("/api/generate", { config: described(config, { summary: "Native completion of a prompt (templated, raw, or fill-in-the-middle)", body: generateRequestSchema, response: nativeGenerateResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeGenerateStreamLineSchema }) }, (request, reply) => generate("generate", fromGenerateRequest(request.body), request, reply));
+  app.post("/api/chat", { config: described(config, { summary: "Native chat: NDJSON stream by default, one object with stream: false", body: chatRequestSchema, response: nativeChatResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeChatStreamLineSchema }) }, async (request, reply) => generate("chat", await translated(engine, request.body, fromChatRequest), request, reply));
+  app.post("/api/generate", { config: described(config, { summary: "Native completion of a prompt (templated, raw, or fill-in-the-middle)", body: generateRequestSchema, response: nativeGenerateResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeGenerateStreamLineSchema }) }, async (request, reply) => generate("generate", await translated(engine, request.body, fromGenerateRequest), request, reply));
 
   /** Runs a chat or generate request and answers with one object, or streams them as NDJSON. */
   async function generate(kind: ReplyKind, generation: NativeGeneration, request: FastifyRequest, reply: FastifyReply) {

@@ -15,6 +15,7 @@ import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { engineOptions } from "../engineOptions.js";
+import { translated } from "../translated.js";
 import { interleaveChoices } from "../interleaveChoices.js";
 import { SseWriter } from "../SseWriter.js";
 import { toServerError } from "../toServerError.js";
@@ -59,7 +60,7 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
 
   // Legacy completions: each prompt's n choices decode together; prompts take turns.
   app.post("/v1/completions", { config: described(config, { summary: "Legacy text completion of one or more prompts, plain or streamed (server-sent events)", body: completionRequestSchema, response: textCompletionSchema, produces: ["text/event-stream"], streamEvent: textCompletionSchema }) }, async (request, reply) => {
-    const { prompts, stream: streamed, includeUsage, logprobs, echo } = fromCompletionRequest(request.body);
+    const { prompts, stream: streamed, includeUsage, logprobs, echo } = await translated(engine, request.body, fromCompletionRequest);
     const [firstPrompt, ...otherPrompts] = prompts as [ChatRequest, ...ChatRequest[]];
     const options = engineOptions(request, reply, access, firstPrompt.model, "chat");
     const identity: StreamIdentity = {
@@ -115,7 +116,7 @@ export function listModelsHandler(engine: Engine): RouteHandlerMethod {
  */
 export function chatCompletionsHandler(engine: Engine, access: AccessGate | undefined): RouteHandlerMethod {
   return async (request, reply) => {
-    const { chat, stream: streamed, includeUsage } = fromChatCompletionRequest(request.body);
+    const { chat, stream: streamed, includeUsage } = await translated(engine, request.body, fromChatCompletionRequest);
     const options = engineOptions(request, reply, access, chat.model, "chat");
     const identity: StreamIdentity = {
       id: newCompletionId(),

@@ -12,6 +12,7 @@ import { retrieveQuerySchema, type DeletedResponse, type ResponseObject, type St
 import { toInputItemList } from "../../protocols/responses/toInputItemList.js";
 import { toInvalidRequestError } from "../../protocols/toInvalidRequestError.js";
 import { engineOptions } from "../engineOptions.js";
+import { translated } from "../translated.js";
 import { ResponseEventWriter } from "../ResponseEventWriter.js";
 import { toServerError } from "../toServerError.js";
 import { described } from "../openapi.js";
@@ -45,7 +46,7 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
   };
 
   app.post("/v1/responses", { config: described(config, { summary: "OpenAI Responses API: create a response, plain or streamed (typed server-sent events)", body: createResponseSchema, response: responseObjectSchema, produces: ["text/event-stream"], streamEvent: responseStreamEventSchema }) }, async (request, reply) => {
-    const parsed = fromResponseRequest(request.body);
+    const parsed = await translated(engine, request.body, fromResponseRequest);
     const owner = ownerOf(request);
     const previousId = parsed.settings.previous_response_id;
     const previous = previousId === null ? undefined : await responses.find(previousId, owner);

@@ -1,0 +1,22 @@
+import type { Engine } from "../core/Engine.js";
+import { ServerError } from "../core/ServerError.js";
+
+/**
+ * Runs a protocol's translator on a request. When it refuses the request (images for a text-only
+ * model, a tool it cannot follow, …), the model the request names is looked up first, and an
+ * unknown model is the error reported: what the request asks of a model that does not exist is
+ * beside the point ("the model `nope` does not support images" sends a user looking in the wrong
+ * place). Ollama orders its checks the same way: "model not found" before the request's content.
+ * A translation that succeeds costs no lookup; the engine reports an unknown model itself.
+ */
+export async function translated<T>(engine: Engine, body: unknown, translate: (body: unknown) => T): Promise<T> {
+  try {
+    return translate(body);
+  } catch (error) {
+    const model = typeof body === "object" && body !== null ? (body as { model?: unknown }).model : undefined;
+    if (error instanceof ServerError && typeof model === "string" && model !== "" && !(await engine.findModel(model))) {
+      throw new ServerError("model_not_found", { model, param: "model" });
+    }
+    throw error;
+  }
+}
