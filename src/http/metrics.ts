@@ -1,9 +1,10 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { LedgerBacklog } from "../access/UsageBuffer.js";
 import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
 import type { Engine, RequestOptions } from "../core/Engine.js";
 import { isServerError } from "../core/ServerError.js";
+import { modelOfBody } from "./modelOfBody.js";
 
 /** Seconds: from 10 ms (a cached prompt on a fast machine) to a minute (a long prompt on a CPU). */
 const TTFT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -164,7 +165,7 @@ export class ServerMetrics {
         const route = request.routeOptions.url ?? "unmatched";
         const method = request.method;
         this.#requestSeconds.observe({ route, method }, (performance.now() - started) / 1000);
-        const name = modelOf(request);
+        const name = modelOfBody(request.body);
         const model = name !== undefined && this.#knownModels.has(name) ? name : "";
         this.#requests.inc({ route, method, status: String(reply.raw.statusCode), model });
       });
@@ -246,13 +247,6 @@ export class ServerMetrics {
   async text(): Promise<string> {
     return this.registry.metrics();
   }
-}
-
-/** The request body's model name, if it has one. */
-function modelOf(request: FastifyRequest): string | undefined {
-  const body = request.body as { model?: unknown } | undefined;
-  const name = typeof body === "object" && body !== null ? body.model : undefined;
-  return typeof name === "string" ? name : undefined;
 }
 
 /**

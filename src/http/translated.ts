@@ -1,5 +1,6 @@
 import type { Engine } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
+import { modelOfBody } from "./modelOfBody.js";
 
 /**
  * Runs a protocol's translator on a request. When it refuses the request (images for a text-only
@@ -13,8 +14,8 @@ export async function translated<T>(engine: Engine, body: unknown, translate: (b
   try {
     return translate(body);
   } catch (error) {
-    const model = typeof body === "object" && body !== null ? (body as { model?: unknown }).model : undefined;
-    if (error instanceof ServerError && typeof model === "string" && model !== "" && !(await engine.findModel(model))) {
+    const model = modelOfBody(body);
+    if (error instanceof ServerError && model && !(await engine.findModel(model))) {
       throw new ServerError("model_not_found", { model, param: "model" });
     }
     throw error;
