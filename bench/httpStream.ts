@@ -33,6 +33,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
   let last = started;
   let finished: number | undefined;
   let tokens: number | undefined;
+  let promptTokens: number | undefined;
   let deltas = 0;
   const onText = (text: string) => {
     buffer += text;
@@ -43,7 +44,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
       if (event === "[DONE]") continue;
       const chunk = JSON.parse(event) as {
         choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
-        usage?: { completion_tokens: number } | null;
+        usage?: { prompt_tokens: number; completion_tokens: number } | null;
       };
       const content = chunk.choices?.[0]?.delta?.content;
       if (content) {
@@ -53,7 +54,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
         deltas++;
       }
       if (chunk.choices?.[0]?.finish_reason) finished ??= performance.now();
-      if (chunk.usage) tokens = chunk.usage.completion_tokens;
+      if (chunk.usage) ({ completion_tokens: tokens, prompt_tokens: promptTokens } = chunk.usage);
     }
   };
   await new Promise<void>((resolve, reject) => {
@@ -73,5 +74,5 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
     request.end(JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }));
   });
   if (first === undefined) throw new Error("the stream carried no content");
-  return { ttftMs: first - started, tokens: tokens ?? deltas, decodeMs: (finished ?? last) - first };
+  return { ttftMs: first - started, tokens: tokens ?? deltas, decodeMs: (finished ?? last) - first, ...(promptTokens !== undefined ? { promptTokens } : {}) };
 }

@@ -58,12 +58,19 @@ export async function llamaCppTools(option: string): Promise<LlamaCppTools> {
   return { server, bench: (await exists(bench)) ? bench : undefined };
 }
 
-/** llama-bench's text-generation speed (`-p 0 -n <tokens> -r <repetitions>`), tokens/s averaged over its repetitions. */
-export async function llamaBenchTg(binary: string, modelPath: string, options: { threads: number; tokens: number; repetitions: number }): Promise<number> {
-  const args = ["-m", modelPath, "-t", String(options.threads), "-p", "0", "-n", String(options.tokens), "-r", String(options.repetitions), "-o", "json"];
+/**
+ * llama-bench's text-generation speed (`-p 0 -n <tokens> -r <repetitions>`), tokens/s averaged over
+ * its repetitions, once for each depth (`-d`: tokens already in the cache when generation starts),
+ * in the order given. Depth 0 is the issue's raw figure; a server's stream also attends to its chat
+ * prompt, which depth `prompt tokens` adds.
+ */
+export async function llamaBenchTg(binary: string, modelPath: string, options: { threads: number; tokens: number; repetitions: number; depths: readonly number[] }): Promise<number[]> {
+  const args = ["-m", modelPath, "-t", String(options.threads), "-p", "0", "-n", String(options.tokens), "-d", options.depths.join(","), "-r", String(options.repetitions), "-o", "json"];
   const { stdout } = await promisify(execFile)(binary, args, { maxBuffer: 1 << 20 });
-  const results = JSON.parse(stdout) as Array<{ n_gen: number; avg_ts: number }>;
-  const tg = results.find((result) => result.n_gen === options.tokens);
-  if (!tg) throw new Error(`llama-bench reported no tg${options.tokens}: ${stdout}`);
-  return tg.avg_ts;
+  const results = JSON.parse(stdout) as Array<{ n_gen: number; n_depth?: number; avg_ts: number }>;
+  return options.depths.map((depth) => {
+    const tg = results.find((result) => result.n_gen === options.tokens && (result.n_depth ?? 0) === depth);
+    if (!tg) throw new Error(`llama-bench reported no tg${options.tokens} at depth ${depth}: ${stdout}`);
+    return tg.avg_ts;
+  });
 }

@@ -4,7 +4,8 @@
 // Decode speed and time to first token, single stream and N concurrent streams, through
 // node-llama-cpp in process, through modelhost's HTTP API, and (with --llama-server) through
 // llama.cpp's own server on the same file, threads and slots, with llama-bench's raw tg figure
-// (taken in turn with the servers) and each server's peak memory. `--llama-server build` builds llama-server and llama-bench from
+// (taken in turn with the servers; also at the depth of the chat prompt, which every step of a
+// server's stream attends to) and each server's peak memory. `--llama-server build` builds llama-server and llama-bench from
 // node-llama-cpp's bundled llama.cpp source (bench/llamaCpp.ts). Each figure is a median over
 // several runs; the phases of one run alternate (starting with another target each run, after a
 // pause), so the machine's drift affects all alike.
@@ -50,7 +51,7 @@ const prompts = [
 /** One model's line of the closing summary, in the layout of issue 17's table. */
 interface Summary {
   preset: string;
-  rawTg: number | undefined;
+  rawTg: RawTg | undefined;
   rows: Row[];
   peakRssMiB: Map<string, number>;
 }
@@ -68,6 +69,13 @@ interface Row {
 interface Measurement {
   single: StreamSample[];
   multi: { samples: StreamSample[]; wallMs: number }[];
+}
+
+/** llama-bench's tg figure: from an empty cache (the issue's raw figure), and with the chat prompt's tokens in the cache. */
+interface RawTg {
+  empty: number;
+  prompt: number;
+  promptTokens: number;
 }
 
 type Target = { name: string; single(): Promise<StreamSample>; multi(): Promise<{ samples: StreamSample[]; wallMs: number }> };
@@ -122,8 +130,13 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     // Warm up each target: the first decode allocates buffers and pages the weights in, and
     // modelhost's JavaScript is only optimised by V8 after some use. Warmed once, its tiny-model
     // streams went 2,920, 3,355, 4,792, 3,752, 5,399, 6,859 tokens/s over the next six requests.
+    // The single stream's prompt as modelhost counts it, for llama-bench's figure at that depth.
+    let promptTokens = 0;
     for (const target of targets) {
-      for (let i = 0; i < WARM_UP_STREAMS; i++) await target.single();
+      for (let i = 0; i < WARM_UP_STREAMS; i++) {
+        const sample = await target.single();
+        if (target.name === "modelhost HTTP" && sample.promptTokens !== undefined) promptTokens = sample.promptTokens;
+      }
       await target.multi();
     }
 
@@ -133,11 +146,13 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     // was 262, 301, 308, 313 and 314 tok/s in five runs of one afternoon, and 279-289 then 305-312
     // within half an hour: the machine's speed drifts over minutes, and this way every target sees
     // the same drift.
-    const rawRuns: number[] = [];
+    // Each also with the single stream's chat prompt in the cache (`-d`), which every step of a
+    // server's stream attends to and `-p 0` does not: what a server could reach at best.
+    const rawRuns: number[][] = [];
     for (let run = 0; run < runs; run++) {
       if (llamaCpp?.bench) {
         await quiet();
-        rawRuns.push(await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens, repetitions: 1 }));
+        rawRuns.push(await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens, repetitions: 1, depths: [0, promptTokens] }));
       }
       // Each run starts with another target, and each phase after a pause: the OpenMP threads of
       // the phase before spin for a while after their last decode (libgomp's spin-wait), which
@@ -155,7 +170,7 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     // Peak memory of the comparable work, before modelhost alone runs the n-choices phase below.
     const peakRssMiB = new Map<string, number>();
     for (const [name, process] of processes) peakRssMiB.set(name, await process.peakRssMiB());
-    const rawTg = rawRuns.length > 0 ? median(rawRuns) : undefined;
+    const rawTg = rawRuns.length > 0 ? { empty: median(rawRuns.map(([empty]) => empty!)), prompt: median(rawRuns.map(([, prompt]) => prompt!)), promptTokens } : undefined;
     const rows = report(preset, { backend, threads }, results, rawTg, peakRssMiB);
     summaries.push({ preset, rawTg, rows, peakRssMiB });
     // About 900 prompt tokens with the test vocabulary: most of the 1,024-token context.
@@ -176,7 +191,7 @@ function quiet(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 200));
 }
 
-function report(preset: string, setup: { backend: string; threads: number }, results: Map<string, Measurement>, rawTg: number | undefined, peakRssMiB: Map<string, number>): Row[] {
+function report(preset: string, setup: { backend: string; threads: number }, results: Map<string, Measurement>, rawTg: RawTg | undefined, peakRssMiB: Map<string, number>): Row[] {
   console.log(`\n## ${preset} model — ${setup.backend} llama.cpp, ${setup.threads} threads, ${maxTokens} tokens, median of ${runs} runs\n`);
   const rows: Row[] = [...results.entries()].map(([name, m]) => ({
     name,
@@ -195,7 +210,10 @@ function report(preset: string, setup: { backend: string; threads: number }, res
   const inProcess = rows.find((row) => row.name === "node-llama-cpp in process");
   const anchor = rows.find((row) => row.name === "llama-server HTTP");
   console.log("");
-  if (rawTg !== undefined) console.log(`llama-bench -t ${setup.threads} -p 0 -n ${maxTokens} -r 1: ${rawTg.toFixed(1)} tok/s, median of ${runs} runs in turn with the servers`);
+  if (rawTg !== undefined) {
+    console.log(`llama-bench -t ${setup.threads} -p 0 -n ${maxTokens} -r 1: ${rawTg.empty.toFixed(1)} tok/s, median of ${runs} runs in turn with the servers`);
+    console.log(`  with the chat prompt in the cache (-d ${rawTg.promptTokens}): ${rawTg.prompt.toFixed(1)} tok/s`);
+  }
   for (const [name, mib] of peakRssMiB) console.log(`peak RSS (VmHWM), ${name}: ${mib.toFixed(0)} MiB`);
   if (!ours) return rows;
   if (inProcess) {
@@ -204,7 +222,9 @@ function report(preset: string, setup: { backend: string; threads: number }, res
   if (anchor) {
     console.log(`modelhost / llama-server: single ${(ours.singleRate / anchor.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / anchor.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`);
   }
-  if (rawTg !== undefined) console.log(`modelhost / llama-bench tg${maxTokens}: single ${(ours.singleRate / rawTg).toFixed(2)}×`);
+  if (rawTg !== undefined) {
+    console.log(`modelhost / llama-bench tg${maxTokens}: single ${(ours.singleRate / rawTg.empty).toFixed(3)}×; at -d ${rawTg.promptTokens} ${(ours.singleRate / rawTg.prompt).toFixed(3)}×`);
+  }
   return rows;
 }
 
@@ -216,14 +236,16 @@ function summarise(): void {
     ours && anchor ? `${(ours.singleRate / anchor.singleRate).toFixed(2)}× / ${(ours.multiRate / anchor.multiRate).toFixed(2)}×` : "–";
   const mib = (value: number | undefined) => (value === undefined ? "–" : `${value.toFixed(0)}`);
   console.log(`\n## Summary — tok/s, 1 stream / ${concurrency} streams, ${maxTokens} tokens, median of ${runs} runs\n`);
-  console.log(`| model | raw engine tg${maxTokens} | in process 1 / ×${concurrency} | modelhost HTTP 1 / ×${concurrency} | llama-server 1 / ×${concurrency} | modelhost ÷ llama-server | peak RSS MiB modelhost / llama-server |`);
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+  console.log(`| model | raw engine tg${maxTokens} / at the prompt's depth | in process 1 / ×${concurrency} | modelhost HTTP 1 / ×${concurrency} | llama-server 1 / ×${concurrency} | modelhost ÷ llama-server | modelhost 1 ÷ raw / at depth | peak RSS MiB modelhost / llama-server |`);
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const { preset, rawTg, rows, peakRssMiB } of summaries) {
     const by = (name: string) => rows.find((row) => row.name === name);
     const ours = by("modelhost HTTP");
     const anchor = by("llama-server HTTP");
+    const raw = rawTg === undefined ? "–" : `${rawTg.empty.toFixed(1)} / ${rawTg.prompt.toFixed(1)}`;
+    const ofRaw = rawTg === undefined || !ours ? "–" : `${(ours.singleRate / rawTg.empty).toFixed(3)}× / ${(ours.singleRate / rawTg.prompt).toFixed(3)}×`;
     console.log(
-      `| ${preset} | ${rawTg === undefined ? "–" : rawTg.toFixed(1)} | ${pair(by("node-llama-cpp in process"))} | ${pair(ours)} | ${pair(anchor)} | ${ratio(ours, anchor)} | ${mib(peakRssMiB.get("modelhost HTTP"))} / ${mib(peakRssMiB.get("llama-server HTTP"))} |`,
+      `| ${preset} | ${raw} | ${pair(by("node-llama-cpp in process"))} | ${pair(ours)} | ${pair(anchor)} | ${ratio(ours, anchor)} | ${ofRaw} | ${mib(peakRssMiB.get("modelhost HTTP"))} / ${mib(peakRssMiB.get("llama-server HTTP"))} |`,
     );
   }
 }

@@ -19,6 +19,8 @@ export interface StreamSample {
   tokens: number;
   /** ms from the first token to the last. */
   decodeMs: number;
+  /** Tokens of the prompt as the server counted them (its usage), when it says. */
+  promptTokens?: number;
 }
 
 /** Decode speed of one stream: tokens after the first over the time they took. */
