@@ -131,7 +131,7 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     // modelhost's JavaScript is only optimised by V8 after some use. Warmed once, its tiny-model
     // streams went 2,920, 3,355, 4,792, 3,752, 5,399, 6,859 tokens/s over the next six requests.
     // The single stream's prompt as modelhost counts it, for llama-bench's figure at that depth.
-    let promptTokens = 0;
+    let promptTokens: number | undefined;
     for (const target of targets) {
       for (let i = 0; i < WARM_UP_STREAMS; i++) {
         const sample = await target.single();
@@ -151,6 +151,7 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     const rawRuns: number[][] = [];
     for (let run = 0; run < runs; run++) {
       if (llamaCpp?.bench) {
+        if (promptTokens === undefined) throw new Error("modelhost's streams carried no usage with prompt_tokens");
         await quiet();
         rawRuns.push(await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens, repetitions: 1, depths: [0, promptTokens] }));
       }
@@ -170,7 +171,7 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     // Peak memory of the comparable work, before modelhost alone runs the n-choices phase below.
     const peakRssMiB = new Map<string, number>();
     for (const [name, process] of processes) peakRssMiB.set(name, await process.peakRssMiB());
-    const rawTg = rawRuns.length > 0 ? { empty: median(rawRuns.map(([empty]) => empty!)), prompt: median(rawRuns.map(([, prompt]) => prompt!)), promptTokens } : undefined;
+    const rawTg = rawRuns.length > 0 && promptTokens !== undefined ? { empty: median(rawRuns.map(([empty]) => empty!)), prompt: median(rawRuns.map(([, prompt]) => prompt!)), promptTokens } : undefined;
     const rows = report(preset, { backend, threads }, results, rawTg, peakRssMiB);
     summaries.push({ preset, rawTg, rows, peakRssMiB });
     // About 900 prompt tokens with the test vocabulary: most of the 1,024-token context.
@@ -222,10 +223,13 @@ function report(preset: string, setup: { backend: string; threads: number }, res
   if (anchor) {
     console.log(`modelhost / llama-server: single ${(ours.singleRate / anchor.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / anchor.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`);
   }
-  if (rawTg !== undefined) {
-    console.log(`modelhost / llama-bench tg${maxTokens}: single ${(ours.singleRate / rawTg.empty).toFixed(3)}×; at -d ${rawTg.promptTokens} ${(ours.singleRate / rawTg.prompt).toFixed(3)}×`);
-  }
+  if (rawTg !== undefined) console.log(`modelhost / llama-bench tg${maxTokens}, single stream, -p 0 / -d ${rawTg.promptTokens}: ${ofRaw(ours, rawTg)}`);
   return rows;
+}
+
+/** A single stream's speed against llama-bench's, from an empty cache / with the prompt in it. */
+function ofRaw(row: Row, raw: RawTg): string {
+  return `${(row.singleRate / raw.empty).toFixed(3)}× / ${(row.singleRate / raw.prompt).toFixed(3)}×`;
 }
 
 /** All models in one table, the layout of issue 17: raw engine, in process, both servers, ratios, memory. */
@@ -243,9 +247,9 @@ function summarise(): void {
     const ours = by("modelhost HTTP");
     const anchor = by("llama-server HTTP");
     const raw = rawTg === undefined ? "–" : `${rawTg.empty.toFixed(1)} / ${rawTg.prompt.toFixed(1)}`;
-    const ofRaw = rawTg === undefined || !ours ? "–" : `${(ours.singleRate / rawTg.empty).toFixed(3)}× / ${(ours.singleRate / rawTg.prompt).toFixed(3)}×`;
+    const singleOfRaw = rawTg === undefined || !ours ? "–" : ofRaw(ours, rawTg);
     console.log(
-      `| ${preset} | ${raw} | ${pair(by("node-llama-cpp in process"))} | ${pair(ours)} | ${pair(anchor)} | ${ratio(ours, anchor)} | ${ofRaw} | ${mib(peakRssMiB.get("modelhost HTTP"))} / ${mib(peakRssMiB.get("llama-server HTTP"))} |`,
+      `| ${preset} | ${raw} | ${pair(by("node-llama-cpp in process"))} | ${pair(ours)} | ${pair(anchor)} | ${ratio(ours, anchor)} | ${singleOfRaw} | ${mib(peakRssMiB.get("modelhost HTTP"))} / ${mib(peakRssMiB.get("llama-server HTTP"))} |`,
     );
   }
 }
