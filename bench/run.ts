@@ -218,13 +218,18 @@ function report(preset: string, setup: { backend: string; threads: number }, res
   for (const [name, mib] of peakRssMiB) console.log(`peak RSS (VmHWM), ${name}: ${mib.toFixed(0)} MiB`);
   if (!ours) return rows;
   if (inProcess) {
-    console.log(`modelhost / in process: single ${(ours.singleRate / inProcess.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / inProcess.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - inProcess.singleTtft).toFixed(1)} ms more`);
+    console.log(`modelhost / in process, single / ${concurrency} streams: ${ratios(ours, inProcess)}, TTFT ${(ours.singleTtft - inProcess.singleTtft).toFixed(1)} ms more`);
   }
   if (anchor) {
-    console.log(`modelhost / llama-server: single ${(ours.singleRate / anchor.singleRate).toFixed(2)}×, ${concurrency} streams ${(ours.multiRate / anchor.multiRate).toFixed(2)}×, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`);
+    console.log(`modelhost / llama-server, single / ${concurrency} streams: ${ratios(ours, anchor)}, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`);
   }
   if (rawTg !== undefined) console.log(`modelhost / llama-bench tg${maxTokens}, single stream, -p 0 / -d ${rawTg.promptTokens}: ${ofRaw(ours, rawTg)}`);
   return rows;
+}
+
+/** One target's speeds over another's, single stream / concurrent streams, to three decimals: 0.999 misses 1.0 though it rounds to 1.00. */
+function ratios(row: Row, other: Row): string {
+  return `${(row.singleRate / other.singleRate).toFixed(3)}× / ${(row.multiRate / other.multiRate).toFixed(3)}×`;
 }
 
 /** A single stream's speed against llama-bench's, from an empty cache / with the prompt in it. */
@@ -236,8 +241,7 @@ function ofRaw(row: Row, raw: RawTg): string {
 function summarise(): void {
   if (summaries.length === 0) return;
   const pair = (row: Row | undefined) => (row ? `${row.singleRate.toFixed(1)} / ${row.multiRate.toFixed(1)}` : "–");
-  const ratio = (ours: Row | undefined, anchor: Row | undefined) =>
-    ours && anchor ? `${(ours.singleRate / anchor.singleRate).toFixed(2)}× / ${(ours.multiRate / anchor.multiRate).toFixed(2)}×` : "–";
+  const ratio = (ours: Row | undefined, anchor: Row | undefined) => (ours && anchor ? ratios(ours, anchor) : "–");
   const mib = (value: number | undefined) => (value === undefined ? "–" : `${value.toFixed(0)}`);
   console.log(`\n## Summary — tok/s, 1 stream / ${concurrency} streams, ${maxTokens} tokens, median of ${runs} runs\n`);
   console.log(`| model | raw engine tg${maxTokens} / at the prompt's depth | in process 1 / ×${concurrency} | modelhost HTTP 1 / ×${concurrency} | llama-server 1 / ×${concurrency} | modelhost ÷ llama-server | modelhost 1 ÷ raw / at depth | peak RSS MiB modelhost / llama-server |`);
