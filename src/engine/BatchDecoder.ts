@@ -25,6 +25,13 @@ export interface GenerationSetup {
   endTokens?: readonly Token[];
   /** The most tokens the consumer will take: no step is decoded for more. */
   limit: number;
+  /**
+   * Called with each sampled token before the next step starts, while the sampler is idle (a
+   * sampler configured anew per token: Utf8Guard). True: sample the next token in a step of its
+   * own, not in a native loop (the sampler changes again after it); the native loop stops after a
+   * token this answers true for only if `endTokens` has it.
+   */
+  sampled?(token: Token): boolean;
 }
 
 /** One sequence of the context: what its cache holds, position by position. */
@@ -541,6 +548,8 @@ class Generation {
   #inStep = false;
   /** Tokens sampled so far. */
   #sampled = 0;
+  /** The next token is sampled in a step of its own (GenerationSetup.sampled). */
+  #alone = false;
   #settled: (() => void) | undefined;
   #finished = false;
   #error: unknown;
@@ -560,7 +569,7 @@ class Generation {
       generation: {
         // A consumer this far behind waits for its next token in a step of its own, which holds
         // the token back (a loop would decode on for it).
-        ahead: () => (this.#finished || this.#waiting.length >= MAX_TOKENS_AHEAD - 1 ? 0 : setup.limit - this.#sampled - 1),
+        ahead: () => (this.#finished || this.#alone || this.#waiting.length >= MAX_TOKENS_AHEAD - 1 ? 0 : setup.limit - this.#sampled - 1),
         endTokens: Int32Array.from(setup.endTokens ?? []),
       },
       released: () => this.#settle(),
@@ -607,6 +616,7 @@ class Generation {
   #onSampled(sampled: Sampled): void {
     this.#inStep = false;
     this.#sampled++;
+    this.#alone = this.#setup.sampled?.(sampled.token) ?? false;
     const continues = !this.#finished && this.#sampled < this.#setup.limit && !this.#setup.isLast(sampled.token);
     const consumer = this.#consumer;
     this.#consumer = undefined;

@@ -18,6 +18,7 @@ import { SequenceLease } from "./SequenceLease.js";
 import { SlotPool } from "./SlotPool.js";
 import { streamCompletion, tokenAlternative } from "./streamCompletion.js";
 import { TokenBytes } from "./TokenBytes.js";
+import { Utf8Tables } from "./Utf8Guard.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 
 export interface ModelRuntimeOptions {
@@ -55,6 +56,8 @@ export class LoadedModel {
   readonly #lazyContexts: readonly ContextActivity[];
   readonly #options: ModelRuntimeOptions;
   readonly #tokenBytes: TokenBytes;
+  /** Built on the first grammar-constrained request (a pass over the vocabulary). */
+  #utf8Tables: Utf8Tables | undefined;
   #expiresAt: number | null = null;
   #disposed = false;
   #pins = 0;
@@ -312,6 +315,7 @@ export class LoadedModel {
         signal,
         loadMs,
         logprobs,
+        ...(textGrammar || toolPlan ? { utf8: (this.#utf8Tables ??= new Utf8Tables(this.#tokenBytes.all())) } : {}),
         counters: this.#options.counters,
         sharedPrompt: n > 1 || scorePrompt,
       }),

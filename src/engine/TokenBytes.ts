@@ -42,6 +42,12 @@ export class TokenBytes {
     return Buffer.from(tokens.flatMap((token) => this.piece(token))).toString("utf8");
   }
 
+  /** Every token of the vocabulary with its bytes, read afresh (not cached); none when the GGUF lists no tokens. */
+  *all(): Generator<readonly [Token, readonly number[]]> {
+    const size = this.#vocabulary?.length ?? 0;
+    for (let token = 0; token < size; token++) yield [token as Token, this.#read(token as Token)];
+  }
+
   of(token: Token): readonly number[] {
     let bytes = this.#cache.get(token);
     if (bytes === undefined) {

@@ -10,6 +10,7 @@ import { createNativeSampler, nativeGrammarState, type NativeSamplerConfig } fro
 import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
 import { ThoughtSplitter, type ThoughtMarkers } from "./ThoughtSplitter.js";
 import type { TokenBytes } from "./TokenBytes.js";
+import { Utf8Guard, type Utf8Tables } from "./Utf8Guard.js";
 import { ToolCallParser, type CallDelimiters, type ToolCallParserEvent } from "./tools/ToolCallParser.js";
 
 /** How tool calls are generated for one request (absent: no tools, or tool_choice "none"). */
@@ -63,6 +64,8 @@ export interface CompletionJob {
   loadMs: number;
   /** Asked for: each token's log-probability and the `top` most likely tokens at its position. */
   logprobs?: { top: number; bytes: TokenBytes };
+  /** With a grammar (textGrammar, tools): what keeps its output valid UTF-8 (see Utf8Guard). */
+  utf8?: Utf8Tables;
   /** Counts the prompt work; a prompt shared by n choices was counted once by whoever evaluated it. */
   counters: EngineCounters;
   /** The sequence already holds the prompt but its last token (evaluated once and copied for n choices). */
@@ -280,7 +283,9 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
   // special tokens shown.
   const detokenizer = new IncrementalDetokenizer(model, context, job.tools !== undefined || job.thought !== undefined);
   const grammar = state.calls ? job.tools?.grammar : job.textGrammar;
-  const sampler = createNativeSampler(model, samplerConfig(model, job.sampling, state.generated, grammar));
+  const config = samplerConfig(model, job.sampling, state.generated, grammar);
+  const guard = grammar && job.utf8 ? new Utf8Guard(job.utf8, config) : undefined;
+  const sampler = createNativeSampler(model, guard ? guard.config : config);
   const isEnd = (token: Token) => job.stopTokens.has(token) || model.isEogToken(token);
   const tokens = decoder.generate(
     sequence,
@@ -289,7 +294,8 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
       sampler,
       ...(job.logprobs ? { metadata: { probabilities: job.logprobs.top > 0 } } : {}),
       isLast: isEnd,
-      endTokens: [...job.stopTokens, ...[model.tokens.eos, model.tokens.eot].filter((token) => token !== null)],
+      endTokens: [...job.stopTokens, ...[model.tokens.eos, model.tokens.eot].filter((token) => token !== null), ...(guard?.pauseTokens ?? [])],
+      ...(guard ? { sampled: (token: Token) => guard.sampled(sampler, token) } : {}),
       limit: job.maxTokens - state.completionTokens,
     },
     signal,

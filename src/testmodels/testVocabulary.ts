@@ -112,6 +112,11 @@ const BYTE_SYMBOLS: readonly string[] = (() => {
   return Array.from({ length: 256 }, (_, byte) => String.fromCharCode(isPrintableByte(byte) ? byte : 256 + shifted++));
 })();
 
+/** The test vocabulary's spelling of the token for one byte (its GPT-2 byte symbol). */
+export function byteSymbol(byte: number): string {
+  return BYTE_SYMBOLS[byte]!;
+}
+
 /** The byte symbols in GPT-2's vocabulary order: printable bytes first, then the shifted ones. */
 function byteTokens(): string[] {
   return [...BYTE_SYMBOLS.filter((_, byte) => isPrintableByte(byte)), ...BYTE_SYMBOLS.filter((_, byte) => !isPrintableByte(byte))];

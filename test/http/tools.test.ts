@@ -3,7 +3,7 @@ import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
-import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
+import { byteSymbol, testVocabulary } from "../../src/testmodels/testVocabulary.js";
 
 // The test model has random weights: whatever it "wants", grammar-constrained decoding must make
 // every call well formed and valid against its function's schema. Strings are bounded so that
@@ -178,6 +178,30 @@ describe("tool calls", () => {
         text = (await client.chat.completions.create(request)).choices[0]?.message.content ?? "";
       }
       expect(ajv.validate(schema, JSON.parse(text)), `${text}: ${ajv.errorsText()}`).toBe(true);
+    }
+  });
+
+  it("json_schema output stays valid UTF-8 where llama.cpp's grammar alone lets byte tokens write overlong forms", async () => {
+    // llama.cpp's grammar takes E0 followed by 80–9F and one more continuation byte for a character
+    // (an overlong form; src/engine/Utf8Guard.ts). Biased toward exactly those byte tokens, the tiny
+    // model wrote them into the name: U+FFFD three times a character as text, past maxLength.
+    const vocabulary = testVocabulary();
+    const idOf = (byte: number) => vocabulary.tokens.indexOf(byteSymbol(byte));
+    const logit_bias = Object.fromEntries([0xe0, ...Array.from({ length: 0x20 }, (_, i) => 0x80 + i)].map((byte) => [String(idOf(byte)), 30]));
+    const schema = { type: "object", properties: { name: { type: "string", maxLength: 10 }, ok: { type: "boolean" } }, required: ["name", "ok"], additionalProperties: false };
+    const request = { model: "tiny", messages: [{ role: "user" as const, content: "Fill the form." }], response_format: { type: "json_schema" as const, json_schema: { name: "form", schema, strict: true } }, temperature: 0, logit_bias, max_tokens: 400 };
+    for (const stream of [false, true]) {
+      let text = "";
+      if (stream) {
+        for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) text += chunk.choices[0]?.delta.content ?? "";
+      } else {
+        text = (await client.chat.completions.create(request)).choices[0]?.message.content ?? "";
+      }
+      expect(text).not.toContain("\uFFFD");
+      const value = JSON.parse(text) as { name: string };
+      expect(ajv.validate(schema, value), `${text}: ${ajv.errorsText()}`).toBe(true);
+      // The bias did steer the name to characters led by E0 (U+0800–U+0FFF), now well formed.
+      expect([...value.name].some((character) => character.codePointAt(0)! >= 0x800 && character.codePointAt(0)! <= 0xfff), text).toBe(true);
     }
   });
 

@@ -337,6 +337,26 @@ describe("BatchDecoder", () => {
         expect(calls.generate.some((call) => call.sequences.length === 2)).toBe(true);
       });
 
+      it("tells a generation each token it sampled, and samples the token after one it answers true for in a step of its own", async () => {
+        const { native, calls, decoder } = loopDecoder(delivery);
+        // Each token with the number of decodes so far: the token after a stop had nothing decoded past it.
+        const seen: Array<[number, number]> = [];
+        const sampled = (token: Token) => {
+          seen.push([token, native.batches.length]);
+          return token === 3;
+        };
+        const generator = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ limit: 8, endTokens: [3 as Token], sampled }));
+        expect(await take(generator, 10)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+        expect(seen.map(([token]) => token)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+        expect(seen.filter(([token]) => token === 3 || token === 4)).toEqual([
+          [3, 3],
+          [4, 4],
+        ]);
+        // The loop stopped after 3 (an end token for it), 4 came from a step of its own, then a loop again.
+        expect(calls.generate.map((call) => call.steps)).toEqual([3, 4]);
+        expect(calls.decodeAndSample).toHaveLength(1);
+      });
+
       it("keeps what it decoded for a consumer that stopped in the cache, and returns once the loop is over", async () => {
         const { native, decoder } = loopDecoder(delivery);
         const sequence = new DecoderSequence(0);
