@@ -18,9 +18,9 @@ export interface GenerationSetup {
   /** True for a token after which nothing more is decoded: the end of the turn. */
   isLast(token: Token): boolean;
   /**
-   * The tokens `isLast` is true for besides the model's end-of-generation tokens: the native loop
-   * stops after them (one it does not know costs up to one hand-over of steps, --stream-hold or 16
-   * steps, decoded for nothing).
+   * The tokens after which the native loop stops: those `isLast` is true for besides the model's
+   * end-of-generation tokens (one it does not know costs up to one hand-over of steps,
+   * --stream-hold or 16 steps, decoded for nothing), and those `sampled` answers true for.
    */
   endTokens?: readonly Token[];
   /** The most tokens the consumer will take: no step is decoded for more. */
@@ -28,8 +28,8 @@ export interface GenerationSetup {
   /**
    * Called with each sampled token before the next step starts, while the sampler is idle (a
    * sampler configured anew per token: Utf8Guard). True: sample the next token in a step of its
-   * own, not in a native loop (the sampler changes again after it); the native loop stops after a
-   * token this answers true for only if `endTokens` has it.
+   * own, not in a native loop (the sampler changes again after it). Such a token must be in
+   * `endTokens`, or a native loop would sample on past it before this is called.
    */
   sampled?(token: Token): boolean;
 }
