@@ -80,25 +80,21 @@ export function utf8Shape(bytes: readonly number[]): "invalid" | { first?: numbe
   // Continuation bytes first: the end of a character an earlier token began (at most 3 of them).
   while (at < bytes.length && isContinuation(bytes[at]!)) at++;
   if (at > 3) return "invalid";
-  const first = at > 0 ? bytes[0] : undefined;
-  let endsWithLead: number | undefined;
+  const shape = at > 0 ? { first: bytes[0]! } : {};
   while (at < bytes.length) {
     const lead = bytes[at]!;
     const length = lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
     if (length === 0) return "invalid";
     const [low, high] = SECOND_BYTE_RANGE.get(lead) ?? [0x80, 0xbf];
     for (let next = 1; next < length; next++) {
-      if (at + next === bytes.length) {
-        // The character goes on in the next token.
-        if (next === 1 && SECOND_BYTE_RANGE.has(lead)) endsWithLead = lead;
-        return { ...(first !== undefined ? { first } : {}), ...(endsWithLead !== undefined ? { endsWithLead } : {}) };
-      }
+      // The character goes on in the next token.
+      if (at + next === bytes.length) return next === 1 && SECOND_BYTE_RANGE.has(lead) ? { ...shape, endsWithLead: lead } : shape;
       const byte = bytes[at + next]!;
       if (!isContinuation(byte) || (next === 1 && (byte < low || byte > high))) return "invalid";
     }
     at += length;
   }
-  return first !== undefined ? { first } : {};
+  return shape;
 }
 
 /**
