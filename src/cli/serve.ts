@@ -80,6 +80,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     bodyLimit: config.bodyLimit,
     connections,
     corsOrigins: config.corsOrigins,
+    hosts: { listen: config.host, allowed: config.allowedHosts },
     streamLimits,
     drain,
     metricsToken: config.metricsToken,

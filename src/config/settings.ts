@@ -260,7 +260,17 @@ export const settings = {
     flag: "cors-origins",
     env: "MODELHOST_CORS_ORIGINS",
     default: "http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
-    description: 'Comma-separated origins browsers may call from ("*" for any; ":*" matches any port).',
+    description:
+      'Comma-separated origins of web pages allowed to call the server ("*" for any; ":*" matches any port). A browser request from any other origin is refused with 403 before it runs: on every route in the local profile, on the playground\'s cookie routes in the hosted one.',
+    schema: list,
+    commands: ["serve"],
+  }),
+  allowedHosts: setting({
+    flag: "allowed-hosts",
+    env: "MODELHOST_ALLOWED_HOSTS",
+    default: "",
+    description:
+      'Comma-separated host names the server answers to besides loopback ones (models.example.com, "*.example.com", "*" for any). Listening on a loopback address, a request for any other Host is refused with 403 (DNS rebinding); listening elsewhere, the list applies when set. Behind --trust-proxy, X-Forwarded-Host is the one checked.',
     schema: list,
     commands: ["serve"],
   }),

@@ -18,6 +18,7 @@ import { errorBodySchema } from "../protocols/openai/responseSchemas.js";
 import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
 import { limitConnections, serverOptions, type ConnectionLimits } from "./connectionLimits.js";
 import { serverAbortReason } from "./abortSignalOf.js";
+import { guardBrowsers, hostMatcher } from "./browserGuard.js";
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { Drain } from "./Drain.js";
 import { errorStatus } from "./errorStatus.js";
@@ -57,6 +58,11 @@ export interface AppOptions {
   bodyLimit: number;
   connections: ConnectionLimits;
   corsOrigins: readonly string[];
+  /**
+   * The address the server listens on and the --allowed-hosts: which `Host` names it answers
+   * (browserGuard.ts). Absent: any (an app driven by inject() in tests).
+   */
+  hosts?: { listen: string; allowed: readonly string[] };
   /** The built playground page; default web/dist of this package. */
   playgroundDir?: string;
   /** Time limits of streamed responses (keepalive comments, clients that read nothing). */
@@ -119,13 +125,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     defaultJson(request, body as string, done);
   });
 
-  const allowOrigin = corsOriginMatcher(options.corsOrigins);
-  await app.register(cors, {
-    origin: (origin, callback) => callback(null, origin === undefined || allowOrigin(origin)),
-    exposedHeaders: ["retry-after", "x-request-id", "request-id"],
-    maxAge: 600,
-  });
-
   app.setErrorHandler((error, request, reply) => {
     // A request the server itself ended (shutdown) fails with whatever its engine call threw then:
     // the reason it was ended is the answer.
@@ -140,6 +139,23 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((request, reply) => {
     const error = new ServerError("not_found", { message: `Unknown request URL: ${request.method} ${request.url}.` });
     return reply.status(404).send(errorShapeOf(request)(error, request.id));
+  });
+
+  const allowOrigin = corsOriginMatcher(options.corsOrigins);
+  // Before the CORS plugin, so a foreign preflight is refused too, and before any body is read;
+  // after the error handler, which the plugin's preflight route takes when it is registered.
+  const allowHost = options.hosts && hostMatcher(options.hosts.listen, options.hosts.allowed);
+  guardBrowsers(app, {
+    allowOrigin,
+    // The local profile checks no credential, so any page could act as its user on any route; the
+    // hosted profile's only ambient credential is the playground's session cookie.
+    originChecked: options.access ? (access) => access === "session" || access === "sign-in" : () => true,
+    ...(allowHost ? { allowHost } : {}),
+  });
+  await app.register(cors, {
+    origin: (origin, callback) => callback(null, origin === undefined || allowOrigin(origin)),
+    exposedHeaders: ["retry-after", "x-request-id", "request-id"],
+    maxAge: 600,
   });
 
   // Every generation is measured and logged once, whichever route asked (metrics.ts); in the hosted

@@ -15,6 +15,8 @@ export const errorStatus: Record<ErrorCode, number> = {
   not_signed_in: 401,
   sign_in_failed: 401,
   csrf_rejected: 403,
+  origin_not_allowed: 403,
+  host_not_allowed: 403,
   rate_limit_exceeded: 429,
   tokens_limit_reached: 413,
   limiter_unavailable: 503,

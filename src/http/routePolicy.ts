@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from "fastify";
 import type { AccessGate, Caller } from "../access/AccessGate.js";
 import type { Engine, RequestOptions } from "../core/Engine.js";
 import { ServerError } from "../core/ServerError.js";
+import { ownOrigin } from "./browserGuard.js";
 import { toAnthropicError } from "../protocols/anthropic/toAnthropicError.js";
 import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
 import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
@@ -251,8 +252,8 @@ export function guardPlayground(app: FastifyInstance, door: PlaygroundDoor): voi
 
 function checkCsrf(request: FastifyRequest, expected: readonly string[]): void {
   const origin = request.headers.origin;
-  // request.protocol and request.host are the proxy's (X-Forwarded-Proto, -Host) only when --trust-proxy trusts it.
-  const own = `${request.protocol}://${request.host}`;
+  // The proxy's scheme and host (X-Forwarded-Proto, -Host) only when --trust-proxy trusts it.
+  const own = ownOrigin(request);
   if (origin !== undefined && origin.toLowerCase() !== own.toLowerCase()) {
     throw new ServerError("csrf_rejected", { message: `The request comes from ${origin}, not from this server (${own}): refused.` });
   }

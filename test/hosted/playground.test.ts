@@ -288,16 +288,20 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     const { browser } = await signedIn();
     const chat = (headers: Record<string, string>) => browser.fetch("POST", "/playground/api/chat/completions", { body: { model: "tiny", messages, max_tokens: 1 }, headers });
     const good = browser.csrf;
-    const cases: Array<[string, Record<string, string>]> = [
-      ["no header", { "x-csrf-token": "" }],
-      ["wrong token", { "x-csrf-token": good.slice(0, -1) + (good.endsWith("A") ? "B" : "A") }],
-      ["foreign origin", { origin: "https://evil.example" }],
+    // A foreign origin is refused before the CSRF check, on every method (browserGuard.ts).
+    const cases: Array<[string, Record<string, string>, string]> = [
+      ["no header", { "x-csrf-token": "" }, "csrf_rejected"],
+      ["wrong token", { "x-csrf-token": good.slice(0, -1) + (good.endsWith("A") ? "B" : "A") }, "csrf_rejected"],
+      ["foreign origin", { origin: "https://evil.example" }, "origin_not_allowed"],
     ];
-    for (const [what, headers] of cases) {
+    for (const [what, headers, code] of cases) {
       const response = await chat(headers);
       expect(response.status, what).toBe(403);
-      expect((await errorOf(response)).code, what).toBe("csrf_rejected");
+      expect((await errorOf(response)).code, what).toBe(code);
     }
+    const read = await browser.fetch("GET", "/playground/api/tokens", { headers: { origin: "https://evil.example" } });
+    expect(read.status).toBe(403);
+    expect((await errorOf(read)).code).toBe("origin_not_allowed");
     const revoke = await browser.fetch("DELETE", "/playground/api/tokens/tok_x", { headers: { "x-csrf-token": "" } });
     expect(revoke.status).toBe(403);
     expect((await chat({ origin: server.url })).status).toBe(200);

@@ -17,7 +17,9 @@ export async function rawRequest(
   { method = "GET", target, headers = [], body }: { method?: string; target: string; headers?: [string, string][]; body?: string },
 ): Promise<RawResponse> {
   const { hostname, port, host } = new URL(url);
-  const lines = [`${method} ${target} HTTP/1.1`, `Host: ${host}`, "Connection: close"];
+  // A Host among the headers replaces the URL's (tests of Host checks).
+  const ownHost = headers.some(([name]) => name.toLowerCase() === "host");
+  const lines = [`${method} ${target} HTTP/1.1`, ...(ownHost ? [] : [`Host: ${host}`]), "Connection: close"];
   for (const [name, value] of headers) lines.push(`${name}: ${value}`);
   if (body !== undefined) lines.push("Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`);
   const socket = net.connect({ host: hostname, port: Number(port) });

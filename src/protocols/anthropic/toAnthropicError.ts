@@ -20,6 +20,8 @@ const typeOf: Record<ErrorCode, AnthropicErrorType> = {
   not_signed_in: "authentication_error",
   sign_in_failed: "authentication_error",
   csrf_rejected: "permission_error",
+  origin_not_allowed: "permission_error",
+  host_not_allowed: "permission_error",
   rate_limit_exceeded: "rate_limit_error",
   // A prompt over the tier's per-request cap: 413, like a body over the size limit.
   tokens_limit_reached: "request_too_large",

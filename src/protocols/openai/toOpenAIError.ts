@@ -15,6 +15,8 @@ const typeOf: Record<ErrorCode, string> = {
   not_signed_in: "invalid_request_error",
   sign_in_failed: "invalid_request_error",
   csrf_rejected: "invalid_request_error",
+  origin_not_allowed: "invalid_request_error",
+  host_not_allowed: "invalid_request_error",
   // OpenAI sends "requests" or "tokens" as the type of a 429, by the limit that was hit.
   rate_limit_exceeded: "requests",
   tokens_limit_reached: "invalid_request_error",
