@@ -154,6 +154,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(cors, {
     origin: (origin, callback) => callback(null, origin === undefined || allowOrigin(origin)),
+    // The plugin's default leaves out DELETE, which allowed pages need for /api/delete and
+    // DELETE /v1/responses/{id}.
+    methods: ["GET", "HEAD", "POST", "DELETE"],
     exposedHeaders: ["retry-after", "x-request-id", "request-id"],
     maxAge: 600,
   });

@@ -24,8 +24,9 @@ export async function buildPage(): Promise<BuiltPage> {
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
 }
 
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: commandPath("chromium", "chromium"), headless: true, args: CHROMIUM_ARGS });
+/** `extraArgs`: more command-line switches (e.g. `--host-resolver-rules` to give a test page a domain of its own). */
+export function launchChromium(extraArgs: readonly string[] = []): Promise<Browser> {
+  return chromium.launch({ executablePath: commandPath("chromium", "chromium"), headless: true, args: [...CHROMIUM_ARGS, ...extraArgs] });
 }
 
 /** Saves test-results/playground-<name>.png, the whole page. */
