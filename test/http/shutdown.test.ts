@@ -81,7 +81,7 @@ describe("graceful shutdown of a server process", () => {
       socket.on("data", (chunk: Buffer) => reply.push(chunk));
       const closed = new Promise((resolve) => socket.once("close", resolve));
       await new Promise((resolve) => socket.once("connect", resolve));
-      socket.write(`GET ${target} HTTP/1.1\r\nHost: x\r\n`);
+      socket.write(`GET ${target} HTTP/1.1\r\nHost: localhost\r\n`);
       return { finish: async () => (socket.write("\r\n"), await closed, parseResponse(Buffer.concat(reply))) };
     };
     const healthProbe = await openProbe("/health");

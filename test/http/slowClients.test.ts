@@ -61,7 +61,7 @@ describe("slow clients", () => {
   it("answers 408 and closes the connection of a client that sends its body too slowly", async () => {
     const connection = await track();
     const body = JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 1 });
-    connection.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+    connection.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
     // One byte every 200 ms: the body would take many seconds.
     const drip = setInterval(() => connection.socket.writable && connection.socket.write(body[0] ?? ""), 200);
     const closedAfter = await connection.closed(CLOSED_WITHIN_MS * 2);
@@ -72,7 +72,7 @@ describe("slow clients", () => {
 
   it("answers 408 and closes the connection of a client that never finishes its headers", async () => {
     const connection = await track();
-    connection.socket.write("GET /health HTTP/1.1\r\nHost: x\r\n");
+    connection.socket.write("GET /health HTTP/1.1\r\nHost: localhost\r\n");
     const drip = setInterval(() => connection.socket.writable && connection.socket.write("X-Slow: 1\r\n"), 200);
     const closedAfter = await connection.closed(CLOSED_WITHIN_MS * 2);
     clearInterval(drip);
@@ -82,7 +82,7 @@ describe("slow clients", () => {
 
   it("closes an idle keep-alive connection", async () => {
     const connection = await track();
-    connection.socket.write("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    connection.socket.write("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
     await expect.poll(() => connection.received().length).toBeGreaterThan(0);
     expect(parseResponse(connection.received()).status).toBe(200);
     expect(await connection.closed(CLOSED_WITHIN_MS * 2)).toBeLessThan(CLOSED_WITHIN_MS);
@@ -131,7 +131,7 @@ describe("connection cap", () => {
     open.push(...held.map((connection) => connection.socket));
     // The first one is a client in the middle of its work: it gets its answers throughout.
     const [working] = held as [Connection];
-    working.socket.write("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    working.socket.write("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
     await expect.poll(() => working.received().length).toBeGreaterThan(0);
 
     const refused = [];
@@ -143,7 +143,7 @@ describe("connection cap", () => {
     for (const closedAfter of await Promise.all(refused)) expect(closedAfter).toBeLessThan(CLOSED_WITHIN_MS);
 
     const before = working.received().length;
-    working.socket.write("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    working.socket.write("GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
     await expect.poll(() => working.received().length).toBeGreaterThan(before);
     expect(parseResponse(working.received().subarray(before)).status).toBe(200);
 

@@ -95,7 +95,7 @@ describe("a streaming client that reads nothing", () => {
     // (~0.9 MB) it fits in loopback's socket buffers, and would end without ever stalling. With 20
     // top logprobs per token it is several times what the buffers take.
     const body = JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "Write a very long essay." }], max_tokens: 100_000, stream: true, logprobs: true, top_logprobs: 20 });
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
     // Reads nothing from here on: the kernel's buffers fill, then Node's, then the writer waits.
     socket.pause();
     const active = async () => {
