@@ -123,7 +123,7 @@ export async function rmCommand(args: string[], config: Config): Promise<string>
 
 /** `modelhost pull REF`: downloads into the models directory, with progress on stderr. Ctrl-C stops; pulling again resumes. */
 export async function pullCommand(args: string[], config: Config): Promise<string> {
-  const usage = "modelhost pull REF [--alias NAME]… [--models-dir DIR] [--hf-endpoint URL]";
+  const usage = "modelhost pull REF [--alias NAME]… [--models-dir DIR] [--hf-endpoint URL] [--allow-http-pull true]";
   const { values, positionals } = parseCommandArgs(args, usage, { alias: true });
   const aliases = ((values.alias as string[] | undefined) ?? []).map((alias) => validName(alias, usage));
   const reference = one(positionals, "REF (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf or an https:// URL)", usage);
@@ -137,6 +137,7 @@ export async function pullCommand(args: string[], config: Config): Promise<strin
       hfEndpoint: config.hfEndpoint,
       ...(config.hfToken ? { hfToken: config.hfToken } : {}),
       aliases,
+      allowHttp: config.allowHttpPull,
       signal: controller.signal,
       onProgress: (event) => progress.update(event),
     });

@@ -67,7 +67,13 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
   const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
   const pull: PullModel = (reference, options) =>
-    pullModel(reference, { modelsDir: config.modelsDir, hfEndpoint: config.hfEndpoint, ...(config.hfToken ? { hfToken: config.hfToken } : {}), ...options });
+    pullModel(reference, {
+      modelsDir: config.modelsDir,
+      hfEndpoint: config.hfEndpoint,
+      ...(config.hfToken ? { hfToken: config.hfToken } : {}),
+      allowHttp: config.allowHttpPull,
+      ...options,
+    });
   const drain = new Drain();
   const streamLimits = { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout };
   const app = await buildApp({

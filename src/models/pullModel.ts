@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { mkdir, open, readdir, rename, rm, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { assertModelName, isValidModelName } from "../core/modelName.js";
-import { ServerError } from "../core/ServerError.js";
+import { isServerError, ServerError } from "../core/ServerError.js";
 import { chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
 import { displayUrl, downloadFile } from "./downloadFile.js";
 import { withFileLock } from "./fileLock.js";
@@ -10,6 +10,7 @@ import { formatBytes } from "./formatBytes.js";
 import { defaultModelId, isPlainFileName } from "./modelFiles.js";
 import { parseModelRef, type ModelRef } from "./modelRef.js";
 import { fileNamed, nameModel, readManifest } from "./modelsManifest.js";
+import { assertPullUrl, checkingRedirects, pullTransport } from "./pullTransport.js";
 
 /** A progress report, in the shape of Ollama's `/api/pull` stream (`{status, digest, total, completed}`). */
 export interface PullProgress {
@@ -32,6 +33,8 @@ export interface PullOptions {
   hfToken?: string;
   /** More names for the model, beside the reference as typed; each must be a valid model name. */
   aliases?: string[];
+  /** Whether plain http:// may be fetched (--allow-http-pull); it may anyway when `hfEndpoint` is http://. */
+  allowHttp?: boolean;
   signal?: AbortSignal;
   onProgress?: (progress: PullProgress) => void;
   /** Free space of a directory; `fs.statfs` unless a test simulates a full disk. */
@@ -73,12 +76,14 @@ const progressIntervalMs = 250;
 export async function pullModel(reference: string, options: PullOptions): Promise<PullResult> {
   const ref = parseModelRef(reference);
   for (const alias of options.aliases ?? []) assertModelName(alias, "alias");
+  const transport = pullTransport(options.hfEndpoint, options.allowHttp);
+  if (ref.kind === "url") assertPullUrl(new URL(ref.url), transport);
   const report = options.onProgress ?? (() => {});
   const directory = options.modelsDir;
   await mkdir(directory, { recursive: true });
   report({ status: "pulling manifest" });
 
-  const hubFetch = fetchWithHubToken(options.hfEndpoint, options.hfToken);
+  const hubFetch = checkingRedirects(fetchWithHubToken(options.hfEndpoint, options.hfToken), transport);
   const { files, source } = await planFiles(ref, options.hfEndpoint, hubFetch, options.signal);
   await chooseTargets(directory, files, source);
   const first = files[0]!;
@@ -191,6 +196,8 @@ async function listRepoFiles(repo: string, hfEndpoint: string, hubFetch: typeof 
     }
   } catch (error) {
     if (signal?.aborted) throw signal.reason ?? error;
+    // A redirect the transport refused says so itself.
+    if (isServerError(error)) throw error;
     const status = (error as { statusCode?: number }).statusCode;
     // The hub answers 401 for a repository that does not exist as for a private one.
     if (status === 401 || status === 404) {

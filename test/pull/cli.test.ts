@@ -137,6 +137,24 @@ describe("model management from the command line", () => {
     }
   });
 
+  it("refuses a plain http:// URL unless --allow-http-pull true (or an http:// --hf-endpoint) allows it", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-cli-http-"));
+    try {
+      const url = `${hub.url}/files/Tiny-Q4_K_M.gguf`;
+      const requests = hub.requests.length;
+      const refused = await modelhost("pull", url, "--models-dir", dir);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain("models are pulled over https only");
+      expect(refused.stderr).toContain("--allow-http-pull true (MODELHOST_ALLOW_HTTP_PULL=true)");
+      expect(hub.requests.length).toBe(requests);
+      const allowed = await modelhost("pull", url, "--models-dir", dir, "--allow-http-pull", "true");
+      expect(allowed).toMatchObject({ code: 0, stdout: `Tiny-Q4_K_M: downloaded 322.5 KiB, in ${dir}.\n` });
+      expect((await modelhost("pull", url, "--models-dir", dir, "--allow-http-pull", "maybe")).stderr).toContain('Invalid value "maybe" for --allow-http-pull: must be "true" or "false".');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("pulls with serve --pull, then serves the model; ps shows what the server has loaded", async () => {
     const dir = path.join(home, "served");
     const reference = "hf.co/test/Tiny-GGUF:Q4_K_M";
