@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Ollama, type ProgressResponse } from "ollama";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { sha256, startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
@@ -103,6 +103,10 @@ describe("POST /api/pull of a plain http:// URL", () => {
   });
 
   afterAll(() => new Promise((resolve) => plain?.close(resolve)));
+
+  beforeEach(() => {
+    requests.length = 0;
+  });
 
   it("is refused by default with a 400 in Ollama's shape, no request made and no file written", async () => {
     // The default hub (https://huggingface.co) is never contacted for a URL.

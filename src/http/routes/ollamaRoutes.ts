@@ -204,8 +204,8 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
   const notOffered = (action: "create" | "push") => async (request: FastifyRequest) => {
     // A name is refused as such (400) before the 501, as it would be if creating were offered.
     const body = request.body as { model?: unknown; name?: unknown } | null | undefined;
-    const name = body?.model ?? body?.name;
-    if (typeof name === "string") assertModelName(name, body?.model === undefined ? "name" : "model");
+    const [param, name] = typeof body?.model === "string" ? ["model", body.model] : ["name", body?.name];
+    if (typeof name === "string") assertModelName(name, param);
     throw new ServerError("not_implemented", {
       message:
         action === "create"
