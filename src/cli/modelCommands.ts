@@ -3,6 +3,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import type { Config } from "../config/settings.js";
 import type { ModelInfo } from "../core/ModelInfo.js";
+import { modelNameProblem } from "../core/modelName.js";
 import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { formatBytes } from "../models/formatBytes.js";
 import { deleteModel, readManifest, removeAlias, type ManifestEntry } from "../models/modelsManifest.js";
@@ -56,6 +57,7 @@ export async function listCommand(args: string[], config: Config): Promise<strin
   const { registry, warnings } = openRegistry(config);
   const models = await recordsOf(config, await registry.list());
   if (values.json) return JSON.stringify(models, null, 2);
+  warnings.push(...((await readManifest(config.modelsDir)).warnings ?? []));
   const partial = await partialDownloads(config.modelsDir);
   if (partial.count > 0) {
     warnings.push(`${partial.count} interrupted download(s) (${formatBytes(partial.bytes)}) wait in ${config.modelsDir} as .*.partial files: pull again to resume, or delete them.`);
@@ -110,7 +112,7 @@ export async function showCommand(args: string[], config: Config): Promise<strin
 export async function rmCommand(args: string[], config: Config): Promise<string> {
   const usage = "modelhost rm MODEL [--models-dir DIR]";
   const { positionals } = parseCommandArgs(args, usage);
-  const name = one(positionals, "MODEL", usage);
+  const name = validName(one(positionals, "MODEL", usage), usage);
   const { registry } = openRegistry(config);
   const model = await registry.find(name);
   if (!model) throw notInstalled(name, config);
@@ -121,8 +123,9 @@ export async function rmCommand(args: string[], config: Config): Promise<string>
 
 /** `modelhost pull REF`: downloads into the models directory, with progress on stderr. Ctrl-C stops; pulling again resumes. */
 export async function pullCommand(args: string[], config: Config): Promise<string> {
-  const usage = "modelhost pull REF [--alias NAME]… [--models-dir DIR] [--hf-endpoint URL]";
+  const usage = "modelhost pull REF [--alias NAME]… [--models-dir DIR] [--hf-endpoint URL] [--allow-http-pull true]";
   const { values, positionals } = parseCommandArgs(args, usage, { alias: true });
+  const aliases = ((values.alias as string[] | undefined) ?? []).map((alias) => validName(alias, usage));
   const reference = one(positionals, "REF (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf or an https:// URL)", usage);
   const progress = progressPrinter(process.stderr);
   const controller = new AbortController();
@@ -133,7 +136,8 @@ export async function pullCommand(args: string[], config: Config): Promise<strin
       modelsDir: config.modelsDir,
       hfEndpoint: config.hfEndpoint,
       ...(config.hfToken ? { hfToken: config.hfToken } : {}),
-      aliases: (values.alias as string[] | undefined) ?? [],
+      aliases,
+      allowHttp: config.allowHttpPull,
       signal: controller.signal,
       onProgress: (event) => progress.update(event),
     });
@@ -190,6 +194,13 @@ async function partialDownloads(directory: string): Promise<{ count: number; byt
   }
   const sizes = await Promise.all(names.map((name) => stat(path.join(directory, name)).then((stats) => stats.size, () => 0)));
   return { count: names.length, bytes: sizes.reduce((sum, size) => sum + size, 0) };
+}
+
+/** A name given on the command line, refused (with the grammar) unless it is a valid model name. */
+function validName(name: string, usage: string): string {
+  const problem = modelNameProblem(name);
+  if (problem !== undefined) throw new UsageError(`${JSON.stringify(name.slice(0, 200))} is not a model name: ${problem}.\n\nUsage: ${usage}`);
+  return name;
 }
 
 function notInstalled(name: string, config: Config): UsageError {

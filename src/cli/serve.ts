@@ -9,6 +9,7 @@ import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { buildApp } from "../http/buildApp.js";
 import { Drain, type DrainReport } from "../http/Drain.js";
 import type { PullModel } from "../http/routes/modelManagementRoutes.js";
+import { readManifest } from "../models/modelsManifest.js";
 import { pullModel } from "../models/pullModel.js";
 import { createLogger } from "./createLogger.js";
 import { openGate, openResponseStore } from "./openAccess.js";
@@ -66,7 +67,13 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
   const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
   const pull: PullModel = (reference, options) =>
-    pullModel(reference, { modelsDir: config.modelsDir, hfEndpoint: config.hfEndpoint, ...(config.hfToken ? { hfToken: config.hfToken } : {}), ...options });
+    pullModel(reference, {
+      modelsDir: config.modelsDir,
+      hfEndpoint: config.hfEndpoint,
+      ...(config.hfToken ? { hfToken: config.hfToken } : {}),
+      allowHttp: config.allowHttpPull,
+      ...options,
+    });
   const drain = new Drain();
   const streamLimits = { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout };
   const app = await buildApp({
@@ -102,6 +109,8 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const url = `http://${host}:${boundPort}`;
   await access?.gate.claimInstance(`${os.hostname()} ${url}`);
   const models = (await registry.list()).map((model) => model.id);
+  // Names and files models.json may not have (a path, an invalid name) are left out; say which.
+  for (const warning of (await readManifest(config.modelsDir)).warnings ?? []) logger.warn(warning);
   logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models }, "modelhost listening");
 
   let closing: Promise<void> | undefined;

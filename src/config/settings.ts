@@ -49,6 +49,12 @@ const directory = z.string().trim().min(1).transform((text) =>
   path.resolve(text === "~" || text.startsWith("~/") ? path.join(os.homedir(), text.slice(1)) : text),
 );
 
+const boolean = z.string().transform((text, ctx) => {
+  const value = { true: true, false: false }[text.trim().toLowerCase()];
+  if (value === undefined) ctx.addIssue({ code: "custom", message: 'must be "true" or "false"' });
+  return value ?? false;
+});
+
 const list = z.string().transform((text) => text.split(",").map((item) => item.trim()).filter(Boolean));
 
 export const settings = {
@@ -99,6 +105,15 @@ export const settings = {
     default: "https://huggingface.co",
     description: "Hugging Face hub (or a mirror) that `pull` and --pull fetch models from.",
     schema: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
+    commands: ["serve", "pull"],
+  }),
+  allowHttpPull: setting({
+    flag: "allow-http-pull",
+    env: "MODELHOST_ALLOW_HTTP_PULL",
+    default: "false",
+    description:
+      "\"true\" lets `pull`, --pull and POST /api/pull fetch plain http:// URLs (and follow redirects to http://), which anyone on the way can alter. Off, only https is fetched, unless --hf-endpoint is itself http://.",
+    schema: boolean,
     commands: ["serve", "pull"],
   }),
   hfToken: setting({

@@ -1,4 +1,5 @@
 import path from "node:path";
+import { isValidModelName, isWindowsDeviceName, MAX_NAME_PART_LENGTH } from "../core/modelName.js";
 
 /** A split GGUF's part: `name-00001-of-00003.gguf` (llama.cpp's naming). */
 export const splitPartPattern = /-(\d{5})-of-(\d{5})\.gguf$/i;
@@ -19,9 +20,34 @@ export function modelFileParts(file: string): string[] {
   );
 }
 
-/** `Llama-3.2-1B-Instruct-Q4_K_M.gguf` → `Llama-3.2-1B-Instruct-Q4_K_M`; split parts lose their suffix. */
+/**
+ * `Llama-3.2-1B-Instruct-Q4_K_M.gguf` → `Llama-3.2-1B-Instruct-Q4_K_M`; split parts lose their
+ * suffix. A file name that is not a valid model name (`my model (1).gguf`, `con.gguf`) still lists,
+ * under a name that is: other characters become `-` (`my-model-1`), and a Windows device name gets
+ * `model-` (`model-con`), so every listed model can be named in a request, copied and deleted.
+ */
 export function defaultModelId(file: string): string {
-  return path.basename(file).replace(splitPartPattern, "").replace(/\.gguf$/i, "");
+  const stem = path.basename(file).replace(splitPartPattern, "").replace(/\.gguf$/i, "");
+  if (isValidModelName(stem)) return stem;
+  let id = stem
+    .replace(/[^A-Za-z0-9._-]+/g, "-")
+    .replace(/\.{2,}/g, ".")
+    .replace(/^[^A-Za-z0-9]+/, "")
+    .slice(0, MAX_NAME_PART_LENGTH - "model-".length)
+    .replace(/[.-]+$/, "");
+  if (!isValidModelName(id)) id = id === "" ? "model" : `model-${id}`;
+  return id;
+}
+
+/**
+ * Whether `name` is a plain file name in the models directory that a model may be: no directory
+ * part (`/`, `\\`), not `.`, `..` or hidden, no control character, no Windows device name (`con.gguf`), at most 255 characters. The
+ * manifest's `file` and a pulled file's name must be one, so that no file operation leaves the
+ * directory.
+ */
+export function isPlainFileName(name: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  return name.length > 0 && name.length <= 255 && !/[/\\\u0000-\u001f\u007f]/.test(name) && !name.startsWith(".") && !isWindowsDeviceName(name);
 }
 
 /** Whether the registry lists this directory entry as a model: `.gguf`, and a split model once, by its first part. */

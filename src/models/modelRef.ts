@@ -46,7 +46,7 @@ function parseUrl(name: string): ModelRef {
     throw new ServerError("invalid_request", { param: "model", message: `"${name}" is not a valid URL.` });
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw new ServerError("invalid_request", { param: "model", message: `Only https:// (or http://) URLs can be pulled, not ${url.protocol}.` });
+    throw new ServerError("invalid_request", { param: "model", message: `Only https:// URLs (http:// where --allow-http-pull allows it) can be pulled, not ${url.protocol}.` });
   }
   if (!/\.gguf$/i.test(url.pathname)) {
     throw new ServerError("invalid_request", { param: "model", message: `"${name}" does not name a .gguf file.` });

@@ -2,9 +2,10 @@ import { randomBytes } from "node:crypto";
 import { open, readdir, readFile, rename, rm, unlink } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
+import { assertModelName, modelNameProblem } from "../core/modelName.js";
 import { ServerError } from "../core/ServerError.js";
 import { withFileLock } from "./fileLock.js";
-import { defaultModelId, isListedModelFile, modelFileParts } from "./modelFiles.js";
+import { defaultModelId, isListedModelFile, isPlainFileName, modelFileParts } from "./modelFiles.js";
 
 /**
  * `models.json` in the models directory: ids and aliases for the files beside it, e.g.
@@ -28,7 +29,11 @@ const manifestSchema = z.looseObject({ models: z.array(entrySchema) });
 
 export type ManifestEntry = z.infer<typeof entrySchema>;
 
-export type ManifestRead = { entries: ManifestEntry[]; problem?: undefined } | { entries: []; problem: string };
+/**
+ * A manifest as read: its entries, or the problem that made it unreadable. `warnings` say what was
+ * left out of a readable one (see `readManifest`).
+ */
+export type ManifestRead = { entries: ManifestEntry[]; problem?: undefined; warnings?: string[] } | { entries: []; problem: string; warnings?: undefined };
 
 /** Parses the manifest's text; a problem is described, never thrown, so a reader can warn and go on. */
 export function parseManifest(text: string): ManifestRead {
@@ -42,8 +47,42 @@ export function parseManifest(text: string): ManifestRead {
   }
 }
 
-/** Reads the manifest of a directory; no file is an empty manifest. */
+/**
+ * Reads the manifest of a directory as models are listed and named from it; no file is an empty
+ * manifest. What a person may have mistyped is left out with a warning rather than failing the
+ * whole file: an entry whose `file` is not a plain file name in the directory (a path, `..`, a
+ * hidden file) is skipped, so no model lives outside the directory, and an id or alias that is not
+ * a valid model name is ignored (the file keeps its other names, or its file name).
+ */
 export async function readManifest(directory: string): Promise<ManifestRead> {
+  const read = await readManifestFile(directory);
+  return read.problem === undefined ? checkEntries(read.entries) : read;
+}
+
+function checkEntries(entries: ManifestEntry[]): ManifestRead {
+  const warnings: string[] = [];
+  const kept: ManifestEntry[] = [];
+  for (const [index, entry] of entries.entries()) {
+    const where = `${MANIFEST_FILE}: models.${index}`;
+    if (!isPlainFileName(entry.file)) {
+      warnings.push(`${where} is skipped: its file ${JSON.stringify(entry.file.slice(0, 100))} is not a plain file name in the models directory.`);
+      continue;
+    }
+    const checked = { ...entry, aliases: entry.aliases.filter((alias, aliasIndex) => nameIsValid(alias, `${where}.aliases.${aliasIndex}`, warnings)) };
+    if (checked.id !== undefined && !nameIsValid(checked.id, `${where}.id`, warnings)) delete checked.id;
+    kept.push(checked);
+  }
+  return warnings.length === 0 ? { entries: kept } : { entries: kept, warnings };
+}
+
+function nameIsValid(name: string, where: string, warnings: string[]): boolean {
+  const problem = modelNameProblem(name);
+  if (problem !== undefined) warnings.push(`${where} is ignored: ${problem}.`);
+  return problem === undefined;
+}
+
+/** The manifest as written, entries unchecked: what a rewrite must keep. */
+async function readManifestFile(directory: string): Promise<ManifestRead> {
   let text: string;
   try {
     text = await readFile(path.join(directory, MANIFEST_FILE), "utf8");
@@ -67,7 +106,7 @@ export function entryId(entry: ManifestEntry): string {
  */
 export async function updateManifest(directory: string, change: (entries: ManifestEntry[]) => void): Promise<ManifestEntry[]> {
   return withManifestLock(directory, async () => {
-    const read = await readManifest(directory);
+    const read = await readManifestFile(directory);
     if (read.problem !== undefined) {
       throw new ServerError("internal_error", {
         message: `${MANIFEST_FILE} in the models directory is not valid (${read.problem}); fix or remove it before changing models.`,
@@ -89,6 +128,7 @@ export async function nameModel(
   names: { file: string; id?: string; aliases?: string[]; source?: string; sha256?: string },
 ): Promise<void> {
   const file = relativeFile(directory, names.file);
+  for (const name of [...(names.id === undefined ? [] : [names.id]), ...(names.aliases ?? [])]) assertModelName(name, "name");
   const files = await listedFiles(directory);
   await updateManifest(directory, (entries) => {
     const entry = entryFor(entries, file);
@@ -174,10 +214,16 @@ async function listedFiles(directory: string): Promise<string[]> {
   }
 }
 
-/** Files are stored relative to the directory (as people write them); absolute paths elsewhere stay absolute. */
+/**
+ * Files are stored by their name in the directory (as people write them). A model's file is always
+ * one there: any other path is refused, so no change to models.json or deletion reaches outside.
+ */
 function relativeFile(directory: string, file: string): string {
-  const relative = path.relative(directory, path.resolve(directory, file));
-  return relative.startsWith("..") || path.isAbsolute(relative) ? path.resolve(directory, file) : relative;
+  const relative = path.relative(path.resolve(directory), path.resolve(directory, file));
+  if (!isPlainFileName(relative)) {
+    throw new ServerError("invalid_request", { message: "A model's file must be a file in the models directory." });
+  }
+  return relative;
 }
 
 function sameFile(a: string, b: string): boolean {

@@ -1,13 +1,16 @@
 import { createHash } from "node:crypto";
 import { mkdir, open, readdir, rename, rm, stat, statfs } from "node:fs/promises";
 import path from "node:path";
-import { ServerError } from "../core/ServerError.js";
+import { assertModelName, isValidModelName } from "../core/modelName.js";
+import { isServerError, ServerError } from "../core/ServerError.js";
 import { chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
 import { displayUrl, downloadFile } from "./downloadFile.js";
 import { withFileLock } from "./fileLock.js";
 import { formatBytes } from "./formatBytes.js";
+import { defaultModelId, isPlainFileName } from "./modelFiles.js";
 import { parseModelRef, type ModelRef } from "./modelRef.js";
 import { fileNamed, nameModel, readManifest } from "./modelsManifest.js";
+import { assertPullUrl, checkingRedirects, pullTransport } from "./pullTransport.js";
 
 /** A progress report, in the shape of Ollama's `/api/pull` stream (`{status, digest, total, completed}`). */
 export interface PullProgress {
@@ -28,8 +31,10 @@ export interface PullOptions {
   hfEndpoint: string;
   /** Sent to the hub only, never to the CDN it redirects to, and never logged. */
   hfToken?: string;
-  /** More names for the model, beside the reference as typed. */
+  /** More names for the model, beside the reference as typed; each must be a valid model name. */
   aliases?: string[];
+  /** Whether plain http:// may be fetched (--allow-http-pull); it may anyway when `hfEndpoint` is http://. */
+  allowHttp?: boolean;
   signal?: AbortSignal;
   onProgress?: (progress: PullProgress) => void;
   /** Free space of a directory; `fs.statfs` unless a test simulates a full disk. */
@@ -39,7 +44,10 @@ export interface PullOptions {
 }
 
 export interface PullResult {
-  /** The model's id: the reference as typed (or its earlier id, which the reference now aliases). */
+  /**
+   * The model's id: the reference as typed when it is a valid model name, else (a URL, a file in a
+   * repository) the file's name without `.gguf`; or the model's earlier id, which it then aliases.
+   */
   id: string;
   /** Path of the model's file (the first part of a split model). */
   path: string;
@@ -67,16 +75,20 @@ const progressIntervalMs = 250;
  */
 export async function pullModel(reference: string, options: PullOptions): Promise<PullResult> {
   const ref = parseModelRef(reference);
+  for (const alias of options.aliases ?? []) assertModelName(alias, "alias");
+  const transport = pullTransport(options.hfEndpoint, options.allowHttp);
+  if (ref.kind === "url") assertPullUrl(new URL(ref.url), transport);
   const report = options.onProgress ?? (() => {});
   const directory = options.modelsDir;
   await mkdir(directory, { recursive: true });
   report({ status: "pulling manifest" });
 
-  const hubFetch = fetchWithHubToken(options.hfEndpoint, options.hfToken);
+  const hubFetch = checkingRedirects(fetchWithHubToken(options.hfEndpoint, options.hfToken), transport);
   const { files, source } = await planFiles(ref, options.hfEndpoint, hubFetch, options.signal);
   await chooseTargets(directory, files, source);
   const first = files[0]!;
-  for (const name of [ref.name, ...(options.aliases ?? [])]) {
+  const id = isValidModelName(ref.name) ? ref.name : defaultModelId(first.target);
+  for (const name of [id, ...(options.aliases ?? [])]) {
     const owner = await fileNamed(directory, name);
     if (owner !== undefined && path.resolve(directory, owner) !== path.join(directory, first.target)) {
       throw new ServerError("invalid_request", {
@@ -110,11 +122,11 @@ export async function pullModel(reference: string, options: PullOptions): Promis
     report({ status: "writing manifest" });
     const existing = (await readManifest(directory)).entries.find((entry) => entry.file === first.target);
     // A model someone already named keeps its id; the reference becomes one more name for it.
-    const keepId = existing?.id !== undefined && existing.id !== ref.name;
-    const aliases = [...(keepId ? [ref.name] : []), ...(options.aliases ?? [])];
-    await nameModel(directory, { file: first.target, ...(keepId ? {} : { id: ref.name }), aliases, source, ...(sha256 ? { sha256 } : {}) });
+    const keepId = existing?.id !== undefined && existing.id !== id;
+    const aliases = [...(keepId ? [id] : []), ...(options.aliases ?? [])];
+    await nameModel(directory, { file: first.target, ...(keepId ? {} : { id }), aliases, source, ...(sha256 ? { sha256 } : {}) });
     report({ status: "success" });
-    return { id: keepId ? existing.id! : ref.name, path: path.join(directory, first.target), downloadedBytes };
+    return { id: keepId ? existing.id! : id, path: path.join(directory, first.target), downloadedBytes };
   });
 }
 
@@ -138,19 +150,37 @@ async function planFiles(
   signal: AbortSignal | undefined,
 ): Promise<{ files: PlannedFile[]; source: string }> {
   if (ref.kind === "url") {
-    return { files: [{ url: ref.url, target: decodeURIComponent(path.posix.basename(new URL(ref.url).pathname)) }], source: ref.url };
+    return { files: [{ url: ref.url, target: targetName(urlFileName(ref.url), ref.url) }], source: ref.url };
   }
   const repoFiles = await listRepoFiles(ref.repo, hfEndpoint, hubFetch, signal);
   const chosen = chooseRepoFiles(ref.repo, repoFiles, ref);
   const files = chosen.map((file) => ({
     url: `${hfEndpoint}/${ref.repo}/resolve/main/${file.path.split("/").map(encodeURIComponent).join("/")}`,
-    target: path.posix.basename(file.path),
+    target: targetName(path.posix.basename(file.path), file.path),
     size: file.size,
     ...(file.sha256 ? { sha256: file.sha256 } : {}),
   }));
   // The same file whichever mirror served it.
   const hub = new URL(hfEndpoint).host === "huggingface.co" ? "hf.co" : hfEndpoint;
   return { files, source: `${hub}/${ref.repo}/${chosen[0]!.path}` };
+}
+
+/**
+ * The name a pulled file gets in the models directory: its own, which must be a plain file name
+ * (a URL's `%2F..%2F` decodes to a path, which is refused rather than followed out of the directory).
+ */
+function targetName(name: string, from: string): string {
+  if (isPlainFileName(name)) return name;
+  throw new ServerError("invalid_request", { param: "model", message: `${JSON.stringify(from.slice(0, 200))} does not end in a plain .gguf file name.` });
+}
+
+/** The decoded last segment of a URL's path; "" when it does not decode. */
+function urlFileName(url: string): string {
+  try {
+    return decodeURIComponent(path.posix.basename(new URL(url).pathname));
+  } catch {
+    return "";
+  }
 }
 
 /** The repository's files, through the hub's file-list API (`/api/models/OWNER/REPO/tree/main`). */
@@ -166,6 +196,8 @@ async function listRepoFiles(repo: string, hfEndpoint: string, hubFetch: typeof 
     }
   } catch (error) {
     if (signal?.aborted) throw signal.reason ?? error;
+    // A redirect the transport refused says so itself.
+    if (isServerError(error)) throw error;
     const status = (error as { statusCode?: number }).statusCode;
     // The hub answers 401 for a repository that does not exist as for a private one.
     if (status === 401 || status === 404) {

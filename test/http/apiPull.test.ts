@@ -1,7 +1,9 @@
 import { readdir, readFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Ollama, type ProgressResponse } from "ollama";
 import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { sha256, startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
@@ -80,5 +82,60 @@ describe("POST /api/pull with the ollama client", () => {
         for await (const part of stream) void part;
       }),
     ).rejects.toThrow(/SHA-256/);
+  });
+});
+
+describe("POST /api/pull of a plain http:// URL", () => {
+  let model: Buffer;
+  /** A plain http server standing for any address on the network; it counts what reaches it. */
+  let plain: Server;
+  let plainUrl: string;
+  const requests: string[] = [];
+
+  beforeAll(async () => {
+    model = await readFile(await testModelPath("tiny"));
+    plain = createServer((request, response) => {
+      requests.push(request.url ?? "");
+      response.writeHead(200, { "content-length": model.length }).end(model);
+    });
+    await new Promise<void>((resolve) => plain.listen(0, "127.0.0.1", resolve));
+    plainUrl = `http://127.0.0.1:${(plain.address() as AddressInfo).port}`;
+  });
+
+  afterAll(() => new Promise((resolve) => plain?.close(resolve)));
+
+  beforeEach(() => {
+    requests.length = 0;
+  });
+
+  it("is refused by default with a 400 in Ollama's shape, no request made and no file written", async () => {
+    // The default hub (https://huggingface.co) is never contacted for a URL.
+    const server = await startTestServer({ models: {}, config: { contextSize: 256 } });
+    try {
+      for (const stream of [true, false]) {
+        const response = await fetch(`${server.url}/api/pull`, { method: "POST", body: JSON.stringify({ model: `${plainUrl}/any.gguf`, stream }) });
+        expect(response.status).toBe(400);
+        const body = (await response.json()) as { error: string };
+        expect(Object.keys(body)).toEqual(["error"]);
+        expect(body.error).toContain("models are pulled over https only");
+        expect(body.error).toContain("--allow-http-pull true (MODELHOST_ALLOW_HTTP_PULL=true)");
+      }
+      expect(requests).toEqual([]);
+      expect(await readdir(server.modelsDir)).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("is pulled when the operator allows plain http", async () => {
+    const server = await startTestServer({ models: {}, config: { contextSize: 256, allowHttpPull: true } });
+    try {
+      const response = await fetch(`${server.url}/api/pull`, { method: "POST", body: JSON.stringify({ model: `${plainUrl}/any.gguf`, stream: false }) });
+      expect(await response.json()).toEqual({ status: "success" });
+      expect(requests).toEqual(["/any.gguf"]);
+      expect((await readdir(server.modelsDir)).sort()).toEqual(["any.gguf", "models.json"]);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -112,6 +112,49 @@ describe("model management from the command line", () => {
     expect((await modelhost("pull", "--models-dir", modelsDir)).stderr).toContain("Usage: modelhost pull REF");
   });
 
+  it("refuses a --alias or an rm name outside the model name grammar, before fetching or changing anything", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-cli-names-"));
+    try {
+      const requests = hub.requests.length;
+      for (const alias of ["../escaped", "a\\..\\..\\escaped", "NUL", "con.gguf", "..", "x".repeat(300)]) {
+        const pulled = await modelhost("pull", "hf.co/test/Tiny-GGUF:Q4_K_M", "--alias", alias, "--models-dir", dir, "--hf-endpoint", hub.url);
+        expect(pulled.code, alias).toBe(2);
+        expect(pulled.stderr).toContain("is not a model name: ");
+        expect(pulled.stderr).toContain("Usage: modelhost pull REF");
+      }
+      expect(hub.requests.length).toBe(requests);
+      await writeFile(path.join(dir, "tiny.gguf"), model);
+      // An alias written into models.json by hand (or by an older version) is not a name either.
+      await writeFile(path.join(dir, "models.json"), JSON.stringify({ models: [{ file: "tiny.gguf", aliases: ["../escaped"] }] }));
+      const removed = await modelhost("rm", "../escaped", "--models-dir", dir);
+      expect(removed.code).toBe(2);
+      expect(removed.stderr).toContain('"../escaped" is not a model name: ');
+      const listed = await modelhost("list", "--models-dir", dir);
+      expect(listed.stdout).toContain("models.json: models.0.aliases.0 is ignored: ");
+      expect((await readdir(dir)).sort()).toEqual(["models.json", "tiny.gguf"]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a plain http:// URL unless --allow-http-pull true (or an http:// --hf-endpoint) allows it", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-cli-http-"));
+    try {
+      const url = `${hub.url}/files/Tiny-Q4_K_M.gguf`;
+      const requests = hub.requests.length;
+      const refused = await modelhost("pull", url, "--models-dir", dir);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain("models are pulled over https only");
+      expect(refused.stderr).toContain("--allow-http-pull true (MODELHOST_ALLOW_HTTP_PULL=true)");
+      expect(hub.requests.length).toBe(requests);
+      const allowed = await modelhost("pull", url, "--models-dir", dir, "--allow-http-pull", "true");
+      expect(allowed).toMatchObject({ code: 0, stdout: `Tiny-Q4_K_M: downloaded 322.5 KiB, in ${dir}.\n` });
+      expect((await modelhost("pull", url, "--models-dir", dir, "--allow-http-pull", "maybe")).stderr).toContain('Invalid value "maybe" for --allow-http-pull: must be "true" or "false".');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("pulls with serve --pull, then serves the model; ps shows what the server has loaded", async () => {
     const dir = path.join(home, "served");
     const reference = "hf.co/test/Tiny-GGUF:Q4_K_M";

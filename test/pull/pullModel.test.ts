@@ -111,13 +111,16 @@ describe("pulling a model from a hub", () => {
 
   it("picks Q4_K_M when no quantization is named, and takes a file name or URL", async () => {
     expect((await pull("hf.co/test/Tiny-GGUF").result).path).toBe(path.join(modelsDir, "Tiny-Q4_K_M.gguf"));
-    expect((await pull("hf.co/test/Tiny-GGUF/Tiny-Q8_0.gguf").result).path).toBe(path.join(modelsDir, "Tiny-Q8_0.gguf"));
+    // A reference that is no model name (a file in a repository, a URL) names the model after its file.
+    const fromFile = await pull("hf.co/test/Tiny-GGUF/Tiny-Q8_0.gguf").result;
+    expect(fromFile).toMatchObject({ id: "Tiny-Q8_0", path: path.join(modelsDir, "Tiny-Q8_0.gguf") });
     const url = `${hub.url}/files/Tiny-Q4_K_M.gguf`;
     // The same file name from another place does not replace the one already there.
     const fromUrl = await pull(url).result;
-    expect(fromUrl.id).toBe(url);
     expect(path.basename(fromUrl.path)).toMatch(/^[0-9a-f]{8}-Tiny-Q4_K_M\.gguf$/);
-    expect((await new ModelRegistry(modelsDir).list()).map((entry) => entry.id).sort()).toEqual(["hf.co/test/Tiny-GGUF", "hf.co/test/Tiny-GGUF/Tiny-Q8_0.gguf", url]);
+    expect(fromUrl.id).toBe(path.basename(fromUrl.path, ".gguf"));
+    expect((await readManifest(modelsDir)).entries.find((entry) => entry.id === fromUrl.id)?.source).toBe(url);
+    expect((await new ModelRegistry(modelsDir).list()).map((entry) => entry.id).sort()).toEqual([fromUrl.id, "Tiny-Q8_0", "hf.co/test/Tiny-GGUF"].sort());
   });
 
   it("resumes a download whose connection dropped half-way, fetching no byte twice", async () => {

@@ -98,6 +98,46 @@ describe("models.json", () => {
     expect((await readManifest(directory)).entries).toEqual([{ file: "other.gguf", id: "other", aliases: [] }]);
   });
 
+  it("leaves out, with a warning, an entry whose file is not in the directory, and names that are not model names", async () => {
+    const models = [
+      { file: "../outside.gguf", id: "outside" },
+      { file: "/etc/outside.gguf", id: "absolute" },
+      { file: "sub/inside.gguf", id: "nested" },
+      { file: "..", id: "dots" },
+      { file: ".hidden.gguf", id: "hidden" },
+      { file: "nul.gguf", id: "device" },
+      { file: "good.gguf", id: "../escaped", aliases: ["fine", "a\\..\\..\\escaped", "NUL", "x".repeat(300), "ok:v1"] },
+    ];
+    await writeFile(path.join(directory, MANIFEST_FILE), JSON.stringify({ models }));
+    const read = await readManifest(directory);
+    expect(read.entries).toEqual([{ file: "good.gguf", aliases: ["fine", "ok:v1"] }]);
+    expect(read.warnings).toHaveLength(10);
+    expect(read.warnings?.[0]).toBe('models.json: models.0 is skipped: its file "../outside.gguf" is not a plain file name in the models directory.');
+    expect(read.warnings).toContain("models.json: models.6.id is ignored: a model name is [host/][namespace/]name[:tag] of letters, digits, '.', '_' and '-', each part beginning with a letter or a digit.");
+    // A rewrite keeps what the person wrote, checked or not.
+    await addAlias(directory, "good.gguf", "more");
+    expect((await manifestJson()).models).toHaveLength(models.length);
+  });
+
+  it("never names or deletes a file outside the directory, and refuses names outside the grammar", async () => {
+    const outside = await mkdtemp(path.join(os.tmpdir(), "modelhost-outside-"));
+    try {
+      await writeFile(path.join(outside, "victim.gguf"), "GGUF");
+      await expect(deleteModel(directory, path.join(outside, "victim.gguf"))).rejects.toThrow(/must be a file in the models directory/);
+      await expect(deleteModel(directory, "../victim.gguf")).rejects.toThrow(/must be a file in the models directory/);
+      await expect(nameModel(directory, { file: path.join(outside, "victim.gguf"), id: "victim" })).rejects.toThrow(/must be a file in the models directory/);
+      expect(await readdir(outside)).toEqual(["victim.gguf"]);
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
+    await touch("a.gguf");
+    for (const name of ["../escaped", "con.gguf", "bad\u0000name", ".", ""]) {
+      await expect(addAlias(directory, "a.gguf", name)).rejects.toMatchObject({ code: "invalid_request" });
+      await expect(nameModel(directory, { file: "a.gguf", id: name })).rejects.toMatchObject({ code: "invalid_request" });
+    }
+    expect(await readdir(directory)).toEqual(["a.gguf"]);
+  });
+
   it("keeps every change made concurrently", async () => {
     await touch("a.gguf");
     await Promise.all(Array.from({ length: 20 }, (_, i) => addAlias(directory, "a.gguf", `alias-${i}`)));

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
 import type { Engine } from "../../core/Engine.js";
 import type { ModelInfo } from "../../core/ModelInfo.js";
+import { assertModelName } from "../../core/modelName.js";
 import { ServerError } from "../../core/ServerError.js";
 import { addAlias, deleteModel, removeAlias } from "../../models/modelsManifest.js";
 import {
@@ -176,6 +177,8 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
 
   app.post("/api/copy", { config: described(management, { summary: "A new name (alias) for a model", body: copyRequestSchema }) }, async (request, reply) => {
     const { source, destination } = fromCopyRequest(request.body);
+    // The source is only looked up; the destination becomes a name, so it must be a valid one.
+    assertModelName(destination, "destination");
     const model = await engine.findModel(source);
     if (!model) throw new ServerError("model_not_found", { model: source, param: "source", message: `model "${source}" not found` });
     await addAlias(modelsDir, model.path, destination);
@@ -185,6 +188,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
 
   app.delete("/api/delete", { config: described(management, { summary: "Deletes an alias, or a model with its files", body: modelRequestSchema }) }, async (request, reply) => {
     const { model: name } = fromModelRequest(request.body);
+    assertModelName(name, "model");
     const model = await findOrThrow(name);
     // An alias goes alone; the model's own name takes its file, its other names and its aliases.
     if (name !== model.id && (await removeAlias(modelsDir, name))) {
@@ -197,7 +201,11 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     return reply.status(200).send();
   });
 
-  const notOffered = (action: "create" | "push") => async () => {
+  const notOffered = (action: "create" | "push") => async (request: FastifyRequest) => {
+    // A name is refused as such (400) before the 501, as it would be if creating were offered.
+    const body = request.body as { model?: unknown; name?: unknown } | null | undefined;
+    const [param, name] = typeof body?.model === "string" ? ["model", body.model] : ["name", body?.name];
+    if (typeof name === "string") assertModelName(name, param);
     throw new ServerError("not_implemented", {
       message:
         action === "create"
