@@ -45,11 +45,14 @@ export type GgufRefusalCode =
 /** The one exception the reader throws about a file's content (I/O errors pass through as they are). */
 export class GgufRefusal extends Error {
   readonly code: GgufRefusalCode;
+  /** The message without its code. */
+  readonly detail: string;
 
   constructor(code: GgufRefusalCode, detail: string) {
     super(`${detail} [${code}]`);
     this.name = "GgufRefusal";
     this.code = code;
+    this.detail = detail;
   }
 }
 
