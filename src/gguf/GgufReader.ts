@@ -12,35 +12,37 @@ import { GGML_TYPES } from "./ggmlTypes.js";
 import { NUMBER_SIZES, VALUE_TYPE_IDS } from "./GgufWriter.js";
 
 /** Why a file was refused; the message says where and with which numbers. */
-export type GgufRefusalCode =
-  | "bad_magic"
-  | "unsupported_version"
-  | "truncated"
-  | "count_past_end"
-  | "length_past_end"
-  | "header_too_large"
-  | "too_many_keys"
-  | "too_many_tensors"
-  | "string_too_long"
-  | "chat_template_too_long"
-  | "metadata_too_large"
-  | "unknown_value_type"
-  | "nested_array"
-  | "empty_key"
-  | "duplicate_key"
-  | "wrong_key_type"
-  | "bad_alignment"
-  | "bad_tensor_name"
-  | "duplicate_tensor"
-  | "bad_dimension_count"
-  | "dimension_overflow"
-  | "unknown_tensor_type"
-  | "partial_block"
-  | "tensor_misaligned"
-  | "tensor_overlap"
-  | "tensor_gap"
-  | "tensor_past_end"
-  | "vocabulary_mismatch";
+export const ggufRefusalCodes = [
+  "bad_magic",
+  "unsupported_version",
+  "truncated",
+  "count_past_end",
+  "length_past_end",
+  "header_too_large",
+  "too_many_keys",
+  "too_many_tensors",
+  "string_too_long",
+  "chat_template_too_long",
+  "metadata_too_large",
+  "unknown_value_type",
+  "nested_array",
+  "empty_key",
+  "duplicate_key",
+  "wrong_key_type",
+  "bad_alignment",
+  "bad_tensor_name",
+  "duplicate_tensor",
+  "bad_dimension_count",
+  "dimension_overflow",
+  "unknown_tensor_type",
+  "partial_block",
+  "tensor_misaligned",
+  "tensor_overlap",
+  "tensor_gap",
+  "tensor_past_end",
+  "vocabulary_mismatch",
+] as const;
+export type GgufRefusalCode = (typeof ggufRefusalCodes)[number];
 
 /** The one exception the reader throws about a file's content (I/O errors pass through as they are). */
 export class GgufRefusal extends Error {
@@ -462,10 +464,10 @@ class ChunkReader {
 
   /** Counts kept values against MAX_RETAINED_BYTES. */
   retain(bytes: number): void {
-    this.stats.retainedBytes += bytes;
-    if (this.stats.retainedBytes > MAX_RETAINED_BYTES) {
+    if (this.stats.retainedBytes + bytes > MAX_RETAINED_BYTES) {
       throw new GgufRefusal("metadata_too_large", `the metadata to keep exceeds ${MAX_RETAINED_BYTES} bytes at offset ${this.#position}`);
     }
+    this.stats.retainedBytes += bytes;
   }
 
   #checkBound(end: number): void {
