@@ -137,6 +137,8 @@ export const MAX_RETAINED_BYTES = 16 * 1024 * 1024;
 
 /** Read size: big enough that a 10 MB header takes ten reads, small enough to stay out of the way. */
 const CHUNK_BYTES = 1024 * 1024;
+/** Longest the reader runs without letting the event loop turn: /health must answer within 100 ms. */
+const SLICE_MS = 10;
 const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 const DEFAULT_ALIGNMENT = 32;
 /** ggml's GGML_MAX_NAME is 64 including the terminating NUL. */
@@ -237,7 +239,7 @@ function checkCount(reader: ChunkReader, count: bigint, minBytes: number, what: 
 }
 
 async function readKey(reader: ChunkReader, index: number): Promise<string> {
-  const key = await readString(reader, `key ${index}`, true);
+  const key = await readString(reader, `key ${index}`, MAX_STRING_BYTES);
   if (key.length === 0) throw new GgufRefusal("empty_key", `key ${index} is empty`);
   reader.retain(2 * key.length + 64);
   return key;
@@ -251,9 +253,21 @@ async function readValueType(reader: ChunkReader, what: string): Promise<ValueTy
   return type;
 }
 
-/** A value, or undefined for an array too long to keep (its length goes into `arrayLengths`). */
+/**
+ * A value, or undefined for an array too long to keep (its length goes into `arrayLengths`).
+ * Array items are read without an `await` per item unless a read (or a turn of the event loop,
+ * see ChunkReader.need) is due: a chain of 250,000 awaits is itself ~50 ms that nothing else runs in.
+ */
 async function readValue(reader: ChunkReader, type: ValueType, key: string, arrayLengths: Map<string, number>): Promise<GgufMetadataValue | undefined> {
-  if (type !== "array") return readScalar(reader, type, key, true);
+  if (type === "string") {
+    const value = await readString(reader, `"${key}"`, key.startsWith("tokenizer.chat_template") ? MAX_CHAT_TEMPLATE_BYTES : MAX_STRING_BYTES);
+    reader.retain(2 * value.length + 32);
+    return value;
+  }
+  if (type !== "array") {
+    await reader.need(MIN_VALUE_BYTES[type], `"${key}"`);
+    return readNumber(reader, type, key);
+  }
 
   const itemType = await readValueType(reader, `the item type of "${key}"`);
   // The format allows arrays of arrays; llama.cpp refuses them (gguf.cpp: "invalid GGUF type"), so do we.
@@ -267,24 +281,36 @@ async function readValue(reader: ChunkReader, type: ValueType, key: string, arra
   }
   const length = Number(count);
   arrayLengths.set(key, length);
-  if (length > RETAINED_ARRAY_ITEMS) {
-    if (itemType === "string") for (let index = 0; index < length; index++) await readString(reader, `item ${index} of "${key}"`, false);
-    else reader.skip(length * itemBytes, `"${key}"`);
-    return undefined;
+  const keep = length <= RETAINED_ARRAY_ITEMS;
+  if (keep) reader.retain(16 * length + 64);
+  if (itemType !== "string") {
+    if (!keep) {
+      reader.skip(length * itemBytes, `"${key}"`);
+      return undefined;
+    }
+    // Fixed-size items: at most 4,096 x 8 bytes, read at once.
+    await reader.need(length * itemBytes, `"${key}"`);
+    return Array.from({ length }, () => readNumber(reader, itemType, key));
   }
-  reader.retain(16 * length + 64);
-  const items: GgufScalar[] = [];
-  for (let index = 0; index < length; index++) items.push(await readScalar(reader, itemType, `item ${index} of "${key}"`, false));
-  return items;
+  const items: string[] = [];
+  for (let index = 0; index < length; index++) {
+    const what = `item ${index} of "${key}"`;
+    const lengthRead = reader.need(8, what);
+    if (lengthRead) await lengthRead;
+    const bytes = stringLength(reader, what, MAX_STRING_BYTES);
+    if (!keep) {
+      reader.skip(bytes, what);
+      continue;
+    }
+    const bytesRead = reader.need(bytes, what);
+    if (bytesRead) await bytesRead;
+    items.push(reader.utf8(bytes));
+  }
+  return keep ? items : undefined;
 }
 
-async function readScalar(reader: ChunkReader, type: Exclude<ValueType, "array">, what: string, isKeyValue: boolean): Promise<GgufScalar> {
-  if (type === "string") {
-    const value = await readString(reader, what, true, isKeyValue && what.startsWith("tokenizer.chat_template") ? MAX_CHAT_TEMPLATE_BYTES : MAX_STRING_BYTES);
-    reader.retain(2 * value.length + 32);
-    return value;
-  }
-  await reader.need(MIN_VALUE_BYTES[type], what);
+/** A fixed-size value whose bytes are in the buffer. */
+function readNumber(reader: ChunkReader, type: Exclude<ValueType, "array" | "string">, key: string): GgufScalar {
   switch (type) {
     case "uint8":
       return reader.u8();
@@ -304,7 +330,7 @@ async function readScalar(reader: ChunkReader, type: Exclude<ValueType, "array">
       return reader.f64();
     case "bool": {
       const byte = reader.u8();
-      if (byte > 1) throw new GgufRefusal("wrong_key_type", `${what} is a bool of value ${byte}, not 0 or 1`);
+      if (byte > 1) throw new GgufRefusal("wrong_key_type", `"${key}" holds a bool of value ${byte}, not 0 or 1`);
       return byte === 1;
     }
     case "uint64":
@@ -316,36 +342,33 @@ async function readScalar(reader: ChunkReader, type: Exclude<ValueType, "array">
   }
 }
 
-/** Reads a string (decoded when `keep`, else skipped unread), its length checked before anything is allocated. */
-async function readString(reader: ChunkReader, what: string, keep: boolean, maxBytes = MAX_STRING_BYTES): Promise<string> {
+/** Reads a string, its length checked before anything is allocated. */
+async function readString(reader: ChunkReader, what: string, maxBytes: number): Promise<string> {
   await reader.need(8, `the length of ${what}`);
-  const length = reader.u64();
-  if (length > BigInt(reader.left)) {
-    throw new GgufRefusal("length_past_end", `${what} claims ${length} bytes at offset ${reader.position}, but ${reader.left} are left`);
-  }
-  if (length > BigInt(maxBytes)) {
+  const length = stringLength(reader, what, maxBytes);
+  await reader.need(length, what);
+  return reader.utf8(length);
+}
+
+/** Reads a string's u64 length (its 8 bytes are in the buffer) and checks it against the file and `maxBytes`. */
+function stringLength(reader: ChunkReader, what: string, maxBytes: number): number {
+  const length = reader.u64AsNumber();
+  if (length > reader.left) throw new GgufRefusal("length_past_end", `${what} claims ${length} bytes at offset ${reader.position}, but ${reader.left} are left`);
+  if (length > maxBytes) {
     const code = maxBytes === MAX_CHAT_TEMPLATE_BYTES ? "chat_template_too_long" : "string_too_long";
     throw new GgufRefusal(code, `${what} is ${length} bytes, more than the ${maxBytes} allowed`);
   }
-  if (!keep) {
-    reader.skip(Number(length), what);
-    return "";
-  }
-  await reader.need(Number(length), what);
-  return reader.utf8(Number(length));
+  return length;
 }
 
 async function readTensorInfo(reader: ChunkReader, index: number): Promise<GgufTensorInfo> {
   await reader.need(8, `the name length of tensor ${index}`);
-  const nameLength = reader.u64();
-  if (nameLength > BigInt(reader.left)) {
-    throw new GgufRefusal("length_past_end", `the name of tensor ${index} claims ${nameLength} bytes at offset ${reader.position}, but ${reader.left} are left`);
-  }
-  if (nameLength > BigInt(MAX_TENSOR_NAME_BYTES)) {
+  const nameLength = stringLength(reader, `the name of tensor ${index}`, MAX_STRING_BYTES);
+  if (nameLength > MAX_TENSOR_NAME_BYTES) {
     throw new GgufRefusal("bad_tensor_name", `the name of tensor ${index} is ${nameLength} bytes, more than llama.cpp's ${MAX_TENSOR_NAME_BYTES}`);
   }
-  await reader.need(Number(nameLength), `the name of tensor ${index}`);
-  const name = reader.utf8(Number(nameLength));
+  await reader.need(nameLength, `the name of tensor ${index}`);
+  const name = reader.utf8(nameLength);
   await reader.need(4, `the dimension count of "${name}"`);
   const dimCount = reader.u32();
   if (dimCount > MAX_DIMS) throw new GgufRefusal("bad_dimension_count", `"${name}" has ${dimCount} dimensions, more than ${MAX_DIMS}`);
@@ -416,6 +439,8 @@ class ChunkReader {
   #start = 0;
   #valid = 0;
   #position = 0;
+  #calls = 0;
+  #lastYield = performance.now();
 
   constructor(
     readonly handle: FileHandle,
@@ -434,10 +459,24 @@ class ChunkReader {
     return this.size - this.#position;
   }
 
-  async need(bytes: number, what: string): Promise<void> {
-    if (this.#start + this.#valid - this.#position >= bytes) return;
+  /**
+   * Makes the next `bytes` bytes readable; undefined when they already are, so a hot loop awaits
+   * only when a read (or a turn of the event loop) is due. Refuses, before allocating anything,
+   * when the file or the header bound ends first.
+   */
+  need(bytes: number, what: string): Promise<void> | undefined {
+    if (this.#start + this.#valid - this.#position >= bytes) {
+      // Parsing a chunk takes ~20 ms for 1 MiB of short strings: every 64 calls, let the event
+      // loop run if SLICE_MS have passed since it last did.
+      if (++this.#calls % 64 === 0 && performance.now() - this.#lastYield > SLICE_MS) return this.#yield();
+      return undefined;
+    }
     if (bytes > this.left) throw new GgufRefusal("truncated", `the file ends at byte ${this.size}, inside ${what} (${bytes} bytes at offset ${this.#position})`);
     this.#checkBound(this.#position + bytes);
+    return this.#fill(bytes, what);
+  }
+
+  async #fill(bytes: number, what: string): Promise<void> {
     const want = Math.max(bytes, Math.min(CHUNK_BYTES, this.left));
     if (this.#buffer.length < want) {
       this.#buffer = Buffer.allocUnsafe(want);
@@ -450,9 +489,15 @@ class ChunkReader {
       if (bytesRead === 0) throw new GgufRefusal("truncated", `the file ends at byte ${this.#position + read}, inside ${what}`);
       read += bytesRead;
     }
+    this.#lastYield = performance.now(); // the read was a turn of the event loop
     this.stats.bytesRead += read;
     this.#start = this.#position;
     this.#valid = want;
+  }
+
+  async #yield(): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve));
+    this.#lastYield = performance.now();
   }
 
   /** Moves past `bytes` the caller has checked are in the file, reading none of them. */
@@ -489,6 +534,11 @@ class ChunkReader {
   f32 = () => this.#buffer.readFloatLE(this.#take(4));
   f64 = () => this.#buffer.readDoubleLE(this.#take(8));
   u64 = () => this.#buffer.readBigUInt64LE(this.#take(8));
+  /** A u64 as a number: exact below 2^53, and above it still larger than any file, which is all a length is compared with. */
+  u64AsNumber = () => {
+    const at = this.#take(8);
+    return this.#buffer.readUInt32LE(at) + this.#buffer.readUInt32LE(at + 4) * 2 ** 32;
+  };
   i64 = () => this.#buffer.readBigInt64LE(this.#take(8));
   utf8 = (bytes: number) => {
     const at = this.#take(bytes);

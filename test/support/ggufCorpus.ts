@@ -258,7 +258,7 @@ export function ggufCorpus(): CorpusCase[] {
   // 70 million bytes of u8 array, in a sparse file: a header past the 64 MiB bound.
   add("a header of 70 MB", encodeGguf({ kvs: [kv.array("test.blob", T.u8, [], () => {}, 70_000_000n)], tensors: [] }).bytes, "header_too_large", 70_000_100);
   // 600 kept arrays of 4,096 u8: 2.5 MB of file, ~40 MB as JavaScript numbers.
-  const manyArrays = Array.from({ length: 600 }, (_, index) => kv.array(`test.a${index}`, T.u8, new Array<number>(4096).fill(7), (out, item) => out.u8(item)));
+  const manyArrays = Array.from({ length: 600 }, (_, index) => kv.array(`test.a${index}`, T.u8, [Buffer.alloc(4096, 7)], (out, items) => out.raw(items), 4096n));
   add("600 short arrays to keep", encodeGguf({ kvs: manyArrays, tensors: [] }).bytes, "metadata_too_large");
 
   // Strings too long to keep.
@@ -306,11 +306,11 @@ export function ggufCorpus(): CorpusCase[] {
   return cases;
 }
 
-/** Writes each case into `directory` as `<index>.gguf`; returns the paths in corpus order. */
-export async function writeCorpus(directory: string, cases: readonly CorpusCase[]): Promise<string[]> {
+/** Writes each case into `directory` as `<prefix><index>.gguf` (index of 3 digits); returns the paths in corpus order. */
+export async function writeCorpus(directory: string, cases: readonly CorpusCase[], prefix = "bad-"): Promise<string[]> {
   const files: string[] = [];
   for (const [index, entry] of cases.entries()) {
-    const file = path.join(directory, `bad-${String(index).padStart(3, "0")}.gguf`);
+    const file = path.join(directory, `${prefix}${String(index).padStart(3, "0")}.gguf`);
     await writeFile(file, entry.bytes);
     if (entry.sparseSize !== undefined) await truncate(file, entry.sparseSize);
     files.push(file);
