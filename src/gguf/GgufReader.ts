@@ -7,6 +7,7 @@
 //
 // The file is read in chunks of at most 1 MiB with FileHandle.read, never whole (models are GBs),
 // and each chunk is a trip through the event loop, so other work goes on while a header is read.
+import { constants } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { GGML_TYPES } from "./ggmlTypes.js";
 import { NUMBER_SIZES, VALUE_TYPE_IDS } from "./GgufWriter.js";
@@ -167,10 +168,12 @@ const EMBEDDING_TENSOR = "token_embd.weight";
 
 /** Reads and validates the header of the GGUF file at `file`; throws GgufRefusal if it is not a sound one. */
 export async function readGgufHeader(file: string, stats: GgufReadStats = newReadStats()): Promise<GgufHeader> {
-  const handle = await open(file, "r");
+  // O_NONBLOCK: opening a FIFO named *.gguf must not wait for a writer (it changes nothing for a file).
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
-    const { size } = await handle.stat();
-    return await parseHeader(new ChunkReader(handle, size, stats));
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw new Error(`${file} is not a regular file`);
+    return await parseHeader(new ChunkReader(handle, stat.size, stats));
   } finally {
     await handle.close();
   }
@@ -241,7 +244,7 @@ function checkCount(reader: ChunkReader, count: bigint, minBytes: number, what: 
 async function readKey(reader: ChunkReader, index: number): Promise<string> {
   const key = await readString(reader, `key ${index}`, MAX_STRING_BYTES);
   if (key.length === 0) throw new GgufRefusal("empty_key", `key ${index} is empty`);
-  reader.retain(2 * key.length + 64);
+  reader.retain(64); // its entry in the maps
   return key;
 }
 
@@ -260,9 +263,7 @@ async function readValueType(reader: ChunkReader, what: string): Promise<ValueTy
  */
 async function readValue(reader: ChunkReader, type: ValueType, key: string, arrayLengths: Map<string, number>): Promise<GgufMetadataValue | undefined> {
   if (type === "string") {
-    const value = await readString(reader, `"${key}"`, key.startsWith("tokenizer.chat_template") ? MAX_CHAT_TEMPLATE_BYTES : MAX_STRING_BYTES);
-    reader.retain(2 * value.length + 32);
-    return value;
+    return readString(reader, `"${key}"`, key.startsWith("tokenizer.chat_template") ? MAX_CHAT_TEMPLATE_BYTES : MAX_STRING_BYTES);
   }
   if (type !== "array") {
     await reader.need(MIN_VALUE_BYTES[type], `"${key}"`);
@@ -302,6 +303,7 @@ async function readValue(reader: ChunkReader, type: ValueType, key: string, arra
       reader.skip(bytes, what);
       continue;
     }
+    reader.retain(2 * bytes + 32);
     const bytesRead = reader.need(bytes, what);
     if (bytesRead) await bytesRead;
     items.push(reader.utf8(bytes));
@@ -342,10 +344,12 @@ function readNumber(reader: ChunkReader, type: Exclude<ValueType, "array" | "str
   }
 }
 
-/** Reads a string, its length checked before anything is allocated. */
+/** Reads a string to keep, its length checked (and counted against MAX_RETAINED_BYTES) before anything is allocated. */
 async function readString(reader: ChunkReader, what: string, maxBytes: number): Promise<string> {
   await reader.need(8, `the length of ${what}`);
   const length = stringLength(reader, what, maxBytes);
+  // Up to 2 bytes a character once decoded, and V8's string header.
+  reader.retain(2 * length + 32);
   await reader.need(length, what);
   return reader.utf8(length);
 }
