@@ -13,7 +13,15 @@ const refused = corpus.filter((entry) => entry.expected !== "accepted");
 const accepted = corpus.filter((entry) => entry.expected === "accepted");
 /** The refused files three times over: 192 files, a 70 MB sparse one and some of several MB among them. */
 const COPIES = 3;
-const refusedName = (copy: number, index: number) => `c${copy}-bad-${String(index).padStart(3, "0")}`;
+/**
+ * The machine is shared (2 cores, load averages of 5-6 seen), so a wall-clock bound can fail for
+ * want of a core rather than because the scan blocks. A blocking scan fails every attempt (the
+ * reader before its per-item awaits were removed blocked for 116-375 ms on single files); a busy
+ * machine rarely spoils three in a row. Each attempt scans new files (listings are cached).
+ */
+const ATTEMPTS = 3;
+/** Every refused file written, by name without `.gguf`, with the code it must be refused with. */
+const written: { name: string; expected: string }[] = [];
 
 describe("a models folder of malformed GGUF files", () => {
   let server: TestServer;
@@ -28,12 +36,13 @@ describe("a models folder of malformed GGUF files", () => {
   });
   afterAll(() => server?.close());
 
-  // Only refused files here: each sound one listed by /api/tags would be hashed, in a worker
-  // thread per file, all started at once, which is not what this measures.
-  it("is scanned without blocking: /health answers within 100 ms throughout", async () => {
-    const files: string[] = [];
-    for (let copy = 0; copy < COPIES; copy++) files.push(...(await writeCorpus(server.modelsDir, refused, `c${copy}-bad-`)));
-
+  /** Writes the refused files afresh, scans them with /api/tags, and returns the worst /health latency meanwhile. */
+  async function scanWhileProbing(attempt: number): Promise<number> {
+    for (let copy = 0; copy < COPIES; copy++) {
+      const prefix = `a${attempt}c${copy}-bad-`;
+      const files = await writeCorpus(server.modelsDir, refused, prefix);
+      files.forEach((file, index) => written.push({ name: path.basename(file, ".gguf"), expected: refused[index]!.expected }));
+    }
     let scanning = true;
     const latencies: number[] = [];
     const probe = (async () => {
@@ -51,13 +60,20 @@ describe("a models folder of malformed GGUF files", () => {
     scanning = false;
     await probe;
     expect(tags.status).toBe(200);
-
+    expect(latencies.length).toBeGreaterThan(0);
     const worst = Math.max(...latencies);
     console.log(
-      `scanned ${files.length} malformed files in ${scanMs.toFixed(0)} ms; /health answered ${latencies.length} times, worst ${worst.toFixed(1)} ms; peak RSS ${(peakResidentBytes() / 1e6).toFixed(0)} MB`,
+      `attempt ${attempt}: scanned ${COPIES * refused.length} malformed files in ${scanMs.toFixed(0)} ms; /health answered ${latencies.length} times, worst ${worst.toFixed(1)} ms; peak RSS ${(peakResidentBytes() / 1e6).toFixed(0)} MB`,
     );
-    expect(latencies.length).toBeGreaterThan(0);
-    expect(worst).toBeLessThan(100);
+    return worst;
+  }
+
+  // Only refused files here: each sound one listed by /api/tags would be hashed, in a worker
+  // thread per file, all started at once, which is not what this measures.
+  it("is scanned without blocking: /health answers within 100 ms throughout", async () => {
+    const worst: number[] = [];
+    for (let attempt = 0; attempt < ATTEMPTS && !(Math.min(...worst) < 100); attempt++) worst.push(await scanWhileProbing(attempt));
+    expect(Math.min(...worst)).toBeLessThan(100);
     expect(peakResidentBytes()).toBeLessThan(1024 * 1024 * 1024);
   });
 
@@ -66,16 +82,14 @@ describe("a models folder of malformed GGUF files", () => {
     const tags = (await (await fetch(`${server.url}/api/tags`)).json()) as { models: { name: string }[] };
     const listed = tags.models.map((model) => model.name.replace(/:latest$/, ""));
     const v1 = (await server.client.models.list()).data.map((model) => model.id);
-    for (let copy = 0; copy < COPIES; copy++) {
-      for (const [index, { expected }] of refused.entries()) {
-        const name = refusedName(copy, index);
-        expect(listed).not.toContain(name);
-        expect(v1).not.toContain(name);
-        // One line, though the folder was scanned again since.
-        const lines = logs.filter((line) => line.includes(`${name}.gguf:`));
-        expect(lines, name).toHaveLength(1);
-        expect(lines[0]).toMatch(new RegExp(`Skipping .*${name}\\.gguf: not a readable GGUF model \\(.*\\[${expected}\\]\\)`));
-      }
+    expect(written.length).toBeGreaterThanOrEqual(COPIES * refused.length);
+    for (const { name, expected } of written) {
+      expect(listed).not.toContain(name);
+      expect(v1).not.toContain(name);
+      // One line, though the folder was scanned again since.
+      const lines = logs.filter((line) => line.includes(`${name}.gguf:`));
+      expect(lines, name).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`Skipping .*${name}\\.gguf: not a readable GGUF model \\(.*\\[${expected}\\]\\)`));
     }
     const sound = accepted.map((_, index) => `ok-${String(index).padStart(3, "0")}`);
     expect(listed.sort()).toEqual([...sound, "tiny"].sort());
