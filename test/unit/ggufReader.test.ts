@@ -9,6 +9,7 @@ import { readGgufFileInfo } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GgufRefusal, ggufRefusalCodes, MAX_RETAINED_BYTES, newReadStats, readGgufHeader, type GgufReadStats } from "../../src/gguf/GgufReader.js";
 import { GgufWriter } from "../../src/gguf/GgufWriter.js";
+import { checkModelFile } from "../../src/models/checkModelFile.js";
 import { ggufCorpus, writeCorpus, type CorpusCase } from "../support/ggufCorpus.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -64,6 +65,18 @@ describe("the GGUF reader on a corpus of malformed files", () => {
     const stats = newReadStats();
     expect(await outcome(files[index]!, stats)).toBe("header_too_large");
     expect(stats.bytesRead).toBeLessThanOrEqual(1024 * 1024); // one chunk
+  });
+});
+
+describe("checkModelFile", () => {
+  it("checks every part of a split model, naming the part that fails", async () => {
+    const sound = corpus.find((entry) => entry.name === "sound")!.bytes;
+    const first = path.join(directory, "split-00001-of-00002.gguf");
+    await writeFile(first, sound);
+    await writeFile(path.join(directory, "split-00002-of-00002.gguf"), sound.subarray(0, 20));
+    await expect(checkModelFile(first)).rejects.toThrow(/^part split-00002-of-00002\.gguf: the file ends at byte 20, .* \[truncated\]$/);
+    await writeFile(path.join(directory, "split-00002-of-00002.gguf"), sound);
+    expect((await checkModelFile(first)).metadata.get("general.architecture")).toBe("llama");
   });
 });
 
