@@ -57,7 +57,6 @@ export async function listCommand(args: string[], config: Config): Promise<strin
   const { registry, warnings } = openRegistry(config);
   const models = await recordsOf(config, await registry.list());
   if (values.json) return JSON.stringify(models, null, 2);
-  warnings.push(...((await readManifest(config.modelsDir)).warnings ?? []));
   const partial = await partialDownloads(config.modelsDir);
   if (partial.count > 0) {
     warnings.push(`${partial.count} interrupted download(s) (${formatBytes(partial.bytes)}) wait in ${config.modelsDir} as .*.partial files: pull again to resume, or delete them.`);

@@ -9,7 +9,6 @@ import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { buildApp } from "../http/buildApp.js";
 import { Drain, type DrainReport } from "../http/Drain.js";
 import type { PullModel } from "../http/routes/modelManagementRoutes.js";
-import { readManifest } from "../models/modelsManifest.js";
 import { pullModel } from "../models/pullModel.js";
 import { createLogger } from "./createLogger.js";
 import { openGate, openResponseStore } from "./openAccess.js";
@@ -109,8 +108,6 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const url = `http://${host}:${boundPort}`;
   await access?.gate.claimInstance(`${os.hostname()} ${url}`);
   const models = (await registry.list()).map((model) => model.id);
-  // Names and files models.json may not have (a path, an invalid name) are left out; say which.
-  for (const warning of (await readManifest(config.modelsDir)).warnings ?? []) logger.warn(warning);
   logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models }, "modelhost listening");
 
   let closing: Promise<void> | undefined;

@@ -26,6 +26,7 @@ export const errorCodes = [
   "model_load_failed",
   "engine_unavailable",
   "download_failed",
+  "invalid_model_file",
   "insufficient_storage",
   "not_implemented",
   "internal_error",
@@ -71,6 +72,7 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
   engine_unavailable: () =>
     "The inference engine is unavailable: no llama.cpp binary could be loaded. Run `modelhost engine build`.",
   download_failed: () => "The model could not be downloaded. Try again; the download resumes where it stopped.",
+  invalid_model_file: () => "The downloaded file is not a GGUF model llama.cpp could load; it was not installed.",
   insufficient_storage: () => "There is not enough free disk space in the models directory for this model.",
   not_implemented: () => "This server does not implement that.",
   internal_error: () => "The server had an error while processing your request.",

@@ -7,6 +7,7 @@ import type { EngineCounters, LoadedModelStatus, ModelInfo } from "../core/Model
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
 import { ServerError } from "../core/ServerError.js";
+import { checkModelFile } from "../models/checkModelFile.js";
 import { ChatPromptRenderer, type RenderedPrompt } from "./ChatPromptRenderer.js";
 import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
@@ -102,6 +103,9 @@ export class LoadedModel {
     // A decoder model declares no pooling; mean pooling over its hidden states makes it embed, as
     // llama-server's `--pooling mean` does. Pooling applies to embedding contexts only, not to chat.
     const metadataOverrides = canChat && info.poolingType === undefined ? { [info.architecture]: { pooling_type: MEAN_POOLING } } : undefined;
+    // Checked again here, the last step before llama.cpp (and node-llama-cpp's own GGUF reader)
+    // opens it: the file may have been replaced since the registry listed it.
+    await checkModelFile(info.path);
     const model = await llama.loadModel({ modelPath: info.path, ...(metadataOverrides ? { metadataOverrides: metadataOverrides as never } : {}) });
     try {
       if (!canChat) return new LoadedModel(info, model, undefined, options);

@@ -1,9 +1,11 @@
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
-import { GgufFileType, readGgufFileInfo } from "node-llama-cpp";
+import { GgufFileType } from "node-llama-cpp";
 import { templateThinks } from "./ChatPromptRenderer.js";
 import type { ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
+import type { GgufMetadataValue } from "../gguf/GgufReader.js";
+import { checkModelFile } from "../models/checkModelFile.js";
 import { defaultModelId, isListedModelFile } from "../models/modelFiles.js";
 import { entryId, MANIFEST_FILE, readManifest, type ManifestEntry } from "../models/modelsManifest.js";
 
@@ -65,8 +67,8 @@ export class ModelRegistry {
   async describe(name: string): Promise<ModelDescription | undefined> {
     const info = await this.find(name);
     if (!info) return undefined;
-    const { metadata } = await readGgufFileInfo(info.path, { sourceType: "filesystem", logWarnings: false, ignoreKeys: VOCABULARY_KEYS });
-    const flat = flattenMetadata(metadata);
+    const { metadata } = await checkModelFile(info.path);
+    const flat = describedMetadata(metadata);
     const template = flat["tokenizer.chat_template"];
     if (typeof template !== "string") return { info, metadata: flat, thinks: false };
     return { info, metadata: flat, chatTemplate: template, thinks: templateThinks(template) };
@@ -121,13 +123,14 @@ export class ModelRegistry {
   }
 
   async #readManifest(): Promise<ManifestEntry[]> {
-    const { entries, problem } = await readManifest(this.directory);
-    if (problem === undefined) return entries;
-    // A broken manifest must not take the server down: warn (once per change) and list files by name.
-    const warning = `Ignoring ${path.join(this.directory, MANIFEST_FILE)}: ${problem}`;
-    if (warning !== this.#lastManifestWarning) this.#logger.warn(warning);
-    this.#lastManifestWarning = warning;
-    return [];
+    const { entries, problem, warnings } = await readManifest(this.directory);
+    // A broken manifest must not take the server down: warn (once per change) and list files by
+    // name; entries it skips, or names it ignores, are warned of the same way.
+    const said = problem === undefined ? (warnings ?? []) : [`Ignoring ${path.join(this.directory, MANIFEST_FILE)}: ${problem}`];
+    const text = said.join("\n");
+    if (text !== this.#lastManifestWarning) for (const warning of said) this.#logger.warn(warning);
+    this.#lastManifestWarning = text;
+    return entries;
   }
 
   async #metadataOf(file: string): Promise<Metadata | undefined> {
@@ -153,40 +156,34 @@ export class ModelRegistry {
   }
 }
 
+/**
+ * What listing needs from a file's header, read by our own bounded reader (src/gguf/GgufReader.ts;
+ * each part of a split model): a file it refuses is not listed, so never handed to llama.cpp, nor
+ * to node-llama-cpp's reader, which trusts the counts (an 88-byte file claiming 2^40 tensors made
+ * it allocate without end, blocking the server).
+ */
 async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): Promise<Metadata> {
-  const info = await readGgufFileInfo(file, {
-    sourceType: "filesystem",
-    logWarnings: false,
-    // The vocabulary is most of a header's size and listing needs none of it.
-    ignoreKeys: VOCABULARY_KEYS,
-  });
-  const tokenizer = (info.metadata.tokenizer?.ggml ?? {}) as Record<string, unknown>;
-  const fileType = info.metadata.general?.file_type;
-  const architecture = String(info.metadata.general?.architecture ?? "unknown");
-  const archMetadata = info.architectureMetadata as {
-    context_length?: number;
-    embedding_length?: number;
-    pooling_type?: number;
-    attention?: { causal?: boolean };
-  };
-  let parameterCount = 0;
-  for (const tensor of info.fullTensorInfo ?? info.tensorInfo ?? []) {
-    parameterCount += tensor.dimensions.reduce<number>((product, dim) => product * Number(dim), 1);
-  }
+  const header = await checkModelFile(file);
+  const value = (key: string) => header.metadata.get(key);
+  const fileType = numberOrUndefined(value("general.file_type"));
+  const architecture = String(value("general.architecture") ?? "unknown");
+  const ofArchitecture = (key: string) => value(`${architecture}.${key}`);
+  const causal = ofArchitecture("attention.causal");
+  const poolingType = numberOrUndefined(ofArchitecture("pooling_type"));
   return {
     sizeBytes,
     created: Math.floor(mtimeMs / 1000),
     architecture,
-    contextLength: numberOrUndefined(archMetadata.context_length),
-    embeddingLength: numberOrUndefined(archMetadata.embedding_length),
-    parameterCount: parameterCount || undefined,
-    hasChatTemplate: typeof info.metadata.tokenizer?.chat_template === "string",
-    quantization: typeof fileType === "number" ? fileTypeName(fileType) : undefined,
+    contextLength: numberOrUndefined(ofArchitecture("context_length")),
+    embeddingLength: numberOrUndefined(ofArchitecture("embedding_length")),
+    parameterCount: header.parameterCount || undefined,
+    hasChatTemplate: typeof value("tokenizer.chat_template") === "string",
+    quantization: fileType === undefined ? undefined : fileTypeName(fileType),
     // The current key names, and the older ones llama.cpp still reads.
-    fillInTheMiddle: ["pre", "suf", "mid"].every((part) => tokenizer[`fim_${part}_token_id`] !== undefined) ||
-      ["prefix", "suffix", "middle"].every((part) => tokenizer[`${part}_token_id`] !== undefined),
-    capabilities: capabilitiesOf(architecture, archMetadata.attention?.causal, numberOrUndefined(archMetadata.pooling_type)),
-    poolingType: numberOrUndefined(archMetadata.pooling_type),
+    fillInTheMiddle: ["pre", "suf", "mid"].every((part) => value(`tokenizer.ggml.fim_${part}_token_id`) !== undefined) ||
+      ["prefix", "suffix", "middle"].every((part) => value(`tokenizer.ggml.${part}_token_id`) !== undefined),
+    capabilities: capabilitiesOf(architecture, typeof causal === "boolean" ? causal : undefined, poolingType),
+    poolingType,
   };
 }
 
@@ -208,14 +205,18 @@ function fileTypeName(fileType: number): string | undefined {
   return name?.replace(/^(MOSTLY|ALL)_/, "");
 }
 
-/** Nested metadata as GGUF's own dotted keys: `{general: {architecture: "llama"}}` → `{"general.architecture": "llama"}`. */
-function flattenMetadata(metadata: object, prefix = "", into: Record<string, unknown> = {}): Record<string, unknown> {
-  for (const [key, value] of Object.entries(metadata)) {
-    const name = prefix + key;
-    if (value !== null && typeof value === "object" && !Array.isArray(value)) flattenMetadata(value as object, `${name}.`, into);
-    else into[name] = typeof value === "bigint" ? Number(value) : value;
+/** The metadata `describe` reports: by GGUF's dotted keys, u64 values as numbers, without the vocabulary. */
+function describedMetadata(metadata: ReadonlyMap<string, GgufMetadataValue>): Record<string, unknown> {
+  const described: Record<string, unknown> = {};
+  for (const [key, value] of metadata) {
+    if (VOCABULARY_KEYS.includes(key)) continue;
+    described[key] = Array.isArray(value) ? value.map(asNumber) : asNumber(value as GgufMetadataValue);
   }
-  return into;
+  return described;
+}
+
+function asNumber<T>(value: T): T | number {
+  return typeof value === "bigint" ? Number(value) : value;
 }
 
 /** Encoder architectures (BERT and kin) attend both ways: they embed, but cannot generate text. */

@@ -24,7 +24,7 @@ const MAX_TENSOR_NAME_BYTES = 63;
 const MAX_TENSOR_DIMS = 4;
 
 /** GGUF metadata value type ids (gguf_metadata_value_type in the spec). */
-const VALUE_TYPE_IDS = {
+export const VALUE_TYPE_IDS = {
   uint8: 0,
   int8: 1,
   uint16: 2,
@@ -317,7 +317,8 @@ class ByteSink {
   }
 }
 
-const NUMBER_SIZES: Record<GgufNumberType, number> = {
+/** Bytes of each fixed-size number type. */
+export const NUMBER_SIZES: Record<GgufNumberType, number> = {
   uint8: 1,
   int8: 1,
   uint16: 2,

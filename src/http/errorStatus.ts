@@ -24,6 +24,8 @@ export const errorStatus: Record<ErrorCode, number> = {
   model_load_failed: 500,
   engine_unavailable: 503,
   download_failed: 502,
+  // What the hub or URL served is at fault, as with download_failed; retrying fetches the same bytes.
+  invalid_model_file: 502,
   insufficient_storage: 507,
   not_implemented: 501,
   internal_error: 500,

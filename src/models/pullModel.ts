@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
-import { mkdir, open, readdir, rename, rm, stat, statfs } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { assertModelName, isValidModelName } from "../core/modelName.js";
 import { isServerError, ServerError } from "../core/ServerError.js";
+import { GgufRefusal, readGgufHeader } from "../gguf/GgufReader.js";
 import { chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
 import { displayUrl, downloadFile } from "./downloadFile.js";
 import { withFileLock } from "./fileLock.js";
@@ -323,20 +324,21 @@ function throttled<A extends unknown[]>(intervalMs: number, emit: (...args: A) =
 }
 
 /**
- * Every GGUF file (each part of a split one too) begins with the magic "GGUF". A URL that answers
- * with something else (an HTML page, a safetensors file) is refused rather than installed.
+ * Every file (each part of a split one has a GGUF header of its own) must pass the bounded GGUF
+ * reader before it is renamed into place: a URL that answers with something else (an HTML page, a
+ * safetensors file), or a malformed GGUF, is refused and deleted rather than installed.
  */
 async function assertGguf(partialPath: string, file: PlannedFile): Promise<void> {
-  const handle = await open(partialPath, "r");
-  const magic = Buffer.alloc(4);
   try {
-    await handle.read(magic, 0, 4, 0);
-  } finally {
-    await handle.close();
+    await readGgufHeader(partialPath);
+  } catch (error) {
+    if (!(error instanceof GgufRefusal)) throw error;
+    await rm(partialPath, { force: true });
+    throw new ServerError("invalid_model_file", {
+      message: `${displayUrl(file.url)} is not a GGUF model llama.cpp could load (${error.message}); it was not installed.`,
+      cause: error,
+    });
   }
-  if (magic.toString("latin1") === "GGUF") return;
-  await rm(partialPath, { force: true });
-  throw new ServerError("download_failed", { message: `${displayUrl(file.url)} is not a GGUF file (it does not begin with "GGUF"); it was not installed.` });
 }
 
 /** Ollama names a layer by the first 12 hex digits of its digest; a file of unknown digest by its name. */

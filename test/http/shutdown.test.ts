@@ -11,6 +11,7 @@ import { AccessService } from "../../src/access/AccessService.js";
 import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
 import { loadTiers } from "../../src/access/tiers.js";
 import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { ggufCorpus, writeCorpus } from "../support/ggufCorpus.js";
 import { parseResponse } from "../support/rawHttp.js";
 import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
 import { testModelPath } from "../support/testModels.js";
@@ -187,6 +188,43 @@ describe("graceful shutdown of a server process", () => {
     expect(await body.ended).toMatch(/ended|reset/);
     expect(body.text()).not.toContain("[DONE]");
     expect(running.output()).toMatch(/SIGINT again, exiting now/);
+  });
+});
+
+// Issue 28, finding 4: a scan of malformed model files never holds up a shutdown.
+describe("shutdown during a scan of malformed model files", () => {
+  let modelsDir: string;
+  let server: ServerProcess | undefined;
+
+  beforeAll(async () => {
+    modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-shutdown-bad-models-"));
+    await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
+  });
+  afterEach(async () => {
+    await server?.kill();
+    server = undefined;
+  });
+  afterAll(async () => {
+    if (modelsDir) await rm(modelsDir, { recursive: true, force: true });
+  });
+
+  it("exits 0 within the grace period on SIGTERM while /api/tags scans a folder of malformed files", async () => {
+    server = await startServerProcess(["--models-dir", modelsDir, "--shutdown-grace", "1s"]);
+    const running = server;
+    // Added after the start, so the scan happens on the request below: 10 copies of the refused
+    // corpus (640 files, among them a 70 MB sparse one and several of a few MB) take seconds.
+    const refused = ggufCorpus().filter((entry) => entry.expected !== "accepted");
+    for (let copy = 0; copy < 10; copy++) await writeCorpus(modelsDir, refused, `c${copy}-bad-`);
+    const tags = fetch(`${running.url}/api/tags`).then((response) => response.status, () => "reset");
+    await expect.poll(() => running.output(), { timeout: 10_000, interval: 5 }).toMatch(/Skipping .*\.gguf: not a readable GGUF model/);
+    const signalled = performance.now();
+    running.signal("SIGTERM");
+    expect(await running.exited).toBe(0);
+    const ms = performance.now() - signalled;
+    console.log(`exited ${ms.toFixed(0)} ms after SIGTERM, in the middle of a scan`);
+    // The grace period (1 s), and a margin for a loaded machine.
+    expect(ms).toBeLessThan(3_000);
+    expect([200, 503, "reset"]).toContain(await tags);
   });
 });
 

@@ -16,6 +16,12 @@ let modelsDir: string;
 
 /** A GGUF header with no tensors and no metadata: the later parts of a split model carry only tensors. */
 const emptyGguf = Buffer.concat([Buffer.from("GGUF"), Buffer.from([3, 0, 0, 0]), Buffer.alloc(16)]);
+/** Issue 28's 88 bytes: a GGUF header claiming 2^40 tensors and 2^40 keys. */
+const hugeCounts = Buffer.alloc(88);
+hugeCounts.write("GGUF", 0, "latin1");
+hugeCounts.writeUInt32LE(3, 4);
+hugeCounts.writeBigUInt64LE(1n << 40n, 8);
+hugeCounts.writeBigUInt64LE(1n << 40n, 16);
 
 beforeAll(async () => {
   model = await readFile(await testModelPath("tiny"));
@@ -36,6 +42,9 @@ beforeAll(async () => {
       ],
       "test/Split-GGUF": modelFileParts("Q8_0/Big-Q8_0-00001-of-00003.gguf").map((part, index) => ({ path: part, content: index === 0 ? model : emptyGguf })),
       "test/Gated-GGUF": [{ path: "Gated-Q4_K_M.gguf", content: model }],
+      "test/Huge-GGUF": [{ path: "Huge-Q4_K_M.gguf", content: hugeCounts }],
+      // A sound first part, and a second one whose header is cut short.
+      "test/BadSplit-GGUF": modelFileParts("Bad-Q8_0-00001-of-00002.gguf").map((part, index) => ({ path: part, content: index === 0 ? model : emptyGguf.subarray(0, 20) })),
     },
     { gated: { repos: ["test/Gated-GGUF"], token: "hf_accepted" } },
   );
@@ -179,7 +188,10 @@ describe("pulling a model from a hub", () => {
 
   it("refuses a file that is not a GGUF model", async () => {
     const error = await failure(pull(`${hub.url}/files/README.gguf`).result);
-    expect(error).toEqual({ code: "download_failed", message: `${hub.url}/files/README.gguf is not a GGUF file (it does not begin with "GGUF"); it was not installed.` });
+    expect(error).toEqual({
+      code: "invalid_model_file",
+      message: `${hub.url}/files/README.gguf is not a GGUF model llama.cpp could load (the file does not begin with "GGUF" [bad_magic]); it was not installed.`,
+    });
     expect(await readdir(modelsDir)).toEqual([]);
   });
 
@@ -194,6 +206,19 @@ describe("pulling a model from a hub", () => {
     const syntax = await failure(pull("llama3.2").result);
     expect(syntax).toEqual({ code: "invalid_request", message: expect.stringContaining("Use hf.co/OWNER/REPO:QUANT") });
     expect(await readdir(modelsDir)).toEqual([]);
+  });
+
+  it("refuses a malformed GGUF file, and any malformed part of a split model, before installing anything", async () => {
+    const huge = await failure(pull("hf.co/test/Huge-GGUF:Q4_K_M").result);
+    expect(huge.code).toBe("invalid_model_file");
+    expect(huge.message).toMatch(/Huge-Q4_K_M\.gguf is not a GGUF model llama\.cpp could load \(key count 1099511627776 needs .* \[count_past_end\]\); it was not installed\./);
+    expect(await readdir(modelsDir)).toEqual([]);
+
+    const split = await failure(pull("hf.co/test/BadSplit-GGUF:Q8_0").result);
+    expect(split.code).toBe("invalid_model_file");
+    expect(split.message).toMatch(/Bad-Q8_0-00002-of-00002\.gguf is not a GGUF model .*\[truncated\]/);
+    // The first part, downloaded and sound, waits as a partial file: no part was renamed into place.
+    expect((await readdir(modelsDir)).filter((name) => name.endsWith(".gguf"))).toEqual([]);
   });
 
   it("pulls every part of a split model, and lists it once", async () => {

@@ -30,6 +30,7 @@ const typeOf: Record<ErrorCode, AnthropicErrorType> = {
   model_load_failed: "api_error",
   engine_unavailable: "overloaded_error",
   download_failed: "api_error",
+  invalid_model_file: "api_error",
   insufficient_storage: "api_error",
   not_implemented: "invalid_request_error",
   internal_error: "api_error",

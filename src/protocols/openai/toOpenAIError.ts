@@ -25,6 +25,7 @@ const typeOf: Record<ErrorCode, string> = {
   model_load_failed: "server_error",
   engine_unavailable: "server_error",
   download_failed: "server_error",
+  invalid_model_file: "server_error",
   insufficient_storage: "server_error",
   not_implemented: "invalid_request_error",
   internal_error: "server_error",
