@@ -88,10 +88,16 @@ describe("errors", () => {
   });
 
   it("answers 500 without internals when a model file cannot be loaded", async () => {
-    // A file whose header is intact but whose weights are cut off: listed, yet unloadable.
+    // A sound GGUF file of an architecture llama.cpp does not know ("llama" spelled "llamx", the
+    // same length, so every offset stays right): listed, yet unloadable. A cut-off file would not
+    // even be listed (GgufReader refuses it).
     const whole = await readFile(await testModelPath("tiny"));
+    const architecture = whole.indexOf(Buffer.from("general.architecture"));
+    const value = whole.indexOf(Buffer.from("llama"), architecture + "general.architecture".length);
+    expect(value - architecture).toBe("general.architecture".length + 4 + 8);
+    whole.write("llamx", value, "latin1");
     const broken = path.join(server.modelsDir, "broken.gguf");
-    await writeFile(broken, whole.subarray(0, Math.floor(whole.length / 2)));
+    await writeFile(broken, whole);
     const body = await expectError(await postJson(url, { model: "broken", messages }), 500, null, "model_load_failed");
     expect(body.error.message).not.toContain(server.modelsDir);
     expect(body.error.message).not.toMatch(/\bat\s.+:\d+/);
