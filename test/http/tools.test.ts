@@ -257,6 +257,31 @@ describe("auto tool choice when the model opens a call by itself", () => {
     );
   });
 
+  it("counts the opener once: the model's, replaced by the template's, costs what a required call's does", async () => {
+    const request = {
+      model: "tiny", messages, tools, parallel_tool_calls: false, temperature: 0, max_tokens: 400,
+      logit_bias: { [toolCallToken]: 100 },
+    };
+    // Same context after the rewind as a required call's (the prompt and the template's opener), so the same call.
+    const auto = await server.client.chat.completions.create({ ...request, tool_choice: "auto" });
+    const required = await server.client.chat.completions.create({ ...request, tool_choice: "required" });
+    expect(auto.choices[0]?.message.tool_calls).toHaveLength(1);
+    expect(auto.choices[0]?.message.tool_calls?.map((call) => call.type === "function" && call.function)).toEqual(
+      required.choices[0]?.message.tool_calls?.map((call) => call.type === "function" && call.function),
+    );
+    expect(auto.usage?.completion_tokens).toBe(required.usage?.completion_tokens);
+  });
+
+  it("keeps an opened call within max_tokens, its opener included", async () => {
+    for (const maxTokens of [1, 2, 3, 5, 8, 13, 21, 34]) {
+      const reply = await server.client.chat.completions.create({
+        model: "tiny", messages, tools, tool_choice: "auto", temperature: 0, max_tokens: maxTokens, logit_bias: { [toolCallToken]: 100 },
+      });
+      expect(reply.usage?.completion_tokens, `max_tokens ${maxTokens}`).toBe(maxTokens);
+      expect(reply.choices[0]?.finish_reason).toBe("length");
+    }
+  });
+
   it("refuses a logit_bias token id outside the model's vocabulary", async () => {
     const response = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, logit_bias: { "999999": 5 } });
     expect(response.status).toBe(400);
