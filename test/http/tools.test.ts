@@ -138,6 +138,20 @@ describe("tool calls", () => {
     expect(fragments.slice(1).every((fragment) => fragment.id === undefined && fragment.function?.name === undefined)).toBe(true);
   });
 
+  it("opens a streamed call with the role in its first chunk and no content, as OpenAI does", async () => {
+    for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }] as const) {
+      const chunks: OpenAI.ChatCompletionChunk[] = [];
+      const stream = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice, parallel_tool_calls: false, temperature: 0, max_tokens: 400, stream: true });
+      for await (const chunk of stream) chunks.push(chunk);
+      const first = chunks[0]?.choices[0]?.delta;
+      expect(first).toMatchObject({ role: "assistant", tool_calls: [{ index: 0, type: "function", function: { arguments: "" } }] });
+      expect(first?.tool_calls?.[0]?.id).toMatch(/^call_/);
+      // An empty content would make clients that start a text part on any string (the AI SDK) start an empty one.
+      expect(chunks.filter((chunk) => chunk.choices[0] !== undefined && "content" in chunk.choices[0].delta)).toEqual([]);
+      expect(chunks.filter((chunk) => chunk.choices[0]?.delta.role !== undefined)).toHaveLength(1);
+    }
+  });
+
   it("runs a two-round tool loop with results fed back", async () => {
     const first = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice: "required", parallel_tool_calls: false, temperature: 0, max_tokens: 400 });
     const assistant = first.choices[0]!.message;
