@@ -27,9 +27,10 @@ export interface ToolCallPlan {
   grammar: LlamaGrammar;
   /**
    * The tokens the sequence must hold to continue inside a call: the prompt, the content written
-   * so far, and the call opener (plus the name when named), rendered and tokenized together.
+   * so far, and the call opener (plus the name when named), rendered and tokenized together. What
+   * they hold beyond the prompt's length counts as the completion so far.
    */
-  openCall(content: string): { tokens: Token[]; openerTokens: number };
+  openCall(content: string): Token[];
 }
 
 export interface CompletionJob {
@@ -188,9 +189,8 @@ class CompletionState {
    * `exhausted` ends the completion there.
    */
   openCall(tools: ToolCallPlan, startedCall?: { name: string }): boolean {
-    const opened = tools.openCall((this.thought?.raw ?? "") + this.content);
-    this.context = opened.tokens;
-    this.#written = opened.tokens.length - this.#promptTokens;
+    this.context = tools.openCall((this.thought?.raw ?? "") + this.content);
+    this.#written = this.context.length - this.#promptTokens;
     this.#sampledBefore = this.generated.length;
     this.calls = new ToolCallParser(tools.delimiters, startedCall);
     return this.#written <= this.#maxTokens;
