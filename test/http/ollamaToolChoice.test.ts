@@ -68,6 +68,14 @@ describe("tool_choice on /api/chat", () => {
     }
   });
 
+  it("num_predict bounds a forced call, its opening included: done_reason length at the limit", async () => {
+    for (const num_predict of [1, 5, 40]) {
+      const request = { model: "tiny:1b", messages, tools, tool_choice: { type: "function", name: "get_weather" }, options: { temperature: 0, num_predict } } as ChatRequest;
+      const reply = await ollama.chat({ ...request, stream: false });
+      expect([num_predict, reply.eval_count, reply.done_reason]).toEqual([num_predict, num_predict, "length"]);
+    }
+  });
+
   it('"none" calls nothing, and shows the model no tools', async () => {
     const withoutTools = await ollama.chat({ model: "tiny:1b", messages, options: { temperature: 0, num_predict: 8 } });
     for (const seed of [1, 2, 3]) {
