@@ -165,9 +165,7 @@ export class ChatPromptRenderer {
       delimiters,
       grammar: new LlamaGrammar(this.#model.llama, { grammar }),
       openCall(content) {
-        const before = LlamaText([prompt, content]).tokenize(tokenizer);
-        const tokens = LlamaText([prompt, content, opener]).tokenize(tokenizer);
-        return { tokens, openerTokens: tokens.length - before.length };
+        return LlamaText([prompt, content, opener]).tokenize(tokenizer);
       },
     };
   }

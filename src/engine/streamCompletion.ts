@@ -27,9 +27,10 @@ export interface ToolCallPlan {
   grammar: LlamaGrammar;
   /**
    * The tokens the sequence must hold to continue inside a call: the prompt, the content written
-   * so far, and the call opener (plus the name when named), rendered and tokenized together.
+   * so far, and the call opener (plus the name when named), rendered and tokenized together. What
+   * they hold beyond the prompt's length counts as the completion so far.
    */
-  openCall(content: string): { tokens: Token[]; openerTokens: number };
+  openCall(content: string): Token[];
 }
 
 export interface CompletionJob {
@@ -40,7 +41,10 @@ export interface CompletionJob {
   promptTokens: Token[];
   /** How many leading prompt tokens the sequence already holds from an earlier request. */
   cachedTokens: number;
-  /** Generation stops after this many tokens with finish reason "length". */
+  /**
+   * Generation stops after this many completion tokens with finish reason "length". A call's
+   * opening written from the template counts toward it like sampled tokens (see streamCompletion).
+   */
   maxTokens: number;
   /**
    * performance.now() after which generation stops with finish reason "length", as if maxTokens
@@ -96,6 +100,15 @@ const utf8Text = new TextDecoder();
  * grammar. In auto mode the opener is found in the text; the segment ends with a rewind, and the
  * next one continues from the content before it plus the template's exact opener, so the grammar
  * governs every token of the call.
+ *
+ * maxTokens bounds the completion, a call's opening included: written from the template rather
+ * than sampled (a forced call's opening and name, or the template's opener after a rewind), it is
+ * output all the same, and counted as completion tokens. An opening longer than what is left of
+ * the limit is cut at the limit: the completion ends there with finish reason "length", no call is
+ * given out (its opening, maybe its name, is incomplete) and nothing is sampled; completionTokens is
+ * then exactly maxTokens. So completionTokens never exceeds maxTokens, which the hosted profile's
+ * token reservations (maxTokens-based) rely on. An opening that fits exactly gives out a named
+ * call with empty arguments, cut at the limit too.
  */
 export function streamCompletion(job: CompletionJob): Completion {
   const state = new CompletionState(job);
@@ -116,8 +129,14 @@ class CompletionState {
   context: Token[];
   /** Sampled tokens, which the penalties look at. */
   readonly generated: Token[] = [];
-  /** Call openers written from the template rather than sampled; they count as completion tokens. */
-  openerTokens = 0;
+  /**
+   * Completion tokens the sequence holds at the start of the current segment, once a call has
+   * opened: the content and thought so far and the call's opening, written from the template
+   * rather than sampled (they count as completion tokens all the same). 0 before.
+   */
+  #written = 0;
+  /** How many of `generated` were sampled before the current segment (they are in `#written`, re-tokenized). */
+  #sampledBefore = 0;
   /** The free text given out so far: a call opened later continues after it (and after the thought). */
   content = "";
   /** Splits the thought from the answer, when the template has a thought section. */
@@ -128,7 +147,10 @@ class CompletionState {
   /** Watches free text for a call opener (auto mode). */
   readonly openers: StopSequenceMatcher | undefined;
   firstTokenAt: number | undefined;
+  /** Segments run so far. */
+  segments = 0;
   readonly #maxTokens: number;
+  readonly #promptTokens: number;
   readonly #deadline: number;
   /** With logprobs: those of tokens whose bytes no text event has given out yet, in order. */
   readonly #pendingLogprobs: TokenLogprob[] | undefined;
@@ -139,6 +161,7 @@ class CompletionState {
 
   constructor(job: CompletionJob) {
     this.context = job.promptTokens;
+    this.#promptTokens = job.promptTokens.length;
     this.#maxTokens = job.maxTokens;
     this.#deadline = job.deadline;
     this.#pendingLogprobs = job.logprobs ? [] : undefined;
@@ -148,16 +171,29 @@ class CompletionState {
     this.thought = job.thought ? new ThoughtSplitter(job.thought.markers, job.thought.opened) : undefined;
   }
 
+  /** Never more than maxTokens: a call's opening that does not fit is cut there (see openCall). */
   get completionTokens(): number {
-    return this.generated.length + this.openerTokens;
+    return Math.min(this.#written + this.generated.length - this.#sampledBefore, this.#maxTokens);
   }
 
-  /** Continues inside a call: the content so far and the opener (and the name, when given). */
-  openCall(tools: ToolCallPlan, startedCall?: { name: string }): void {
-    const opened = tools.openCall((this.thought?.raw ?? "") + this.content);
-    this.context = opened.tokens;
-    this.openerTokens += opened.openerTokens;
+  /** No more tokens may be written: the length limit is reached. */
+  get exhausted(): boolean {
+    return this.completionTokens >= this.#maxTokens;
+  }
+
+  /**
+   * Continues inside a call: the content so far and the opener (and the name, when given).
+   * The completion so far becomes the content as the sequence holds it plus the opening: in auto
+   * mode the opener the model began to write is replaced by the template's, not counted twice.
+   * False when the opening does not fit in maxTokens: the call is cut before it is complete, and
+   * `exhausted` ends the completion there.
+   */
+  openCall(tools: ToolCallPlan, startedCall?: { name: string }): boolean {
+    this.context = tools.openCall((this.thought?.raw ?? "") + this.content);
+    this.#written = this.context.length - this.#promptTokens;
+    this.#sampledBefore = this.generated.length;
     this.calls = new ToolCallParser(tools.delimiters, startedCall);
+    return this.#written <= this.#maxTokens;
   }
 
   /**
@@ -203,7 +239,7 @@ class CompletionState {
       if (stopped) return { events, end: { type: "finished", reason: "stop", stopText: matched } };
       if (opened.stopped) return { events, end: { type: "rewind" } };
     }
-    if (this.completionTokens >= this.#maxTokens || performance.now() >= this.#deadline) return { events, end: { type: "finished", reason: "length" } };
+    if (this.exhausted || performance.now() >= this.#deadline) return { events, end: { type: "finished", reason: "length" } };
     return { events };
   }
 
@@ -218,8 +254,8 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
   const { tools } = job;
   if (tools && tools.mode !== "auto") {
     const named = typeof tools.mode === "object" ? { name: tools.mode.name } : undefined;
-    state.openCall(tools, named);
-    if (named) yield { type: "tool_call_start", index: 0, id: newCallId(), name: named.name };
+    // A named call is given out once its opening, name included, is within the limit.
+    if (state.openCall(tools, named) && named) yield { type: "tool_call_start", index: 0, id: newCallId(), name: named.name };
   }
   let end = yield* runSegment(job, state);
   while (end.type === "rewind") {
@@ -272,11 +308,14 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
 /** Decodes from `state.context` until the completion finishes or a call opener calls for a rewind. */
 async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGenerator<ChatEvent, SegmentEnd, undefined> {
   const { model, decoder, sequence, signal } = job;
+  // A call's opening used up the limit: nothing is sampled.
+  if (state.exhausted) return { type: "finished", reason: "length" };
   const context = state.context;
   // Keep what the cache holds of this context; at least the last token is decoded again, since
   // its logits give the first new token.
   const held = await decoder.keepPrefix(sequence, context, context.length - 1);
-  const firstSegment = state.generated.length === 0 && state.openerTokens === 0;
+  // The first segment evaluates the prompt (a forced call's first segment too, with its opening).
+  const firstSegment = state.segments++ === 0;
   if (firstSegment && !job.sharedPrompt) job.counters.promptEvaluations++;
   job.counters.promptTokensEvaluated += context.length - held;
   // Tool syntax and thought markers may be written with control tokens, so they are read with

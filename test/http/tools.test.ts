@@ -138,6 +138,20 @@ describe("tool calls", () => {
     expect(fragments.slice(1).every((fragment) => fragment.id === undefined && fragment.function?.name === undefined)).toBe(true);
   });
 
+  it("opens a streamed call with the role in its first chunk and no content, as OpenAI does", async () => {
+    for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }] as const) {
+      const chunks: OpenAI.ChatCompletionChunk[] = [];
+      const stream = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice, parallel_tool_calls: false, temperature: 0, max_tokens: 400, stream: true });
+      for await (const chunk of stream) chunks.push(chunk);
+      const first = chunks[0]?.choices[0]?.delta;
+      expect(first).toMatchObject({ role: "assistant", tool_calls: [{ index: 0, type: "function", function: { arguments: "" } }] });
+      expect(first?.tool_calls?.[0]?.id).toMatch(/^call_/);
+      // An empty content would make clients that start a text part on any string (the AI SDK) start an empty one.
+      expect(chunks.filter((chunk) => chunk.choices[0] !== undefined && "content" in chunk.choices[0].delta)).toEqual([]);
+      expect(chunks.filter((chunk) => chunk.choices[0]?.delta.role !== undefined)).toHaveLength(1);
+    }
+  });
+
   it("runs a two-round tool loop with results fed back", async () => {
     const first = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice: "required", parallel_tool_calls: false, temperature: 0, max_tokens: 400 });
     const assistant = first.choices[0]!.message;
@@ -255,6 +269,31 @@ describe("auto tool choice when the model opens a call by itself", () => {
     expect(streamed.calls.map(({ name, arguments: args }) => ({ name, arguments: args }))).toEqual(
       (reply.choices[0]?.message.tool_calls ?? []).map((call) => (call.type === "function" ? { name: call.function.name, arguments: call.function.arguments } : {})),
     );
+  });
+
+  it("counts the opener once: the model's, replaced by the template's, costs what a required call's does", async () => {
+    const request = {
+      model: "tiny", messages, tools, parallel_tool_calls: false, temperature: 0, max_tokens: 400,
+      logit_bias: { [toolCallToken]: 100 },
+    };
+    // Same context after the rewind as a required call's (the prompt and the template's opener), so the same call.
+    const auto = await server.client.chat.completions.create({ ...request, tool_choice: "auto" });
+    const required = await server.client.chat.completions.create({ ...request, tool_choice: "required" });
+    expect(auto.choices[0]?.message.tool_calls).toHaveLength(1);
+    expect(auto.choices[0]?.message.tool_calls?.map((call) => call.type === "function" && call.function)).toEqual(
+      required.choices[0]?.message.tool_calls?.map((call) => call.type === "function" && call.function),
+    );
+    expect(auto.usage?.completion_tokens).toBe(required.usage?.completion_tokens);
+  });
+
+  it("keeps an opened call within max_tokens, its opener included", async () => {
+    for (const maxTokens of [1, 2, 3, 5, 8, 13, 21, 34]) {
+      const reply = await server.client.chat.completions.create({
+        model: "tiny", messages, tools, tool_choice: "auto", temperature: 0, max_tokens: maxTokens, logit_bias: { [toolCallToken]: 100 },
+      });
+      expect(reply.usage?.completion_tokens, `max_tokens ${maxTokens}`).toBe(maxTokens);
+      expect(reply.choices[0]?.finish_reason).toBe("length");
+    }
   });
 
   it("refuses a logit_bias token id outside the model's vocabulary", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { toChatCompletion } from "../../src/protocols/openai/toChatCompletion.js";
-import { toChatCompletionChunk, toRoleChunk, toUsageChunk } from "../../src/protocols/openai/toChatCompletionChunk.js";
+import { ChatCompletionChunks, toChatCompletionChunk, toRoleChunk, toUsageChunk } from "../../src/protocols/openai/toChatCompletionChunk.js";
 import { toOpenAIError } from "../../src/protocols/openai/toOpenAIError.js";
 import { ServerError } from "../../src/core/ServerError.js";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
@@ -30,6 +30,43 @@ describe("OpenAI translators", () => {
     const plainEnd = toChatCompletionChunk(without, { type: "done", finishReason: "stop", usage, timings });
     expect(plainEnd).toHaveLength(1);
     expect(plainEnd[0]).not.toHaveProperty("usage");
+  });
+
+  it("opens a choice that begins with a call with the role in the call's first chunk, and no content", () => {
+    const chunks = new ChatCompletionChunks({ ...identity, includeUsage: false });
+    const events: ChatEvent[] = [
+      { type: "tool_call_start", index: 0, id: "call_a", name: "get_weather" },
+      { type: "tool_call_arguments", index: 0, text: '{"city":"Paris"}' },
+      { type: "tool_call_start", index: 1, id: "call_b", name: "add" },
+      { type: "done", finishReason: "tool_calls", usage, timings },
+    ];
+    const streamed = events.flatMap((event) => chunks.event(0, event));
+    expect(streamed.map((chunk) => chunk.choices[0]?.delta)).toEqual([
+      { role: "assistant", tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }] },
+      { tool_calls: [{ index: 0, function: { arguments: '{"city":"Paris"}' } }] },
+      { tool_calls: [{ index: 1, id: "call_b", type: "function", function: { name: "add", arguments: "" } }] },
+      {},
+    ]);
+    expect(streamed.some((chunk) => "content" in chunk.choices[0]!.delta)).toBe(false);
+  });
+
+  it("opens a choice that begins with text, a thought or nothing with the role-only chunk, once per choice", () => {
+    const chunks = new ChatCompletionChunks({ ...identity, includeUsage: true });
+    const role = (index: number) => toRoleChunk({ ...identity, includeUsage: true }, index);
+    expect(chunks.event(0, { type: "text", text: "Hi" })).toEqual([role(0), ...toChatCompletionChunk({ ...identity, includeUsage: true }, { type: "text", text: "Hi" })]);
+    expect(chunks.event(0, { type: "text", text: "!" }).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ content: "!" }]);
+    expect(chunks.event(1, { type: "thinking", text: "Hm" }).map((chunk) => chunk.choices[0]?.delta)).toEqual([
+      { role: "assistant", content: "" },
+      { reasoning_content: "Hm" },
+    ]);
+    expect(chunks.event(2, { type: "done", finishReason: "length", usage, timings }).map((chunk) => chunk.choices[0])).toEqual([
+      { index: 2, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null },
+      { index: 2, delta: {}, finish_reason: "length", logprobs: null },
+    ]);
+    // A call after text: the role was given already.
+    expect(chunks.event(0, { type: "tool_call_start", index: 0, id: "call_a", name: "f" })[0]?.choices[0]?.delta).toEqual({
+      tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "f", arguments: "" } }],
+    });
   });
 
   it("builds the non-streamed reply", async () => {

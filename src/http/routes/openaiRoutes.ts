@@ -10,7 +10,7 @@ import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingReques
 import { collectChoice, promptsUsage, toChatCompletion, type CollectedChoice } from "../../protocols/openai/toChatCompletion.js";
 import { fromCompletionRequest } from "../../protocols/openai/fromCompletionRequest.js";
 import { TextCompletionChunks, toTextCompletion } from "../../protocols/openai/toTextCompletion.js";
-import { toChatCompletionChunk, toRoleChunk, toUsageChunk, type StreamIdentity } from "../../protocols/openai/toChatCompletionChunk.js";
+import { ChatCompletionChunks, toUsageChunk, type StreamIdentity } from "../../protocols/openai/toChatCompletionChunk.js";
 import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.js";
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
@@ -91,7 +91,6 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
       }
       const chunks = new TextCompletionChunks(identity, echo);
       await streamChoices(request, reply, options.signal, batches(), {
-        first: () => [],
         event: (index, event) => chunks.event(index, event),
         usage: (usage) => (includeUsage ? chunks.usage(usage) : undefined),
       });
@@ -130,9 +129,9 @@ export function chatCompletionsHandler(engine: Engine, access: AccessGate | unde
     // leaves first (a client gone before the first event is written never iterates them at all).
     try {
       if (!streamed) return await toChatCompletion(identity, choices);
+      const chunks = new ChatCompletionChunks(identity);
       await streamChoices(request, reply, options.signal, [choices], {
-        first: (index) => [toRoleChunk(identity, index)],
-        event: (index, event) => toChatCompletionChunk(identity, event, index),
+        event: (index, event) => chunks.event(index, event),
         usage: (usage) => (includeUsage ? toUsageChunk(identity, usage) : undefined),
       });
     } finally {
@@ -143,8 +142,6 @@ export function chatCompletionsHandler(engine: Engine, access: AccessGate | unde
 
 /** How one OpenAI streaming endpoint turns its choices' events into chunks. */
 export interface ChoiceChunks {
-  /** Sent for each choice before its events (chat's role chunk). */
-  first(index: number): unknown[];
   event(index: number, event: ChatEvent): unknown[];
   /** The usage chunk after every choice ended, if the caller asked for one. */
   usage(usage: Usage): unknown;
@@ -172,9 +169,6 @@ export async function streamChoices(
     for await (const choices of batches) {
       const batchUsages: Usage[] = [];
       usages.push(batchUsages);
-      for (let index = offset; index < offset + choices.length; index++) {
-        for (const chunk of chunks.first(index)) if (!(await sse.send(chunk))) return;
-      }
       for await (const { choice, event } of interleaveChoices(choices)) {
         if (event.type === "done") batchUsages.push(event.usage);
         for (const chunk of chunks.event(offset + choice, event)) if (!(await sse.send(chunk))) return;

@@ -1,9 +1,10 @@
 import type { z } from "zod";
-import type { ChatMessage, ChatRequest, ResponseFormat, SamplingOptions, ToolCall, ToolDefinition } from "../../core/ChatRequest.js";
+import type { ChatMessage, ChatRequest, ResponseFormat, SamplingOptions, ToolCall, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
 import type { EmbedRequest } from "../../core/EmbedRequest.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { checkSchema } from "../checkSchema.js";
+import { toToolChoice } from "../toolDefinitions.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
 import { parseKeepAlive } from "./parseKeepAlive.js";
 import {
@@ -59,7 +60,7 @@ export function fromChatRequest(body: unknown): NativeGeneration {
       messages: toMessages(messages, wire.model),
       ...toLengthAndSampling(wire.options),
       tools,
-      toolChoice: { type: tools.length > 0 ? "auto" : "none" },
+      toolChoice: toNativeToolChoice(wire.tool_choice, tools),
       parallelToolCalls: true,
       responseFormat: toResponseFormat(wire.format),
       ...toThinking(wire.think),
@@ -68,6 +69,13 @@ export function fromChatRequest(body: unknown): NativeGeneration {
     keepAliveMs: parseKeepAlive(wire.keep_alive),
     loadOnly: messages.length === 0,
   };
+}
+
+/** `tool_choice` (an extension) as /v1 reads it: a named function must be one of the tools. */
+function toNativeToolChoice(wire: ChatRequestBody["tool_choice"], tools: readonly ToolDefinition[]): ToolChoice {
+  if (wire == null || typeof wire === "string") return toToolChoice(wire, tools, "tool_choice");
+  if ("function" in wire) return toToolChoice(wire.function, tools, "tool_choice.function.name");
+  return toToolChoice(wire, tools, "tool_choice.name");
 }
 
 /** POST /api/generate: a prompt rendered with the model's template, raw, or a fill-in-the-middle pair. */

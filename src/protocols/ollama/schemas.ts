@@ -35,10 +35,12 @@ export const chatMessageSchema = z.object({
   tool_call_id: z.string().nullish(),
 });
 
+const functionName = z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes");
+
 export const toolSchema = z.object({
   type: z.literal("function").nullish(),
   function: z.object({
-    name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, "must be 1 to 64 letters, digits, underscores or dashes"),
+    name: functionName,
     description: z.string().nullish(),
     parameters: jsonSchemaObject.nullish(),
   }),
@@ -75,10 +77,31 @@ const think = z.union([z.boolean(), z.enum(["low", "medium", "high", "max"])]).n
 
 const model = z.string({ error: "model is required" }).min(1, "model is required");
 
+/**
+ * `tool_choice`, an extension (the reference server has none and ignores it): OpenAI's values, a
+ * named function flat as the Responses API and ollama-ai-provider-v2 send it, or nested as chat
+ * completions send it.
+ */
+const toolChoice = z
+  .union(
+    [
+      z.enum(["none", "auto", "required"]),
+      z.object({ type: z.literal("function"), name: functionName }),
+      z.object({ type: z.literal("function"), function: z.object({ name: functionName }) }),
+    ],
+    { error: 'expected "none", "auto", "required" or {"type": "function", "name": …}' },
+  )
+  .nullish()
+  .meta({
+    description:
+      'An extension: "auto" (the default with tools) lets the model decide, "none" shows it no tools, "required" makes it call one, and {"type": "function", "name": …} (or {"type": "function", "function": {"name": …}}) calls that function. Calls are generated under a grammar from the functions\' schemas, as on /v1.',
+  });
+
 export const chatRequestSchema = z.object({
   model,
   messages: z.array(chatMessageSchema).nullish(),
   tools: z.array(toolSchema).max(128).nullish(),
+  tool_choice: toolChoice,
   format,
   options: optionsSchema.nullish(),
   stream: z.boolean().nullish(),

@@ -24,6 +24,31 @@ export function toRoleChunk(identity: StreamIdentity, index = 0): ChatCompletion
   return chunk(identity, [{ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }]);
 }
 
+/**
+ * The chunks of one stream's choices, each opened with the role as OpenAI opens it: a reply that
+ * begins with text (or a thought, or nothing) gets the role-only chunk `{role, content: ""}` first;
+ * one that begins with a call gets the role in the call's first chunk, with no `content` at all.
+ * An empty `content` there would be an empty text part to clients that start one on any string (the
+ * AI SDK does), so the role waits for the choice's first event.
+ */
+export class ChatCompletionChunks {
+  readonly #identity: StreamIdentity;
+  readonly #opened = new Set<number>();
+
+  constructor(identity: StreamIdentity) {
+    this.#identity = identity;
+  }
+
+  event(index: number, event: ChatEvent): ChatCompletionChunk[] {
+    const chunks = toChatCompletionChunk(this.#identity, event, index);
+    if (this.#opened.has(index)) return chunks;
+    this.#opened.add(index);
+    if (event.type !== "tool_call_start") return [toRoleChunk(this.#identity, index), ...chunks];
+    for (const each of chunks) for (const choice of each.choices) choice.delta = { role: "assistant", ...choice.delta };
+    return chunks;
+  }
+}
+
 /** The chunks one engine event of choice `index` becomes: a content (or reasoning_content) delta, a call fragment, or the finish chunk. */
 export function toChatCompletionChunk(identity: StreamIdentity, event: ChatEvent, index = 0): ChatCompletionChunk[] {
   switch (event.type) {
