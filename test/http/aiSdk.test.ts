@@ -3,10 +3,14 @@
 //   replays earlier assistant turns as `item_reference` items, which the server resolves against
 //   the caller's stored items. Three turns, streamed and not, on AI SDK 7 (@ai-sdk/openai 4) and on
 //   AI SDK 6 (@ai-sdk/openai 3, installed under the aliases `ai-v6` and `ai-sdk-openai-v3`).
+// - `ollama-ai-provider-v2` validates Ollama's native replies strictly: `embedMany` (/api/embed,
+//   which once left out `load_duration` when the model was already loaded) and `generateText`
+//   (/api/chat).
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, streamText, type ModelMessage } from "ai";
+import { embedMany, generateText, streamText, type ModelMessage } from "ai";
 import { createOpenAI as createOpenAIv3 } from "ai-sdk-openai-v3";
 import { generateText as generateTextV6, streamText as streamTextV6, type ModelMessage as ModelMessageV6 } from "ai-v6";
+import { createOllama } from "ollama-ai-provider-v2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
@@ -15,7 +19,7 @@ let server: TestServer;
 
 beforeAll(async () => {
   server = await startTestServer({
-    models: { tiny: await testModelPath("tiny"), "think-tiny": await testModelPath("think-tiny") },
+    models: { tiny: await testModelPath("tiny"), "think-tiny": await testModelPath("think-tiny"), "embed-tiny": await testModelPath("embed-tiny") },
     config: { contextSize: 2048 },
   });
 });
@@ -123,5 +127,37 @@ describe.each(sdks)("$name, the default model (the Responses API, stored)", ({ t
     }
     const referenced = (recorder.bodies[2]?.input as WireItem[]).filter((item) => item.type === "item_reference").map((item) => item.id?.slice(0, 3));
     expect(referenced).toContain("rs_");
+  });
+});
+
+describe("ollama-ai-provider-v2 against the native API", () => {
+  /**
+   * The provider sends `max_output_tokens` / `max_tokens`, which the native API does not read (nor
+   * does Ollama's); the answers are kept short for the test's speed by adding `num_predict`.
+   */
+  const shortAnswers: typeof fetch = async (input, init) => {
+    const body = typeof init?.body === "string" ? (JSON.parse(init.body) as Record<string, unknown>) : undefined;
+    if (body && "model" in body && !("input" in body)) body.options = { ...(body.options as object), num_predict: MAX_OUTPUT_TOKENS };
+    return fetch(input, body ? { ...init, body: JSON.stringify(body) } : init);
+  };
+  const ollama = () => createOllama({ baseURL: `${server.url}/api`, fetch: shortAnswers });
+
+  it("embedMany validates /api/embed's reply, with the model loaded already or not", async () => {
+    for (let round = 0; round < 2; round++) {
+      const { embeddings, usage } = await embedMany({ model: ollama().embedding("embed-tiny"), values: ["first text", "second text"], maxRetries: 0 });
+      expect(embeddings).toHaveLength(2);
+      expect(embeddings[0]!.length).toBeGreaterThan(0);
+      expect(usage.tokens).toBeGreaterThan(0);
+    }
+  });
+
+  it("generateText validates /api/chat's reply (the default model) and /api/generate's (the completion model)", async () => {
+    for (const model of [ollama()("tiny"), ollama().completion("tiny")]) {
+      for (let round = 0; round < 2; round++) {
+        const result = await generateText({ model, prompt: "Hello.", maxRetries: 0 });
+        expect(typeof result.text).toBe("string");
+        expect(result.usage.outputTokens).toBeGreaterThan(0);
+      }
+    }
   });
 });
