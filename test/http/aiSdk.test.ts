@@ -47,7 +47,7 @@ const sdks: Array<{ name: string; turn: Turn }> = [
     name: "AI SDK 7 with @ai-sdk/openai 4",
     async turn(messages, model, { fetch, stream }) {
       const openai = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", fetch });
-      const settings = { model: openai(model), messages: messages as ModelMessage[], maxOutputTokens: MAX_OUTPUT_TOKENS, maxRetries: 0 };
+      const settings = { model: openai(model), messages: messages as ModelMessage[], maxOutputTokens: MAX_OUTPUT_TOKENS, temperature: 0, maxRetries: 0 };
       if (!stream) {
         const result = await generateText(settings);
         return { text: result.text, messages: result.response.messages, id: result.response.id };
@@ -62,7 +62,7 @@ const sdks: Array<{ name: string; turn: Turn }> = [
     name: "AI SDK 6 with @ai-sdk/openai 3",
     async turn(messages, model, { fetch, stream }) {
       const openai = createOpenAIv3({ baseURL: `${server.url}/v1`, apiKey: "x", fetch });
-      const settings = { model: openai(model), messages: messages as ModelMessageV6[], maxOutputTokens: MAX_OUTPUT_TOKENS, maxRetries: 0 };
+      const settings = { model: openai(model), messages: messages as ModelMessageV6[], maxOutputTokens: MAX_OUTPUT_TOKENS, temperature: 0, maxRetries: 0 };
       if (!stream) {
         const result = await generateTextV6(settings);
         return { text: result.text, messages: result.response.messages, id: result.response.id };
