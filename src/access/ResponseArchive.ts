@@ -1,4 +1,4 @@
-import type { ResponseStore, StoredResponse } from "./ResponseStore.js";
+import type { ResponseStore, StoredItem, StoredResponse } from "./ResponseStore.js";
 
 export interface ArchiveLogger {
   error(object: object, message: string): void;
@@ -30,11 +30,11 @@ export class ResponseArchive {
     this.#now = options.now ?? Date.now;
   }
 
-  /** Keeps a response and its input until the expiry. */
-  async save(id: string, owner: string | null, response: object, input: object[]): Promise<void> {
+  /** Keeps a response and its input until the expiry, and `items` for `findItems` as long. */
+  async save(id: string, owner: string | null, response: object, input: object[], items: readonly StoredItem[] = []): Promise<void> {
     const store = await this.#storeOf();
     const now = this.#now();
-    await store.save({ id, owner, createdAt: now, expiresAt: now + this.#ttlMs, response, input });
+    await store.save({ id, owner, createdAt: now, expiresAt: now + this.#ttlMs, response, input }, items);
     if (now - this.#lastPurge >= PURGE_INTERVAL_MS) {
       this.#lastPurge = now;
       store.deleteExpired(now).catch((error: unknown) => this.#logger.error({ err: error }, "purging expired responses failed"));
@@ -44,6 +44,12 @@ export class ResponseArchive {
   /** The owner's response with this id; undefined if it is unknown, expired, deleted or another owner's. */
   async find(id: string, owner: string | null): Promise<StoredResponse | undefined> {
     return (await this.#storeOf()).find(id, owner, this.#now());
+  }
+
+  /** The owner's kept items with these ids, by id; the unknown, expired, deleted and other owners' are missing. */
+  async findItems(ids: readonly string[], owner: string | null): Promise<Map<string, object>> {
+    if (ids.length === 0) return new Map();
+    return (await this.#storeOf()).findItems(ids, owner, this.#now());
   }
 
   async delete(id: string, owner: string | null): Promise<boolean> {

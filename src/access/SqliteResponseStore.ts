@@ -1,7 +1,7 @@
 import type { Database as Connection, Statement } from "better-sqlite3";
 import { openSqlite } from "./migrateSqlite.js";
-import { RESPONSE_COLUMNS, toResponseColumns, toStoredResponse, type ResponseColumns } from "./responseRows.js";
-import type { ResponseStore, StoredResponse } from "./ResponseStore.js";
+import { ITEM_COLUMNS, RESPONSE_COLUMNS, toItemColumns, toItemMap, toResponseColumns, toStoredResponse, type ItemColumns, type ResponseColumns } from "./responseRows.js";
+import type { ResponseStore, StoredItem, StoredResponse } from "./ResponseStore.js";
 
 /** Migration n takes the schema from version n to n + 1. Never edit a released one: append a new one. */
 const MIGRATIONS: readonly string[] = [
@@ -14,6 +14,18 @@ const MIGRATIONS: readonly string[] = [
      input TEXT NOT NULL
    ) STRICT;
    CREATE INDEX stored_responses_expiry ON stored_responses (expires_at);`,
+  // The items of each response by id, for `item_reference` inputs (responses stored before have none).
+  `CREATE TABLE stored_response_items (
+     item_id TEXT NOT NULL,
+     response_id TEXT NOT NULL,
+     owner TEXT,
+     created_at INTEGER NOT NULL,
+     expires_at INTEGER NOT NULL,
+     item TEXT NOT NULL,
+     PRIMARY KEY (item_id, response_id)
+   ) STRICT;
+   CREATE INDEX stored_response_items_response ON stored_response_items (response_id);
+   CREATE INDEX stored_response_items_expiry ON stored_response_items (expires_at);`,
 ];
 
 /** This store's row in `schema_versions`. */
@@ -33,16 +45,27 @@ const OWNED = "id = @id AND owner IS @owner AND expires_at > @now";
 export class SqliteResponseStore implements ResponseStore {
   private readonly db: Connection;
   private readonly insert: Statement<[ResponseColumns]>;
+  private readonly insertItem: Statement<[ItemColumns]>;
   private readonly select: Statement<[{ id: string; owner: string | null; now: number }], ResponseColumns>;
+  private readonly selectItems: Statement<[{ ids: string; owner: string | null; now: number }], Pick<ItemColumns, "item_id" | "item">>;
   private readonly remove: Statement<[{ id: string; owner: string | null; now: number }]>;
+  private readonly removeItems: Statement<[string]>;
   private readonly removeExpired: Statement<[number]>;
+  private readonly removeExpiredItems: Statement<[number]>;
 
   private constructor(db: Connection) {
     this.db = db;
     this.insert = db.prepare(`INSERT INTO stored_responses (${RESPONSE_COLUMNS.join(", ")}) VALUES (${RESPONSE_COLUMNS.map((column) => `@${column}`).join(", ")})`);
+    this.insertItem = db.prepare(`INSERT OR IGNORE INTO stored_response_items (${ITEM_COLUMNS.join(", ")}) VALUES (${ITEM_COLUMNS.map((column) => `@${column}`).join(", ")})`);
     this.select = db.prepare(`SELECT * FROM stored_responses WHERE ${OWNED}`);
+    // The ids come as one JSON array, so that one prepared statement serves any number of them.
+    this.selectItems = db.prepare(
+      "SELECT item_id, item FROM stored_response_items WHERE item_id IN (SELECT value FROM json_each(@ids)) AND owner IS @owner AND expires_at > @now ORDER BY created_at, rowid",
+    );
     this.remove = db.prepare(`DELETE FROM stored_responses WHERE ${OWNED}`);
+    this.removeItems = db.prepare("DELETE FROM stored_response_items WHERE response_id = ?");
     this.removeExpired = db.prepare("DELETE FROM stored_responses WHERE expires_at <= ?");
+    this.removeExpiredItems = db.prepare("DELETE FROM stored_response_items WHERE expires_at <= ?");
   }
 
   /** Opens (creating if needed) the store in `file`, bringing its schema up to date. */
@@ -51,8 +74,11 @@ export class SqliteResponseStore implements ResponseStore {
     return openSqlite(file, options, (db) => new SqliteResponseStore(db));
   }
 
-  async save(record: StoredResponse): Promise<void> {
-    this.insert.run(toResponseColumns(record));
+  async save(record: StoredResponse, items: readonly StoredItem[] = []): Promise<void> {
+    this.db.transaction(() => {
+      this.insert.run(toResponseColumns(record));
+      for (const row of toItemColumns(record, items)) this.insertItem.run(row);
+    })();
   }
 
   async find(id: string, owner: string | null, now: number): Promise<StoredResponse | undefined> {
@@ -60,12 +86,24 @@ export class SqliteResponseStore implements ResponseStore {
     return row && toStoredResponse(row);
   }
 
+  async findItems(ids: readonly string[], owner: string | null, now: number): Promise<Map<string, object>> {
+    if (ids.length === 0) return new Map();
+    return toItemMap(this.selectItems.all({ ids: JSON.stringify(ids), owner, now }));
+  }
+
   async delete(id: string, owner: string | null, now: number): Promise<boolean> {
-    return this.remove.run({ id, owner, now }).changes > 0;
+    return this.db.transaction(() => {
+      if (this.remove.run({ id, owner, now }).changes === 0) return false;
+      this.removeItems.run(id);
+      return true;
+    })();
   }
 
   async deleteExpired(now: number): Promise<number> {
-    return this.removeExpired.run(now).changes;
+    return this.db.transaction(() => {
+      this.removeExpiredItems.run(now);
+      return this.removeExpired.run(now).changes;
+    })();
   }
 
   async close(): Promise<void> {

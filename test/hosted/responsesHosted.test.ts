@@ -132,6 +132,46 @@ describe.each(backends)("Responses API, hosted profile on $name", (backend) => {
     await expect(alice.client.responses.retrieve(response.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 
+  it.skipIf(!backend.available)("resolves item references against the caller's own stored items only: another account's are unknown to it", async () => {
+    const alice = await newAccount("free");
+    const bob = await newAccount("free");
+    const response = await alice.client.responses.create({ model: "tiny", input: "A secret.", max_output_tokens: 3 });
+    const [question] = (await alice.client.responses.inputItems.list(response.id)).data;
+    const ids = [question!.id, response.output[0]!.id!];
+    const references = ids.map((id) => ({ type: "item_reference" as const, id }));
+    for (const id of ids) {
+      await expect(bob.client.responses.create({ model: "tiny", input: [{ type: "item_reference", id }, { role: "user", content: "Go on." }] })).rejects.toMatchObject({
+        status: 400,
+        error: { type: "invalid_request_error", param: "input", code: null, message: expect.stringContaining(`Item with id '${id}' not found.`) },
+      });
+    }
+    // Alice's own references resolve, through any of her tokens.
+    const secondToken = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: (await service.createToken(alice.name, { name: "second" })).secret, maxRetries: 0 });
+    const next = await secondToken.responses.create({ model: "tiny", input: [...references, { role: "user", content: "Go on." }], max_output_tokens: 2 });
+    expect((await secondToken.responses.inputItems.list(next.id, { order: "asc" })).data.slice(0, 2).map((item) => item.id)).toEqual(ids);
+  });
+
+  it.skipIf(!backend.available)("finds stored items by id, its owner's only, until they expire or their response is deleted (the store, with explicit times)", async () => {
+    const { responses } = stores;
+    const item = (id: string, text: string) => ({ id, item: { id, type: "message", text } });
+    const base = { owner: "acct_items", response: { id: "x" }, input: [] };
+    await responses.save({ ...base, id: "resp_items_1", createdAt: 1_000, expiresAt: 5_000 }, [item("msg_a", "first"), item("msg_b", "b"), item("msg_a", "duplicate")]);
+    await responses.save({ ...base, id: "resp_items_2", createdAt: 2_000, expiresAt: 3_000 }, [item("msg_a", "later"), item("msg_c", "c")]);
+    await responses.save({ ...base, owner: null, id: "resp_items_local", createdAt: 1_000, expiresAt: 5_000 }, [item("msg_d", "d")]);
+    const found = (ids: string[], owner: string | null, now: number) => responses.findItems(ids, owner, now).then((map) => Object.fromEntries([...map].map(([id, value]) => [id, (value as { text: string }).text])));
+    // The latest response's copy of an id wins; one response's duplicate id keeps its first.
+    expect(await found(["msg_a", "msg_b", "msg_c", "msg_d", "msg_none"], "acct_items", 2_500)).toEqual({ msg_a: "later", msg_b: "b", msg_c: "c" });
+    expect(await found(["msg_a", "msg_c"], "acct_items", 3_000)).toEqual({ msg_a: "first" });
+    expect(await found(["msg_a", "msg_d"], null, 2_500)).toEqual({ msg_d: "d" });
+    expect(await found(["msg_a"], "acct_other", 2_500)).toEqual({});
+    expect(await found([], "acct_items", 2_500)).toEqual({});
+    expect(await responses.delete("resp_items_1", "acct_items", 2_500)).toBe(true);
+    expect(await found(["msg_a", "msg_b"], "acct_items", 2_500)).toEqual({ msg_a: "later" });
+    await responses.deleteExpired(3_000);
+    expect(await found(["msg_a", "msg_c"], "acct_items", 1_500)).toEqual({});
+    expect(await found(["msg_d"], null, 1_500)).toEqual({ msg_d: "d" });
+  });
+
   it.skipIf(!backend.available)("applies the tier's output cap and writes the usage ledger, streamed or not", async () => {
     const capped = await newAccount("capped");
     const plain = await capped.client.responses.create({ model: "tiny", input: "Tell a long story.", max_output_tokens: 100, store: false });

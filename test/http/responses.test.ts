@@ -223,6 +223,54 @@ describe("Responses API", () => {
     expect(plain.output[0]?.type === "message" && plain.output[0].content[0]).toMatchObject({ logprobs: [] });
   });
 
+  it("resolves item_reference input items against stored items: messages, function calls and their outputs, input or output", async () => {
+    const first = await client.responses.create({ model: "tiny", input: "Weather in Paris?", tools, tool_choice: "required", parallel_tool_calls: false, temperature: 0, max_output_tokens: 400 });
+    const call = first.output.find((item) => item.type === "function_call");
+    if (call?.type !== "function_call") throw new Error("expected a call");
+    const [question] = (await client.responses.inputItems.list(first.id)).data;
+    const second = await client.responses.create({
+      model: "tiny", tools, tool_choice: "none", max_output_tokens: 4,
+      input: [{ type: "item_reference", id: question!.id }, { type: "item_reference", id: call.id! }, { type: "function_call_output", call_id: call.call_id, output: "21 degrees" }],
+    });
+    // Listed as the items they name, with their ids.
+    const items = (await client.responses.inputItems.list(second.id, { order: "asc" })).data;
+    expect(items[0]).toEqual(question);
+    expect(items[1]).toEqual(call);
+    const output = items[2]!;
+    // The same as sending the items themselves.
+    const inline = await client.responses.create({
+      model: "tiny", tools, tool_choice: "none", max_output_tokens: 4, store: false,
+      input: [{ role: "user", content: "Weather in Paris?" }, call, { type: "function_call_output", call_id: call.call_id, output: "21 degrees" }],
+    });
+    expect(second.usage?.input_tokens).toBe(inline.usage?.input_tokens);
+    // A function_call_output and an answer are referenceable too: a third turn by references only, streamed.
+    const answer = second.output[0]!;
+    const references = [question!, call, output, answer].map((item) => ({ type: "item_reference", id: item.id }));
+    const response = await postJson(url, { model: "tiny", stream: true, max_output_tokens: 2, input: [...references, { type: "message", role: "user", content: "Thanks." }] });
+    const events = await readTypedEvents(response);
+    expect(events.at(-1)?.event).toMatch(/^response\.(completed|incomplete)$/);
+    const third = (events.at(-1)!.data as unknown as { response: { id: string } }).response.id;
+    expect((await client.responses.inputItems.list(third, { order: "asc" })).data.slice(0, 4)).toEqual([question, call, output, answer]);
+  });
+
+  it("does not resolve references to items of responses not stored, or deleted, or unknown: 400 as OpenAI", async () => {
+    const unstored = await client.responses.create({ model: "tiny", input: "Hi.", max_output_tokens: 2, store: false });
+    const deleted = await client.responses.create({ model: "tiny", input: "Hi.", max_output_tokens: 2 });
+    await client.responses.delete(deleted.id);
+    for (const id of [unstored.output[0]!.id!, deleted.output[0]!.id!, "msg_unknown"]) {
+      const response = await postJson(url, { model: "tiny", input: [{ type: "item_reference", id }, { role: "user", content: "Go on." }] });
+      expect(response.status).toBe(400);
+      expect(await response.json()).toEqual({
+        error: {
+          message: `Item with id '${id}' not found. Items are not persisted when \`store\` is set to false. Try again with \`store\` set to true, or remove this item from your input.`,
+          type: "invalid_request_error",
+          param: "input",
+          code: null,
+        },
+      });
+    }
+  });
+
   it("stores responses: retrieve, continue with previous_response_id, list input items, delete", async () => {
     const first = await client.responses.create({ model: "tiny", input: "My name is Ada.", instructions: "Answer briefly.", max_output_tokens: 6, metadata: { topic: "names" }, user: "u-1" });
     expect(first.metadata).toEqual({ topic: "names" });
@@ -298,7 +346,9 @@ describe("Responses API", () => {
     [{ model: "tiny", input: [{ role: "robot", content: "x" }] }, 400, "input[0].role"],
     [{ model: "tiny", input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] }, 400, "input[0].content[0].type"],
     [{ model: "tiny", input: [{ role: "user", content: [{ type: "input_text" }] }] }, 400, "input[0].content[0].text"],
-    [{ model: "tiny", input: [{ type: "item_reference", id: "msg_1" }] }, 400, "input[0].type"],
+    [{ model: "tiny", input: [{ type: "item_reference", id: "msg_1" }] }, 400, "input"],
+    [{ model: "tiny", input: [{ type: "item_reference" }] }, 400, "input[0].id"],
+    [{ model: "nope", input: [{ type: "item_reference", id: "msg_1" }] }, 404, "model"],
     [{ model: "tiny", input: [{ type: "function_call", name: "f", arguments: "{}" }] }, 400, "input[0].call_id"],
     [{ model: "tiny", input: [{ type: "function_call_output", call_id: "call_x", output: "1" }] }, 400, "input[0].call_id"],
     [{ model: "tiny", input: "x", tools: [{ type: "web_search" }] }, 400, "tools[0].type"],

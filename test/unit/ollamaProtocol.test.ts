@@ -46,7 +46,7 @@ describe("native protocol translators", () => {
     expect(formatParameterCount(158_000)).toBe("158K");
   });
 
-  it("sends each tool call whole, arguments as an object, before the final object; zero timings are left out", async () => {
+  it("sends each tool call whole, arguments as an object, before the final object; every timing is sent, zero too (load_duration of a loaded model)", async () => {
     const events: ChatEvent[] = [
       { type: "text", text: "Hi" },
       { type: "tool_call_start", index: 0, id: "call_a", name: "get_weather" },
@@ -78,6 +78,7 @@ describe("native protocol translators", () => {
         done: true,
         done_reason: "stop",
         total_duration: 12_500_000,
+        load_duration: 0,
         prompt_eval_count: 10,
         prompt_eval_duration: 1_500_000,
         eval_count: 4,

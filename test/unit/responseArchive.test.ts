@@ -13,6 +13,9 @@ class MemoryStore implements ResponseStore {
     const record = this.records.get(id);
     return record && record.owner === owner && record.expiresAt > now ? record : undefined;
   }
+  async findItems(): Promise<Map<string, object>> {
+    return new Map();
+  }
   async delete(id: string, owner: string | null, now: number): Promise<boolean> {
     return (await this.find(id, owner, now)) !== undefined && this.records.delete(id);
   }

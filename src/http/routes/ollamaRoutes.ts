@@ -82,7 +82,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     const started = performance.now();
     const { chat, stream } = generation;
     const keepAliveMs = keepAliveOf(generation.keepAliveMs);
-    const context = { kind, model: chat.model, elapsedMs: () => performance.now() - started };
+    const context = { kind, model: chat.model, elapsedMs: () => performance.now() - started, tokenContext: chat.prompt?.type !== "raw" };
     const replyStream = new NativeReplyStream(context);
     const options = engineOptions(request, reply, access, chat.model, "chat", keepAliveMs);
 

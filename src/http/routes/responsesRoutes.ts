@@ -6,7 +6,7 @@ import type { ChatStream } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
-import { fromResponseRequest, newItemId, toChatRequest } from "../../protocols/responses/fromResponseRequest.js";
+import { fromResponseRequest, newItemId, referencedItemIds, resolveItemReferences, toChatRequest } from "../../protocols/responses/fromResponseRequest.js";
 import { ResponseBuilder } from "../../protocols/responses/ResponseBuilder.js";
 import { retrieveQuerySchema, type DeletedResponse, type ResponseObject, type StoredInputItem } from "../../protocols/responses/schemas.js";
 import { toInputItemList } from "../../protocols/responses/toInputItemList.js";
@@ -46,20 +46,25 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
   };
 
   app.post("/v1/responses", { config: described(config, { summary: "OpenAI Responses API: create a response, plain or streamed (typed server-sent events)", body: createResponseSchema, response: responseObjectSchema, produces: ["text/event-stream"], streamEvent: responseStreamEventSchema }) }, async (request, reply) => {
-    const parsed = await translated(engine, request.body, fromResponseRequest);
+    const translatedRequest = await translated(engine, request.body, fromResponseRequest);
     const owner = ownerOf(request);
-    const previousId = parsed.settings.previous_response_id;
+    const previousId = translatedRequest.settings.previous_response_id;
     const previous = previousId === null ? undefined : await responses.find(previousId, owner);
     if (previousId !== null && !previous) {
       throw new ServerError("previous_response_not_found", { param: "previous_response_id", message: `Previous response with id '${previousId}' not found.` });
     }
+    // `item_reference` items name stored items of the caller's own responses: looked up here, the translator does no I/O.
+    const found = await responses.findItems(referencedItemIds(translatedRequest), owner);
+    const parsed = await translated(engine, request.body, () => resolveItemReferences(translatedRequest, found));
     // Continuing: the earlier response's input and output come first.
     const prefix: StoredInputItem[] = previous ? [...wireOf(previous).input, ...wireOf(previous).response.output] : [];
     const chat = toChatRequest(parsed, prefix);
     const options = engineOptions(request, reply, access, chat.model, "chat");
     const builder = new ResponseBuilder(newItemId("resp"), parsed.settings);
     const keep = async (response: ResponseObject) => {
-      if (parsed.settings.store) await responses.save(response.id, owner, response, [...prefix, ...parsed.input]);
+      // Its own input items (the prefix's are kept with the earlier response) and its output can be referenced later by id.
+      const items = [...parsed.input, ...response.output].map((item) => ({ id: item.id, item }));
+      if (parsed.settings.store) await responses.save(response.id, owner, response, [...prefix, ...parsed.input], items);
     };
     const events = await engine.chat(chat, options);
     // The stream holds a decoding slot until it is closed: close it on every way out.

@@ -36,6 +36,7 @@ export const nativeGenerateResponseSchema = z.object({
   thinking: z.string().optional(),
   done: z.boolean(),
   done_reason: doneReason,
+  context: z.array(z.int()).optional(),
   ...metrics,
 });
 
@@ -54,7 +55,7 @@ export const embedResponseSchema = z.object({
   model: z.string(),
   embeddings: z.array(z.array(z.number())),
   total_duration: z.int(),
-  load_duration: z.int().optional(),
+  load_duration: z.int(),
   prompt_eval_count: z.int(),
 });
 

@@ -205,14 +205,16 @@ export interface GenerateResponse extends Metrics {
   thinking?: string;
   done: boolean;
   done_reason?: DoneReason;
+  /** The final object's token context (not in raw mode): always empty here, as none is kept. */
+  context?: number[];
 }
 
 export interface EmbedResponse {
   model: string;
   embeddings: number[][];
   total_duration: number;
-  /** Only when the model had to be loaded for this request. */
-  load_duration?: number;
+  /** 0 when the model was loaded already. */
+  load_duration: number;
   prompt_eval_count: number;
 }
 

@@ -108,7 +108,8 @@ export function toEmbedResponse(model: string, result: EmbedResult, totalMs: num
     model,
     embeddings: result.vectors.map((vector) => Array.from(vector)),
     total_duration: nanoseconds(totalMs),
-    ...(result.loadMs > 0 ? { load_duration: nanoseconds(result.loadMs) } : {}),
+    // Always sent (clients require it), 0 when the model was loaded already.
+    load_duration: nanoseconds(result.loadMs),
     prompt_eval_count: result.promptTokens,
   };
 }

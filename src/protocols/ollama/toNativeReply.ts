@@ -11,21 +11,27 @@ export interface ReplyContext {
   model: string;
   /** Milliseconds since the request arrived: the final object's total_duration. */
   elapsedMs: () => number;
+  /** Generate only: whether the final object carries `context` (not in raw mode, as the reference server). */
+  tokenContext?: boolean;
   /** The wall clock, for created_at. */
   now?: () => Date;
 }
 
-/** Durations on this API are integer nanoseconds; zero values are left out, as the reference server does. */
-export function toMetrics(usage: Usage, timings: GenerationTimings, totalMs: number): Metrics {
-  const entries: Array<[keyof Metrics, number]> = [
-    ["total_duration", nanoseconds(totalMs)],
-    ["load_duration", nanoseconds(timings.loadMs)],
-    ["prompt_eval_count", usage.promptTokens],
-    ["prompt_eval_duration", nanoseconds(timings.promptMs)],
-    ["eval_count", usage.completionTokens],
-    ["eval_duration", nanoseconds(timings.generationMs)],
-  ];
-  return Object.fromEntries(entries.filter(([, value]) => value > 0));
+/**
+ * The final object's metrics; durations on this API are integer nanoseconds. Every one is sent,
+ * zero too: the reference server leaves zero values out, but its durations are never zero (a
+ * model already loaded still takes its scheduler some microseconds: `load_duration`), and clients
+ * validate them as always there (ollama-ai-provider-v2 requires `load_duration` of /api/embed).
+ */
+export function toMetrics(usage: Usage, timings: GenerationTimings, totalMs: number): Required<Metrics> {
+  return {
+    total_duration: nanoseconds(totalMs),
+    load_duration: nanoseconds(timings.loadMs),
+    prompt_eval_count: usage.promptTokens,
+    prompt_eval_duration: nanoseconds(timings.promptMs),
+    eval_count: usage.completionTokens,
+    eval_duration: nanoseconds(timings.generationMs),
+  };
 }
 
 export function nanoseconds(ms: number): number {
@@ -69,6 +75,8 @@ export class NativeReplyStream {
           {
             ...this.#chunk("", true),
             done_reason: event.finishReason === "length" ? "length" : "stop",
+            // Ollama's token context of the conversation, deprecated: this server keeps none (a request's `context` is ignored), so it is empty.
+            ...(this.#context.kind === "generate" && this.#context.tokenContext !== false ? { context: [] } : {}),
             ...toMetrics(event.usage, event.timings, this.#context.elapsedMs()),
           },
         ];

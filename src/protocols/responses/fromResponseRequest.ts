@@ -11,6 +11,7 @@ import {
   functionToolSchema,
   inputItemSchemas,
   type CreateResponseBody,
+  type ItemReference,
   type OutputItem,
   type ResponseSettings,
   type StoredInputItem,
@@ -25,15 +26,21 @@ export function newItemId(prefix: "msg" | "fc" | "fco" | "rs" | "resp"): string 
 
 /**
  * A validated create request. The conversation is not built yet: with `previous_response_id` the
- * stored conversation comes first, and only the route can fetch it (see `toChatRequest`).
+ * stored conversation comes first, and `item_reference` items stand for stored items; only the
+ * route can fetch them (see `resolveItemReferences` and `toChatRequest`).
  */
 export interface ParsedResponseRequest {
   settings: ResponseSettings;
   stream: boolean;
-  /** This request's input items, each with an id: what `input_items` lists after the stored prefix. */
-  input: StoredInputItem[];
+  /** This request's input items, each with an id, references still unresolved. */
+  input: Array<StoredInputItem | ItemReference>;
   tools: ToolDefinition[];
   chat: Omit<ChatRequest, "messages">;
+}
+
+/** A create request whose item references are replaced by the stored items: its input is what `input_items` lists after the stored prefix. */
+export interface ResolvedResponseRequest extends Omit<ParsedResponseRequest, "input"> {
+  input: StoredInputItem[];
 }
 
 /** Validates a POST /v1/responses body. */
@@ -126,8 +133,36 @@ export function fromResponseRequest(body: unknown): ParsedResponseRequest {
   };
 }
 
+/** The ids of the stored items the request's `item_reference` items name, each once. */
+export function referencedItemIds(request: ParsedResponseRequest): string[] {
+  return [...new Set(request.input.flatMap((item) => (item.type === "item_reference" ? [item.id] : [])))];
+}
+
+/**
+ * The request with each `item_reference` replaced by the stored item it names (`found`: the
+ * caller's stored items by id, looked up by the route). An id not found is OpenAI's 400, worded
+ * as OpenAI words it (param `input`, no code; reported in vercel/ai#7543 and
+ * continuedev/continue#9101): its items may be another account's, expired, deleted or never
+ * stored, and which is not told.
+ */
+export function resolveItemReferences(request: ParsedResponseRequest, found: ReadonlyMap<string, object>): ResolvedResponseRequest {
+  const input = request.input.map((item): StoredInputItem => {
+    if (item.type !== "item_reference") return item;
+    const stored = found.get(item.id);
+    if (!stored) {
+      throw new ServerError("invalid_request", {
+        param: "input",
+        message: `Item with id '${item.id}' not found. Items are not persisted when \`store\` is set to false. Try again with \`store\` set to true, or remove this item from your input.`,
+      });
+    }
+    // The store keeps the items this translator and the ResponseBuilder wrote.
+    return stored as StoredInputItem;
+  });
+  return { ...request, input };
+}
+
 /** The engine's request: the stored conversation (`prefix`: an earlier response's input and output), then this request's input. */
-export function toChatRequest(request: ParsedResponseRequest, prefix: ReadonlyArray<StoredInputItem | OutputItem>): ChatRequest {
+export function toChatRequest(request: ResolvedResponseRequest, prefix: ReadonlyArray<StoredInputItem | OutputItem>): ChatRequest {
   const instructions: ChatMessage[] = request.settings.instructions === null ? [] : [{ role: "system", content: request.settings.instructions }];
   const messages = toMessages(prefix, request.input);
   if (messages.length === 0) throw new ServerError("invalid_request", { param: "input", message: "Invalid value for 'input': there is nothing to answer; send at least one message." });
@@ -172,13 +207,13 @@ function parseAt<T>(schema: z.ZodType<T>, value: unknown, path: PropertyKey[], b
   throw toInvalidRequestError(new z.ZodError(issues), body);
 }
 
-/** Each input item checked by its type's schema and given an id, as `input_items` lists it. */
-function toInputItems(input: CreateResponseBody["input"], body: unknown): StoredInputItem[] {
+/** Each input item checked by its type's schema and given an id, as `input_items` lists it; references are kept for the route to resolve. */
+function toInputItems(input: CreateResponseBody["input"], body: unknown): Array<StoredInputItem | ItemReference> {
   // Left out (with previous_response_id): nothing new, the stored conversation is answered.
   if (input === undefined) return [];
   // A string is one user message.
   if (typeof input === "string") return [{ type: "message", id: newItemId("msg"), role: "user", status: "completed", content: [{ type: "input_text", text: input }] }];
-  return input.map((raw, i): StoredInputItem => {
+  return input.map((raw, i): StoredInputItem | ItemReference => {
     const param = `input[${i}]`;
     const type = raw.type ?? "message";
     switch (type) {
@@ -205,10 +240,14 @@ function toInputItems(input: CreateResponseBody["input"], body: unknown): Stored
         const item = parseAt(inputItemSchemas.reasoning, raw, ["input", i], body);
         return { type: "reasoning", id: item.id ?? newItemId("rs"), summary: item.summary, content: item.content ?? [], status: "completed" };
       }
+      case "item_reference": {
+        const item = parseAt(inputItemSchemas.item_reference, raw, ["input", i], body);
+        return { type: "item_reference", id: item.id };
+      }
       default:
         throw new ServerError("invalid_request", {
           param: `${param}.type`,
-          message: `Invalid value for '${param}.type': input items of type '${type}' are not supported by this server; send 'message', 'function_call', 'function_call_output' or 'reasoning' items.`,
+          message: `Invalid value for '${param}.type': input items of type '${type}' are not supported by this server; send 'message', 'function_call', 'function_call_output', 'reasoning' or 'item_reference' items.`,
         });
     }
   });

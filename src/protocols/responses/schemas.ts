@@ -47,12 +47,19 @@ const reasoningItem = z.object({
   status: z.enum(["in_progress", "completed", "incomplete"]).optional(),
 });
 
+/** An item of an earlier stored response (or of its input), by id: the AI SDK replays its history this way when storing. */
+const itemReference = z.object({
+  type: z.literal("item_reference"),
+  id: z.string().min(1),
+});
+
 /** The schema of each input item type this server reads; the translator refuses any other type by name. */
 export const inputItemSchemas = {
   message: inputMessage,
   function_call: functionCallItem,
   function_call_output: functionCallOutputItem,
   reasoning: reasoningItem,
+  item_reference: itemReference,
 } as const;
 
 /** An item's type decides its schema (`type` may be left out of a message), so errors name the field of the type meant. */
@@ -220,6 +227,12 @@ export type OutputItem = OutputMessageItem | FunctionCallItem | ReasoningItem;
 
 /** An input item as stored and listed by input_items: every one with an id. */
 export type StoredInputItem = InputMessageItem | OutputMessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem;
+
+/** An `item_reference` input item, until the route has looked its item up (see `resolveItemReferences`). */
+export interface ItemReference {
+  type: "item_reference";
+  id: string;
+}
 
 export type WireToolChoice = "none" | "auto" | "required" | { type: "function"; name: string };
 
