@@ -9,10 +9,9 @@
 // language), and `^` / `$` at the very start and end. Lookarounds, backreferences, word
 // boundaries and Unicode property escapes are refused.
 //
-// A JSON Schema pattern is not anchored: "abc" matches any string containing "abc". Without a
-// leading `^`, any characters may come before a match, and without a trailing `$`, after it.
-// (Anchors elsewhere are refused, so with `^a|b$` the string "b" matches through the second
-// alternative, which has no `^`: every string of the automaton matches.)
+// A JSON Schema pattern is not anchored: "abc" matches any string containing "abc". So each
+// top-level alternative may be preceded by any characters unless it starts with `^`, and followed
+// by any unless it ends with `$` (`^a|b$` matches "ax" and "xb"); anchors elsewhere are refused.
 //
 // Generated characters are code points of the Basic Multilingual Plane other than surrogates, on
 // which a JavaScript regular expression behaves the same with and without the `u` flag (`.`
@@ -67,7 +66,7 @@ export function parsePattern(pattern: string): Node {
  */
 export function stringAutomaton(parts: { pattern?: string; format?: string; minLength?: number; maxLength?: number }): StringAutomaton {
   const components: EpsilonFree[] = [];
-  if (parts.format !== undefined) components.push(epsilonFree(parsePattern(parts.format)));
+  if (parts.format !== undefined) components.push(epsilonFree(parsePattern(`^(?:${parts.format})$`)));
   if (parts.pattern !== undefined) components.push(epsilonFree(parsePattern(parts.pattern)));
   const automaton = product(components, parts.minLength ?? 0, parts.maxLength);
   if (automaton.states.length === 0) {
@@ -136,6 +135,8 @@ const DOT = complement(normalize([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]])
 
 // ---- parsing ----
 
+const ANYTHING: Node = { kind: "repeat", node: { kind: "set", set: UNIVERSE }, min: 0, max: undefined };
+
 class Parser {
   readonly #source: string;
   #index = 0;
@@ -147,41 +148,40 @@ class Parser {
   }
 
   parse(): Node {
-    const anchoredStart = this.#source.startsWith("^");
-    if (anchoredStart) this.#index = 1;
-    const anchoredEnd = this.#source.endsWith("$") && this.#end > this.#index && !this.#escaped(this.#end - 1);
-    if (anchoredEnd) this.#end--;
-    const node = this.#alternation();
+    const node = this.#alternation(true);
     if (this.#index < this.#end) throw new PatternError(`unbalanced ")" at position ${this.#index}`);
-    const anything: Node = { kind: "repeat", node: { kind: "set", set: UNIVERSE }, min: 0, max: undefined };
-    return { kind: "seq", items: [...(anchoredStart ? [] : [anything]), node, ...(anchoredEnd ? [] : [anything])] };
-  }
-
-  /** Whether the character at `index` follows an odd number of backslashes. */
-  #escaped(index: number): boolean {
-    let count = 0;
-    while (index - count - 1 >= 0 && this.#source[index - count - 1] === "\\") count++;
-    return count % 2 === 1;
+    return node;
   }
 
   #peek(offset = 0): string | undefined {
     return this.#index + offset < this.#end ? this.#source[this.#index + offset] : undefined;
   }
 
-  #alternation(): Node {
-    const options = [this.#sequence()];
+  /** Alternatives; at the top level, each with its anchors or with any characters around it. */
+  #alternation(top = false): Node {
+    const options = [this.#sequence(top)];
     while (this.#peek() === "|") {
       this.#index++;
-      options.push(this.#sequence());
+      options.push(this.#sequence(top));
     }
     return options.length === 1 ? (options[0] as Node) : { kind: "alt", options };
   }
 
-  #sequence(): Node {
+  #sequence(top: boolean): Node {
     const items: Node[] = [];
+    const anchoredStart = top && this.#peek() === "^";
+    if (anchoredStart) this.#index++;
+    let anchoredEnd = false;
     for (let next = this.#peek(); next !== undefined && next !== "|" && next !== ")"; next = this.#peek()) {
+      if (top && next === "$" && [undefined, "|"].includes(this.#peek(1))) {
+        this.#index++;
+        anchoredEnd = true;
+        break;
+      }
       items.push(this.#quantified(this.#atom()));
     }
+    if (top && !anchoredStart) items.unshift(ANYTHING);
+    if (top && !anchoredEnd) items.push(ANYTHING);
     return items.length === 1 ? (items[0] as Node) : { kind: "seq", items };
   }
 
