@@ -472,9 +472,19 @@ const RAW_JSON: CharSet = [
   [0xe000, 0xffff],
 ];
 
+/** Control characters with a two-character JSON escape. */
+const SHORT_ESCAPES = new Map([
+  [0x08, "\\b"],
+  [0x09, "\\t"],
+  [0x0a, "\\n"],
+  [0x0c, "\\f"],
+  [0x0d, "\\r"],
+]);
+
 /**
- * A GBNF expression matching the JSON string forms of the characters of `set` (code points of the
- * Basic Multilingual Plane, no surrogates): raw where JSON allows, else `\"`, `\\` and `\u00XX`.
+ * A GBNF expression matching the characters of `set` (code points of the Basic Multilingual
+ * Plane, no surrogates) written as JSON.stringify writes them: raw where JSON allows, else `\"`,
+ * `\\`, `\n` and the other short escapes, or `\u00XX` (lower-case hex digits).
  */
 export function jsonCharacters(set: CharSet): string {
   const alternatives: string[] = [];
@@ -482,9 +492,13 @@ export function jsonCharacters(set: CharSet): string {
   if (raw.length > 0) alternatives.push(`[${raw.map(([lo, hi]) => (lo === hi ? classCharacter(lo) : `${classCharacter(lo)}-${classCharacter(hi)}`)).join("")}]`);
   if (intersect(set, [[0x22, 0x22]]).length > 0) alternatives.push(gbnfLiteral('\\"'));
   if (intersect(set, [[0x5c, 0x5c]]).length > 0) alternatives.push(gbnfLiteral("\\\\"));
+  const controls = intersect(set, [[0, 0x1f]]).flatMap(([lo, hi]) => Array.from({ length: hi - lo + 1 }, (_, index) => lo + index));
+  for (const code of controls) {
+    const short = SHORT_ESCAPES.get(code);
+    if (short !== undefined) alternatives.push(gbnfLiteral(short));
+  }
   for (const high of [0, 1]) {
-    const controls = intersect(set, [[high * 16, high * 16 + 15]]);
-    const hex = controls.flatMap(([lo, hi]) => Array.from({ length: hi - lo + 1 }, (_, index) => ((lo + index) % 16).toString(16)));
+    const hex = controls.filter((code) => code >> 4 === high && !SHORT_ESCAPES.has(code)).map((code) => (code % 16).toString(16));
     if (hex.length > 0) alternatives.push(`${gbnfLiteral(`\\u00${high}`)} [${hex.join("")}]`);
   }
   return group(alternatives);
