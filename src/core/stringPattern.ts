@@ -39,6 +39,10 @@ export interface AutomatonState {
 
 /** Largest count in a quantifier `{n,m}`. */
 export const MAX_QUANTIFIER = 1000;
+/** Longest pattern read. */
+export const MAX_PATTERN_LENGTH = 10_000;
+/** Deepest nesting of groups and classes (the parser and the construction recurse). */
+export const MAX_PATTERN_DEPTH = 50;
 /** Largest automaton built, for one pattern or for the intersection. */
 export const MAX_AUTOMATON_STATES = 5000;
 
@@ -148,6 +152,7 @@ class Parser {
   }
 
   parse(): Node {
+    if (this.#source.length > MAX_PATTERN_LENGTH) throw new PatternError(`patterns longer than ${MAX_PATTERN_LENGTH} characters are not supported`);
     const node = this.#alternation(true);
     if (this.#index < this.#end) throw new PatternError(`unbalanced ")" at position ${this.#index}`);
     return node;
@@ -253,7 +258,10 @@ class Parser {
     return code;
   }
 
+  #depth = 0;
+
   #group(): Node {
+    if (++this.#depth > MAX_PATTERN_DEPTH) throw new PatternError(`groups nested more than ${MAX_PATTERN_DEPTH} deep are not supported`);
     this.#index++;
     if (this.#peek() === "?") {
       const kind = this.#source.slice(this.#index, this.#index + 3);
@@ -269,6 +277,7 @@ class Parser {
     const node = this.#alternation();
     if (this.#peek() !== ")") throw new PatternError("unterminated group");
     this.#index++;
+    this.#depth--;
     return node;
   }
 

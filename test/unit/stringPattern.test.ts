@@ -121,6 +121,7 @@ describe("stringAutomaton of a pattern", () => {
     ["\\q", /unsupported escape/],
     ["\\", /lone backslash/],
     ["\\012", /octal/],
+    ["(".repeat(51) + ")".repeat(51), /nested more than 50/],
   ])("refuses %s", (pattern, reason) => {
     expect(() => parsePattern(pattern)).toThrow(PatternError);
     expect(() => parsePattern(pattern)).toThrow(reason);
@@ -130,6 +131,10 @@ describe("stringAutomaton of a pattern", () => {
     expect(() => stringAutomaton({ pattern: "^[]$" })).toThrow(/matches no string/);
     expect(() => stringAutomaton({ pattern: "^a{5}$", maxLength: 4 })).toThrow(/no string satisfies/);
     expect(() => stringAutomaton({ pattern: "^(?:[ab]{0,1000}){0,1000}$" })).toThrow(/too large|too complex/);
+    expect(() => stringAutomaton({ pattern: "a".repeat(10_001) })).toThrow(/longer than 10000/);
+    expect(() => stringAutomaton({ pattern: "a{1000}".repeat(25) })).toThrow(/too large/);
+    // Nested quantifiers, the classic catastrophic backtracking, are a small automaton.
+    expect(stringAutomaton({ pattern: "^(a+)+$" }).states.length).toBeLessThanOrEqual(5);
   });
 });
 
