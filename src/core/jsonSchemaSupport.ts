@@ -6,8 +6,19 @@
 // schema allows (for example only the declared properties of an object, or only upper-case "T"
 // in a date-time). A keyword is supported when every value of the grammar satisfies it.
 //
-// Keyword semantics: JSON Schema 2020-12 (Core and Validation), plus `definitions` (draft-07) and
-// OpenAPI 3.0's `nullable`.
+// Keyword semantics: JSON Schema 2020-12 (Core and Validation), plus `definitions` (draft-07),
+// OpenAPI 3.0's `nullable` and the boolean `exclusiveMinimum` / `exclusiveMaximum` of draft 4 and
+// OpenAPI 3.0.
+//
+// Decisions that follow from "every value of the grammar satisfies every keyword":
+// - A `format` beside a `pattern` (zod 4 writes both for z.email(), z.uuid(), z.iso.date(), ...):
+//   the strings generated are the intersection of the format's automaton and the pattern's
+//   (src/core/stringPattern.ts), so both hold whatever the pattern is. Using the pattern alone
+//   would be unsound (zod's z.iso.time() pattern allows "12:00", which is no RFC 3339 time), and
+//   the format alone too (zod's z.uuid() pattern wants a version digit 1-8).
+// - Numeric ranges: on integers, digit-range rules enforce any bounds. On numbers (decimals, as
+//   llama.cpp cannot either) only bounds at or beyond ±(2^53−1) are accepted, which every number
+//   generated meets (less than 10^15 in magnitude); narrower ones are refused.
 
 import { countJsonObjects, MAX_SCHEMA_NODES } from "./jsonLimits.js";
 import { FORMAT_PATTERNS, parsePattern, PatternError, SHORT_FORMAT_PATTERNS, SHORT_STRING, stringAutomaton } from "./stringPattern.js";
