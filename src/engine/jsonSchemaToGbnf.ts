@@ -424,10 +424,14 @@ function naturalRange(lo: number, hi: number): string[] {
   const loDigits = String(lo).length;
   const hiDigits = String(hi).length;
   if (loDigits === hiDigits) return [...alternatives, ...sameLength(String(lo), String(hi))];
-  alternatives.push(...sameLength(String(lo), "9".repeat(loDigits)));
-  // Every number of the lengths in between.
-  if (hiDigits - loDigits > 1) alternatives.push(`[1-9] ${digits(loDigits, hiDigits - 2)}`);
-  alternatives.push(...sameLength(`1${"0".repeat(hiDigits - 1)}`, String(hi)));
+  // Lengths whose every number is in the range are written together, as [1-9] and free digits.
+  const loWhole = lo === 10 ** (loDigits - 1);
+  const hiWhole = /^9+$/.test(String(hi));
+  const shortest = loWhole ? loDigits : loDigits + 1;
+  const longest = hiWhole ? hiDigits : hiDigits - 1;
+  if (!loWhole) alternatives.push(...sameLength(String(lo), "9".repeat(loDigits)));
+  if (shortest <= longest) alternatives.push(`[1-9] ${digits(shortest - 1, longest - 1)}`.trim());
+  if (!hiWhole) alternatives.push(...sameLength(`1${"0".repeat(hiDigits - 1)}`, String(hi)));
   return alternatives;
 }
 
