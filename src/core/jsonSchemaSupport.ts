@@ -624,7 +624,7 @@ function conflictingKeywords(schema: SchemaObject, path: string): UnsupportedSch
   const exceeds = (min: string, max: string) => has(min) && has(max) && (schema[min] as number) > (schema[max] as number);
   if (exceeds("minLength", "maxLength")) return conflict("maxLength", "is less than minLength, so no string matches");
   if (exceeds("minItems", "maxItems")) return conflict("maxItems", "is less than minItems, so no array matches");
-  if (!literals && usesStringAutomaton(schema)) {
+  if (!literals && types.includes("string") && usesStringAutomaton(schema)) {
     try {
       stringAutomatonOf(schema);
     } catch (error) {

@@ -108,6 +108,8 @@ describe("findUnsupportedSchemaFeature", () => {
       ["an unanchored pattern with lengths", { type: "string", pattern: "ab+", minLength: 3, maxLength: 6 }],
       ["a format with a pattern and lengths", { type: "string", format: "date", pattern: "^20", maxLength: 10 }],
       ["a pattern with an enum", { enum: ["a1", "b"], pattern: "\\d" }],
+      ["string keywords on another type, which they do not constrain", { type: "integer", pattern: "^a{5}$", maxLength: 2, format: "date" }],
+      ["numeric keywords on another type", { type: "string", minimum: 0, exclusiveMaximum: 0.5 }],
     ])("accepts %s", (_, schema) => {
       expect(findUnsupportedSchemaFeature(schema)).toBeUndefined();
     });
