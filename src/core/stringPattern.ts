@@ -63,9 +63,9 @@ export function parsePattern(pattern: string): Node {
 }
 
 /**
- * The automaton of the strings that match `pattern` (when given) as a whole, are valid for
- * `format` (a regular expression of the same subset, when given) and have minLength to maxLength
- * characters. Throws PatternError when the pattern is not convertible, when the intersection is
+ * The automaton of the strings that `pattern` matches (when given, as JSON Schema reads it: see
+ * above), that are valid for `format` (a regular expression of the same subset, anchored, when
+ * given) and that have minLength to maxLength characters. Throws PatternError when the pattern is not convertible, when the intersection is
  * empty, or when it would exceed MAX_AUTOMATON_STATES.
  */
 export function stringAutomaton(parts: { pattern?: string; format?: string; minLength?: number; maxLength?: number }): StringAutomaton {
@@ -100,7 +100,7 @@ function buildStringAutomaton(parts: { pattern?: string; format?: string; minLen
   if (automaton.states.length === 0) {
     throw new PatternError(
       parts.format !== undefined || parts.minLength !== undefined || parts.maxLength !== undefined
-        ? "no string satisfies the pattern together with the format and length keywords of this schema"
+        ? "no string satisfies the pattern, format and length keywords of this schema together"
         : "the pattern matches no string that can be generated",
     );
   }
