@@ -6,10 +6,23 @@
 // schema allows (for example only the declared properties of an object, or only upper-case "T"
 // in a date-time). A keyword is supported when every value of the grammar satisfies it.
 //
-// Keyword semantics: JSON Schema 2020-12 (Core and Validation), plus `definitions` (draft-07) and
-// OpenAPI 3.0's `nullable`.
+// Keyword semantics: JSON Schema 2020-12 (Core and Validation), plus `definitions` (draft-07),
+// OpenAPI 3.0's `nullable` and the boolean `exclusiveMinimum` / `exclusiveMaximum` of draft 4 and
+// OpenAPI 3.0.
+//
+// Decisions that follow from "every value of the grammar satisfies every keyword":
+// - A `format` beside a `pattern` (zod 4 writes both for z.email(), z.uuid(), z.iso.date(), ...):
+//   the strings generated are the intersection of the format's automaton and the pattern's
+//   (src/core/stringPattern.ts), so both hold whatever the pattern is. Using the pattern alone
+//   would be unsound (zod's z.iso.time() pattern allows "12:00", which is no RFC 3339 time), and
+//   the format alone too (zod's z.uuid() pattern wants a version digit 1-8).
+// - Numeric ranges: on integers, digit-range rules enforce any bounds. On numbers (decimals, as
+//   llama.cpp cannot either) only bounds at or beyond ±(2^53−1) are accepted, which every number
+//   generated meets (less than 10^15 in magnitude); narrower ones are refused.
 
 import { countJsonObjects, MAX_SCHEMA_NODES } from "./jsonLimits.js";
+import { FORMAT_PATTERNS, parsePattern, PatternError, SHORT_FORMAT_PATTERNS, SHORT_STRING, stringAutomaton } from "./stringPattern.js";
+import type { StringAutomaton } from "./stringPattern.js";
 
 /** A schema in object form (a schema can also be `true` or `false`). */
 export type SchemaObject = { readonly [keyword: string]: unknown };
@@ -35,6 +48,11 @@ export const SUPPORTED_KEYWORDS: ReadonlySet<string> = new Set([
   "minLength",
   "maxLength",
   "format",
+  "pattern",
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
   "anyOf",
   "oneOf",
   "$ref",
@@ -67,13 +85,8 @@ export const ANNOTATION_KEYWORDS: ReadonlySet<string> = new Set([
 
 /** Keywords that constrain instances in ways the grammar cannot follow, with the reason reported. */
 export const UNSUPPORTED_KEYWORDS: ReadonlyMap<string, string> = new Map([
-  ["pattern", "regular-expression patterns cannot be enforced"],
   ["patternProperties", "regular-expression property names cannot be enforced"],
   ["propertyNames", "constraints on property names cannot be enforced"],
-  ["minimum", "numeric ranges cannot be enforced"],
-  ["maximum", "numeric ranges cannot be enforced"],
-  ["exclusiveMinimum", "numeric ranges cannot be enforced"],
-  ["exclusiveMaximum", "numeric ranges cannot be enforced"],
   ["multipleOf", "multiples cannot be enforced"],
   ["allOf", "intersections of schemas cannot be enforced; merge them into one schema"],
   ["not", "negated schemas cannot be enforced"],
@@ -111,11 +124,24 @@ export type SupportedFormat = (typeof SUPPORTED_FORMATS)[number];
  */
 export const MAX_BOUND = 100_000;
 
+/** The largest magnitude of a generated integer: at most 15 digits, so exact in a double. */
+export const INTEGER_LIMIT = 10 ** 15 - 1;
+
+/** The numeric range keywords. */
+export const RANGE_KEYWORDS = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"] as const;
+
+/** The integers a schema's range keywords allow (within ±INTEGER_LIMIT); min > max when none. */
+export interface IntegerRange {
+  min: number;
+  max: number;
+}
+
 /** Keywords that apply to one type only; without `type`, their presence implies that type. */
 const TYPE_KEYWORDS: readonly (readonly [JsonType, readonly string[]])[] = [
   ["object", ["properties", "required", "additionalProperties"]],
   ["array", ["items", "minItems", "maxItems"]],
-  ["string", ["minLength", "maxLength", "format"]],
+  ["string", ["minLength", "maxLength", "format", "pattern"]],
+  ["number", RANGE_KEYWORDS],
 ];
 
 /** Keywords that stand alone: a schema with one of them carries no other supported keyword. */
@@ -195,7 +221,9 @@ export function allowedLiterals(schema: SchemaObject): readonly JsonScalar[] | u
     (value) => !hasConst || value === schema.const,
   );
   const types = declaredTypes(schema);
-  const allowed = values.filter((value) => (!types || types.some((type) => hasType(value, type))) && fitsLength(value, schema));
+  const allowed = values.filter(
+    (value) => (!types || types.some((type) => hasType(value, type))) && fitsLength(value, schema) && fitsRange(value, schema) && fitsPattern(value, schema),
+  );
   return [...new Map(allowed.map((value) => [JSON.stringify(value), value])).values()];
 }
 
@@ -315,6 +343,17 @@ class SupportCheck {
       case "minLength":
       case "maxLength":
         return isBound(value) ? undefined : invalid(`${keyword} must be an integer from 0 to ${MAX_BOUND}`);
+      case "pattern": {
+        const problem = patternProblem(value);
+        return problem === undefined ? undefined : invalid(problem);
+      }
+      case "minimum":
+      case "maximum":
+        return Number.isFinite(value) ? undefined : invalid(`${keyword} must be a number`);
+      case "exclusiveMinimum":
+      case "exclusiveMaximum":
+        // A number (2020-12, draft 6 and later) or a boolean modifying minimum / maximum (draft 4, OpenAPI 3.0).
+        return Number.isFinite(value) || typeof value === "boolean" ? undefined : invalid(`${keyword} must be a number`);
       case "format":
         return SUPPORTED_FORMATS.includes(value as SupportedFormat)
           ? undefined
@@ -564,12 +603,35 @@ function conflictingKeywords(schema: SchemaObject, path: string): UnsupportedSch
     if (sibling !== undefined) return conflict(sibling, `cannot be combined with ${exclusive} in one schema; move it into ${target}`);
   }
   if (has("format")) {
-    const other = ["minLength", "maxLength", "enum", "const"].find(has);
+    const other = ["enum", "const"].find(has);
     if (other !== undefined) return conflict(other, "cannot be combined with format");
+  }
+  const literals = has("enum") || has("const");
+  const types = allowedTypes(schema) ?? [];
+  const range = RANGE_KEYWORDS.find(has);
+  if (range !== undefined && !literals) {
+    if (types.includes("number") && !isWideRange(schema)) {
+      return conflict(
+        range,
+        "numeric ranges cannot be enforced on non-integer numbers; use type integer, or bounds at or beyond ±(2^53−1), which are met by every generated number",
+      );
+    }
+    const integers = integerRange(schema);
+    if (types.includes("integer") && integers.min > integers.max) {
+      return conflict(range, `no integer from -${INTEGER_LIMIT} to ${INTEGER_LIMIT} (the integers generated) satisfies the bounds`);
+    }
   }
   const exceeds = (min: string, max: string) => has(min) && has(max) && (schema[min] as number) > (schema[max] as number);
   if (exceeds("minLength", "maxLength")) return conflict("maxLength", "is less than minLength, so no string matches");
   if (exceeds("minItems", "maxItems")) return conflict("maxItems", "is less than minItems, so no array matches");
+  if (!literals && types.includes("string") && usesStringAutomaton(schema)) {
+    try {
+      stringAutomatonOf(schema);
+    } catch (error) {
+      if (!(error instanceof PatternError)) throw error;
+      return conflict(has("pattern") ? "pattern" : "format", error.message);
+    }
+  }
   const missing = impossibleRequiredProperty(schema);
   if (missing) return conflict("required", missing);
   if (allowedLiterals(schema)?.length === 0) {
@@ -587,6 +649,119 @@ function impossibleRequiredProperty(schema: SchemaObject): string | undefined {
     if (!Object.hasOwn(declared, name) && schema.additionalProperties === false) {
       return `${property} is required but not in properties, and additionalProperties is false`;
     }
+  }
+  return undefined;
+}
+
+/**
+ * Whether a string schema is generated from an automaton (src/core/stringPattern.ts): it has a
+ * pattern, or a format with minLength / maxLength. Otherwise a format has its own grammar rule and
+ * lengths are counted repetitions of any character.
+ */
+export function usesStringAutomaton(schema: SchemaObject): boolean {
+  const has = (keyword: string) => Object.hasOwn(schema, keyword);
+  return has("pattern") || (has("format") && (has("minLength") || has("maxLength")));
+}
+
+const automata = new WeakMap<SchemaObject, StringAutomaton>();
+
+/**
+ * The automaton of the strings generated for a schema with a pattern, or a format with lengths:
+ * the intersection of the pattern, the format and the lengths, so that every string satisfies all
+ * of them. Throws PatternError when that cannot be enforced. Computed once per schema object.
+ */
+export function stringAutomatonOf(schema: SchemaObject): StringAutomaton {
+  let automaton = automata.get(schema);
+  if (automaton === undefined) {
+    const maxLength = schema.maxLength as number | undefined;
+    const formats = maxLength !== undefined && maxLength <= SHORT_STRING ? SHORT_FORMAT_PATTERNS : FORMAT_PATTERNS;
+    automaton = stringAutomaton({
+      pattern: schema.pattern as string | undefined,
+      format: schema.format === undefined ? undefined : formats[schema.format as string],
+      minLength: schema.minLength as number | undefined,
+      maxLength,
+    });
+    automata.set(schema, automaton);
+  }
+  return automaton;
+}
+
+/**
+ * The integers allowed by minimum / maximum / exclusiveMinimum / exclusiveMaximum (either form),
+ * within ±INTEGER_LIMIT: bounds at or beyond it, like zod's ±(2^53−1) for .int(), change nothing.
+ */
+export function integerRange(schema: SchemaObject): IntegerRange {
+  let min = -INTEGER_LIMIT;
+  let max = INTEGER_LIMIT;
+  for (const { value, exclusive, lower } of numericBounds(schema)) {
+    if (lower) min = Math.max(min, exclusive ? Math.floor(value) + 1 : Math.ceil(value));
+    else max = Math.min(max, exclusive ? Math.ceil(value) - 1 : Math.floor(value));
+  }
+  return { min, max };
+}
+
+/**
+ * Whether every bound is at or beyond ±(2^53−1) in its direction. Such bounds hold for every
+ * number generated (less than 10^15 in magnitude, src/engine/jsonSchemaToGbnf.ts), so they are
+ * enforced on numbers too; narrower bounds on numbers cannot be.
+ */
+export function isWideRange(schema: SchemaObject): boolean {
+  return numericBounds(schema).every(({ value, lower }) => (lower ? value <= -Number.MAX_SAFE_INTEGER : value >= Number.MAX_SAFE_INTEGER));
+}
+
+/** Whether the schema has numeric range keywords that bound anything. */
+export function hasNumericBounds(schema: SchemaObject): boolean {
+  return numericBounds(schema).length > 0;
+}
+
+function numericBounds(schema: SchemaObject): { value: number; exclusive: boolean; lower: boolean }[] {
+  const bounds: { value: number; exclusive: boolean; lower: boolean }[] = [];
+  for (const [keyword, exclusiveKeyword, lower] of [
+    ["minimum", "exclusiveMinimum", true],
+    ["maximum", "exclusiveMaximum", false],
+  ] as const) {
+    const inclusive = schema[keyword];
+    const exclusive = schema[exclusiveKeyword];
+    if (typeof inclusive === "number") bounds.push({ value: inclusive, exclusive: exclusive === true, lower });
+    if (typeof exclusive === "number") bounds.push({ value: exclusive, exclusive: true, lower });
+  }
+  return bounds;
+}
+
+function fitsRange(value: JsonScalar, schema: SchemaObject): boolean {
+  if (typeof value !== "number") return true;
+  return numericBounds(schema).every(({ value: bound, exclusive, lower }) =>
+    lower ? (exclusive ? value > bound : value >= bound) : exclusive ? value < bound : value <= bound,
+  );
+}
+
+/** Whether a string matches the schema's pattern, as a JavaScript regular expression (ECMA-262, as JSON Schema says). */
+function fitsPattern(value: JsonScalar, schema: SchemaObject): boolean {
+  if (typeof value !== "string" || typeof schema.pattern !== "string") return true;
+  return compilePattern(schema.pattern).test(value);
+}
+
+function compilePattern(pattern: string): RegExp {
+  try {
+    return new RegExp(pattern, "u");
+  } catch {
+    return new RegExp(pattern);
+  }
+}
+
+/** Why a pattern is refused, if it is. */
+function patternProblem(value: unknown): string | undefined {
+  if (typeof value !== "string") return "pattern must be a string";
+  try {
+    compilePattern(value);
+  } catch {
+    return "pattern is not a valid regular expression";
+  }
+  try {
+    parsePattern(value);
+  } catch (error) {
+    if (error instanceof PatternError) return `the pattern cannot be enforced: ${error.message}`;
+    throw error;
   }
   return undefined;
 }

@@ -12,13 +12,19 @@ import {
   allowedTypes,
   alternativesOf,
   findUnsupportedSchemaFeature,
+  hasNumericBounds,
+  INTEGER_LIMIT,
+  integerRange,
   isSchemaObject,
   objectProperties,
   resolveLocalRef,
+  stringAutomatonOf,
+  usesStringAutomaton,
   type JsonType,
   type SchemaObject,
   type SupportedFormat,
 } from "../core/jsonSchemaSupport.js";
+import { intersect, type CharSet, type StringAutomaton } from "../core/stringPattern.js";
 
 /** GBNF rule definitions (`name ::= …`, one per line) and the rule matching one value. */
 export interface GbnfRules {
@@ -117,6 +123,9 @@ const LIBRARY = {
   integer: String.raw`"-"? ( "0" | [1-9] [0-9]{0,14} )`,
   // Bounded fraction and exponent: a number can neither run on nor overflow to Infinity.
   number: String.raw`<integer> ( "." [0-9]{1,15} )? ( "e" "-"? [1-9] [0-9]? )?`,
+  // A number less than 10^15 in magnitude (no positive exponent), so within ±(2^53−1): for
+  // numbers whose minimum / maximum are at or beyond that (src/core/jsonSchemaSupport.ts).
+  "bounded-number": String.raw`<integer> ( "." [0-9]{1,15} )? ( "e-" [1-9] [0-9]? )?`,
   // RFC 3339 full-date, with the days of each month and February 29 in leap years only.
   date: String.raw`[0-9]{4} "-" <month-day> | <leap-year> "-02-29"`,
   "month-day": String.raw`<month-31> "-" ( <day> | "29" | "30" | "31" ) | <month-30> "-" ( <day> | "29" | "30" ) | "02-" <day>`,
@@ -262,12 +271,24 @@ class SchemaConverter {
         return this.#string(schema, hint);
       case "null":
         return '"null"';
+      case "integer":
+        return hasNumericBounds(schema) ? this.#integer(schema, hint) : this.#grammar.library("integer");
+      case "number":
+        // Only bounds at or beyond ±(2^53−1) got here (jsonSchemaSupport refuses narrower ones).
+        return this.#grammar.library(hasNumericBounds(schema) ? "bounded-number" : "number");
       default:
         return this.#grammar.library(type);
     }
   }
 
+  #integer(schema: SchemaObject, hint: string): string {
+    const { min, max } = integerRange(schema);
+    if (min === -INTEGER_LIMIT && max === INTEGER_LIMIT) return this.#grammar.library("integer");
+    return this.#grammar.rule(hint, integerRangeGbnf(min, max));
+  }
+
   #string(schema: SchemaObject, hint: string): string {
+    if (usesStringAutomaton(schema)) return `"\\"" ${this.#automaton(stringAutomatonOf(schema), hint)} "\\""`;
     const format = schema.format as SupportedFormat | undefined;
     if (format !== undefined) return `"\\"" ${this.#grammar.library(format)} "\\""`;
     const min = (schema.minLength as number | undefined) ?? 0;
@@ -318,6 +339,32 @@ class SchemaConverter {
   }
 
   /**
+   * The characters of a string, JSON-escaped, along an automaton: one rule per state with moves,
+   * a right-linear grammar ("first character, then the rule of the state reached").
+   */
+  #automaton(automaton: StringAutomaton, hint: string): string {
+    const names = new Map<number, string>();
+    const pending: number[] = [];
+    const ruleOf = (state: number): string => {
+      if ((automaton.states[state]?.moves.length ?? 0) === 0) return ""; // accepting, and nothing may follow
+      let name = names.get(state);
+      if (name === undefined) {
+        name = this.#grammar.reserve(`${hint}-${names.size + 1}`);
+        names.set(state, name);
+        pending.push(state);
+      }
+      return name;
+    };
+    const start = ruleOf(0);
+    for (let state = pending.pop(); state !== undefined; state = pending.pop()) {
+      const { accepting, moves } = automaton.states[state] as StringAutomaton["states"][number];
+      const body = moves.map(({ set, to }) => `${jsonCharacters(set)} ${ruleOf(to)}`.trim()).join(" | ");
+      this.#grammar.define(names.get(state) as string, accepting ? `( ${body} )?` : body);
+    }
+    return start;
+  }
+
+  /**
    * `unit` repeated min to max times (no max: unbounded), in pieces llama.cpp accepts: exact
    * chunks, then the optional part as a chain of rules when it is longer than one chunk.
    */
@@ -351,6 +398,120 @@ function aroundRequired(members: readonly { required: boolean; text: string }[],
       return required ? `", " ${text}` : `( ", " ${text} )?`;
     })
     .join(" ");
+}
+
+/**
+ * The canonical decimal integers from min to max (no leading zeros, no "-0"), as llama.cpp's
+ * json-schema-to-grammar writes them (_build_min_max_int): digit by digit, each alternative a
+ * prefix followed by a digit range and free digits.
+ */
+export function integerRangeGbnf(min: number, max: number): string {
+  if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min > max) throw new Error(`Invalid integer range ${min}..${max}`);
+  const alternatives: string[] = [];
+  if (min < 0) alternatives.push(`"-" ${group(naturalRange(Math.max(1, -max), -min))}`);
+  if (max >= 0) alternatives.push(...naturalRange(Math.max(0, min), max));
+  return alternatives.join(" | ");
+}
+
+/** Alternatives matching the decimal forms of lo..hi, 0 <= lo <= hi. */
+function naturalRange(lo: number, hi: number): string[] {
+  const alternatives: string[] = [];
+  if (lo === 0) {
+    alternatives.push('"0"');
+    if (hi === 0) return alternatives;
+    lo = 1;
+  }
+  const loDigits = String(lo).length;
+  const hiDigits = String(hi).length;
+  if (loDigits === hiDigits) return [...alternatives, ...sameLength(String(lo), String(hi))];
+  // Lengths whose every number is in the range are written together, as [1-9] and free digits.
+  const loWhole = lo === 10 ** (loDigits - 1);
+  const hiWhole = /^9+$/.test(String(hi));
+  const shortest = loWhole ? loDigits : loDigits + 1;
+  const longest = hiWhole ? hiDigits : hiDigits - 1;
+  if (!loWhole) alternatives.push(...sameLength(String(lo), "9".repeat(loDigits)));
+  if (shortest <= longest) alternatives.push(`[1-9] ${digits(shortest - 1, longest - 1)}`.trim());
+  if (!hiWhole) alternatives.push(...sameLength(`1${"0".repeat(hiDigits - 1)}`, String(hi)));
+  return alternatives;
+}
+
+/** Alternatives matching the digit strings from low to high, both of the same length. */
+function sameLength(low: string, high: string): string[] {
+  if (low === high) return [`"${low}"`];
+  const rest = low.length - 1;
+  const [first, last] = [Number(low[0]), Number(high[0])];
+  if (first === last) return [`"${low[0]}" ${group(sameLength(low.slice(1), high.slice(1)))}`];
+  const alternatives: string[] = [];
+  let from = first;
+  let to = last;
+  if (rest > 0 && !/^0*$/.test(low.slice(1))) {
+    alternatives.push(`"${first}" ${group(sameLength(low.slice(1), "9".repeat(rest)))}`);
+    from++;
+  }
+  let upper: string | undefined;
+  if (rest > 0 && !/^9*$/.test(high.slice(1))) {
+    upper = `"${last}" ${group(sameLength("0".repeat(rest), high.slice(1)))}`;
+    to--;
+  }
+  if (from <= to) alternatives.push(`${from === to ? `"${from}"` : `[${from}-${to}]`} ${digits(rest, rest)}`.trim());
+  if (upper !== undefined) alternatives.push(upper);
+  return alternatives;
+}
+
+/** min to max free digits. */
+function digits(min: number, max: number): string {
+  if (max === 0) return "";
+  return min === max ? (min === 1 ? "[0-9]" : `[0-9]{${min}}`) : `[0-9]{${min},${max}}`;
+}
+
+function group(alternatives: readonly string[]): string {
+  return alternatives.length === 1 ? (alternatives[0] as string) : `( ${alternatives.join(" | ")} )`;
+}
+
+/** Code points written raw in a JSON string: not a quote, backslash or control character. */
+const RAW_JSON: CharSet = [
+  [0x20, 0x21],
+  [0x23, 0x5b],
+  [0x5d, 0xd7ff],
+  [0xe000, 0xffff],
+];
+
+/** Control characters with a two-character JSON escape. */
+const SHORT_ESCAPES = new Map([
+  [0x08, "\\b"],
+  [0x09, "\\t"],
+  [0x0a, "\\n"],
+  [0x0c, "\\f"],
+  [0x0d, "\\r"],
+]);
+
+/**
+ * A GBNF expression matching the characters of `set` (code points of the Basic Multilingual
+ * Plane, no surrogates) written as JSON.stringify writes them: raw where JSON allows, else `\"`,
+ * `\\`, `\n` and the other short escapes, or `\u00XX` (lower-case hex digits).
+ */
+export function jsonCharacters(set: CharSet): string {
+  const alternatives: string[] = [];
+  const raw = intersect(set, RAW_JSON);
+  if (raw.length > 0) alternatives.push(`[${raw.map(([lo, hi]) => (lo === hi ? classCharacter(lo) : `${classCharacter(lo)}-${classCharacter(hi)}`)).join("")}]`);
+  if (intersect(set, [[0x22, 0x22]]).length > 0) alternatives.push(gbnfLiteral('\\"'));
+  if (intersect(set, [[0x5c, 0x5c]]).length > 0) alternatives.push(gbnfLiteral("\\\\"));
+  const controls = intersect(set, [[0, 0x1f]]).flatMap(([lo, hi]) => Array.from({ length: hi - lo + 1 }, (_, index) => lo + index));
+  for (const code of controls) {
+    const short = SHORT_ESCAPES.get(code);
+    if (short !== undefined) alternatives.push(gbnfLiteral(short));
+  }
+  for (const high of [0, 1]) {
+    const hex = controls.filter((code) => code >> 4 === high && !SHORT_ESCAPES.has(code)).map((code) => (code % 16).toString(16));
+    if (hex.length > 0) alternatives.push(`${gbnfLiteral(`\\u00${high}`)} [${hex.join("")}]`);
+  }
+  return group(alternatives);
+}
+
+/** A code point inside a GBNF character class: letters and digits as they are, the rest escaped. */
+function classCharacter(code: number): string {
+  if (/[A-Za-z0-9]/.test(String.fromCharCode(code))) return String.fromCharCode(code);
+  return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
 }
 
 /** A property or definition name as part of a rule name. */

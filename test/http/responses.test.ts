@@ -363,7 +363,7 @@ describe("Responses API", () => {
     [{ model: "tiny", input: "x", temperature: 3 }, 400, "temperature"],
     [{ model: "tiny", input: "x", top_p: 2 }, 400, "top_p"],
     [{ model: "tiny", input: "x", text: { format: { type: "yaml" } } }, 400, "text.format.type"],
-    [{ model: "tiny", input: "x", text: { format: { type: "json_schema", name: "s", schema: { type: "object", properties: { n: { type: "integer", minimum: 3 } } } } } }, 400, "text.format.schema.properties.n.minimum"],
+    [{ model: "tiny", input: "x", text: { format: { type: "json_schema", name: "s", schema: { type: "object", properties: { n: { type: "number", minimum: 3 } } } } } }, 400, "text.format.schema.properties.n.minimum"],
     [{ model: "tiny", input: "x", metadata: { k: "v".repeat(513) } }, 400, "metadata.k"],
     [{ model: "tiny", input: "x", metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) }, 400, "metadata"],
     [{ model: "tiny", input: "x", background: true }, 400, "background"],

@@ -226,14 +226,14 @@ describe("tool calls", () => {
     [{ tools: [{ type: "retrieval" }] }, "tools[0].type"],
     [{ tools: [tools[0], tools[0]] }, "tools[1].function.name"],
     [{ tools: [{ type: "function", function: { name: "f", parameters: { type: "string" } } }] }, "tools[0].function.parameters.type"],
-    [{ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { zip: { type: "string", pattern: "^[0-9]{5}$" } } } } }] }, "tools[0].function.parameters.properties.zip.pattern"],
+    [{ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { zip: { type: "string", pattern: "^(?!0)[0-9]{5}$" } } } } }] }, "tools[0].function.parameters.properties.zip.pattern"],
     [{ tools, tool_choice: "sometimes" }, "tool_choice"],
     [{ tools, tool_choice: { type: "function", function: { name: "missing" } } }, "tool_choice.function.name"],
     [{ tool_choice: "required" }, "tool_choice"],
     [{ tools, parallel_tool_calls: "yes" }, "parallel_tool_calls"],
     [{ response_format: { type: "yaml" } }, "response_format.type"],
     [{ response_format: { type: "json_schema", json_schema: { name: "has space", schema: {} } } }, "response_format.json_schema.name"],
-    [{ response_format: { type: "json_schema", json_schema: { name: "s", schema: { type: "object", properties: { n: { type: "integer", minimum: 3 } } } } } }, "response_format.json_schema.schema.properties.n.minimum"],
+    [{ response_format: { type: "json_schema", json_schema: { name: "s", schema: { type: "object", properties: { n: { type: "number", minimum: 3 } } } } } }, "response_format.json_schema.schema.properties.n.minimum"],
     [{ messages: [...messages, { role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "add", arguments: "{}" } }] }] }, "messages[1].tool_calls[0].id"],
   ])("refuses %j with a 400 naming %s", async (overrides, param) => {
     const response = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, ...overrides });

@@ -2,11 +2,16 @@
 // matcher over chosen texts (exact acceptance and rejection), then sampling from the random-weights
 // test model under each grammar, with every output parsed and validated by ajv.
 import { Ajv2020 } from "ajv/dist/2020.js";
+import fc from "fast-check";
 import { getLlama, LlamaGrammarEvaluationState, LlamaLogLevel, TokenBias } from "node-llama-cpp";
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaGrammar, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { INTEGER_LIMIT } from "../../src/core/jsonSchemaSupport.js";
 import { gbnfLiteral, jsonObjectGbnf, jsonSchemaToGbnf, jsonValueGbnf } from "../../src/engine/jsonSchemaToGbnf.js";
 import type { GbnfRules } from "../../src/engine/jsonSchemaToGbnf.js";
+import { FORMATS } from "../support/formatChecks.js";
+import { zodPerson, zodPersonJsonSchema } from "../support/zodPerson.js";
 import { testModelPath } from "../support/testModels.js";
 
 /** Enum values whose JSON needs escaping, twice over once inside a GBNF literal. */
@@ -27,52 +32,6 @@ const TRICKY_VALUES = [
   true,
   null,
 ];
-
-/** Independent checks of the formats the grammar supports (not derived from its rules). */
-const FORMATS: Record<string, (text: string) => boolean> = {
-  date: isDate,
-  time: isTime,
-  "date-time": (text) => {
-    const [date, time, ...rest] = text.split("T");
-    return rest.length === 0 && date !== undefined && time !== undefined && isDate(date) && isTime(time);
-  },
-  uuid: (text) => /^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$/i.test(text),
-  email: isEmail,
-  hostname: isHostname,
-  ipv4: (text) => {
-    const parts = text.split(".");
-    return parts.length === 4 && parts.every((part) => /^(0|[1-9][0-9]{0,2})$/.test(part) && Number(part) <= 255);
-  },
-};
-
-function isDate(text: string): boolean {
-  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
-  if (!match) return false;
-  const [year, month, day] = match.slice(1).map(Number) as [number, number, number];
-  const date = new Date(0);
-  date.setUTCFullYear(year, month - 1, day);
-  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
-}
-
-function isTime(text: string): boolean {
-  const match = /^(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:Z|[+-](\d{2}):(\d{2}))$/.exec(text);
-  if (!match) return false;
-  const [hour, minute, second, offsetHour, offsetMinute] = match.slice(1).map((group) => Number(group ?? 0)) as [number, number, number, number, number];
-  return hour < 24 && minute < 60 && second < 60 && offsetHour < 24 && offsetMinute < 60;
-}
-
-function isHostname(text: string): boolean {
-  return text.length <= 253 && text.split(".").every((label) => /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i.test(label));
-}
-
-/** RFC 5321 Mailbox with a Dot-string local part, within its length limits. */
-function isEmail(text: string): boolean {
-  const at = text.lastIndexOf("@");
-  const local = text.slice(0, at);
-  const domain = text.slice(at + 1);
-  const atom = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
-  return local.length <= 64 && new RegExp(`^${atom}(\\.${atom})*$`).test(local) && domain.length <= 255 && isHostname(domain);
-}
 
 /** True when the only whitespace outside strings is exactly one space after each ":" and ",". */
 function hasFixedLayout(text: string): boolean {
@@ -381,6 +340,60 @@ describe("JSON Schema grammars in llama.cpp", () => {
         ["0", "-0.5", "3.25", "1e5", "-2.5e-10", "123456789012345.123456789012345"],
         [".5", "1.", "1e", "1E5", "1e+5", "1e100", "0x10", "NaN", "Infinity"],
       );
+      // Bounds at or beyond ±(2^53−1) on numbers: no positive exponent, so below 10^15 in magnitude.
+      await expectTexts(
+        schemaGrammar({ type: "number", minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER }),
+        ["0", "-0.5", "1e-5", "-999999999999999.999"],
+        ["1e5", "1e+5", "1000000000000000"],
+      );
+    });
+
+    it("integer ranges: exactly the integers between the bounds, in canonical form", async () => {
+      // zod's .int() range is every integer generated; .positive() and .nonnegative() cut it at 0.
+      await expectTexts(schemaGrammar(z.toJSONSchema(z.int())), ["0", "-1", "999999999999999", "-999999999999999"], ["01", "1000000000000000"]);
+      await expectTexts(schemaGrammar(z.toJSONSchema(z.int().positive())), ["1", "9", "10", "999999999999999"], ["0", "-1", "-0", "01"]);
+      await expectTexts(schemaGrammar(z.toJSONSchema(z.int().nonnegative())), ["0", "1", "999999999999999"], ["-1", "-0", "00", "1000000000000000"]);
+      const magnitude = fc.oneof(fc.integer({ min: 0, max: 12 }), fc.integer({ min: 0, max: 1200 }), fc.integer({ min: 0, max: 10 ** 7 }), fc.constantFrom(0, 1, 9, 10, 99, 100, 999, 1000));
+      const bound = fc.tuple(magnitude, fc.boolean()).map(([value, negative]) => (negative ? -value : value));
+      const keywords = fc.record({ lowerExclusive: fc.boolean(), upperExclusive: fc.boolean(), lower: fc.option(bound), upper: fc.option(bound) });
+      await fc.assert(
+        fc.asyncProperty(keywords, fc.array(bound, { maxLength: 4 }), async ({ lower, upper, lowerExclusive, upperExclusive }, extra) => {
+          const min = lower === null ? -INTEGER_LIMIT : lowerExclusive ? lower + 1 : lower;
+          const max = upper === null ? INTEGER_LIMIT : upperExclusive ? upper - 1 : upper;
+          fc.pre(min <= max);
+          const schema = {
+            type: "integer",
+            ...(lower === null ? {} : { [lowerExclusive ? "exclusiveMinimum" : "minimum"]: lower }),
+            ...(upper === null ? {} : { [upperExclusive ? "exclusiveMaximum" : "maximum"]: upper }),
+          };
+          const grammar = await grammarOf(schemaGrammar(schema));
+          const candidates = [min - 1, min, min + 1, max - 1, max, max + 1, 0, -1, 1, Math.trunc((min + max) / 2), ...extra];
+          for (const value of candidates.filter((candidate) => Math.abs(candidate) <= INTEGER_LIMIT + 1)) {
+            expect(accepts(grammar, String(value)), `${value} in ${JSON.stringify(schema)}`).toBe(value >= min && value <= max);
+          }
+          // "-0" is the integer 0 too, but written only by the unbounded integer rule.
+          const noncanonical = [`0${Math.abs(min)}`, `+${Math.abs(max)}`, "", ...(lower === null && upper === null ? [] : ["-0"])];
+          for (const text of noncanonical) expect(accepts(grammar, text), `${text} in ${JSON.stringify(schema)}`).toBe(false);
+        }),
+        { numRuns: 150 },
+      );
+    });
+
+    it("patterns: the JSON strings of what the pattern matches, escaped where JSON needs it", async () => {
+      const quoted = (texts: string[]) => texts.map((text) => JSON.stringify(text));
+      await expectTexts(
+        schemaGrammar({ type: "string", pattern: '^[a-c"\\\\\\n\\u0001]{1,3}-\\d+$' }),
+        [...quoted(["a-1", 'a"\\-12', "\n\u0001c-0"]), '"\\u0001-1"'],
+        [...quoted(["-1", "abcd-1", "a-", "a-x", "d-1"]), '"a\n-1"', '"\u0001-1"', '"\\x-1"', '"\\u000a-1"'],
+      );
+      // Unanchored: any characters around a match.
+      await expectTexts(schemaGrammar({ type: "string", pattern: "ab|^c$" }), quoted(["ab", "xaby", "c", "\n ab é"]), quoted(["", "a b", "cc", "xc"]));
+      // With a format and lengths: what satisfies all of them.
+      await expectTexts(
+        schemaGrammar({ type: "string", format: "date", pattern: "^19", maxLength: 10 }),
+        quoted(["1999-12-31", "1996-02-29"]),
+        quoted(["2000-01-01", "1999-02-29", "1999-1-1"]),
+      );
     });
 
     it("dates with the days of each month and leap years", async () => {
@@ -440,7 +453,7 @@ describe("JSON Schema grammars in llama.cpp", () => {
     });
 
     it("refuses what findUnsupportedSchemaFeature reports, and prefixes that are not rule names", () => {
-      expect(() => jsonSchemaToGbnf({ properties: { zip: { type: "string", pattern: "^[0-9]{5}$" } } }, { prefix: "s-" })).toThrow(/'pattern' at 'properties.zip'/);
+      expect(() => jsonSchemaToGbnf({ properties: { zip: { type: "string", pattern: "^(?![0-9]{5}$)" } } }, { prefix: "s-" })).toThrow(/'pattern' at 'properties.zip'/);
       expect(() => jsonSchemaToGbnf({ type: "string" }, { prefix: "s_" })).toThrow(/prefix/);
       expect(() => jsonValueGbnf("")).toThrow(/prefix/);
     });
@@ -463,6 +476,18 @@ describe("JSON Schema grammars in llama.cpp", () => {
         expect(hasFixedLayout(sample.text), `seed ${seed}: ${sample.text}`).toBe(true);
       }
       expect(finished).toBeGreaterThan(0);
+    });
+
+    it("zod 4's JSON Schema of a realistic object: every sample parses with zod itself", async () => {
+      const grammar = await grammarOf(schemaGrammar(zodPersonJsonSchema));
+      const validate = ajv.compile(zodPersonJsonSchema);
+      for (const seed of SEEDS) {
+        const { text, finished } = await generate(grammar, seed);
+        expect(finished, text).toBe(true);
+        const value: unknown = JSON.parse(text);
+        expect(zodPerson.safeParse(value).error, text).toBeUndefined();
+        expect(validate(value), `${text}\n${JSON.stringify(validate.errors)}`).toBe(true);
+      }
     });
 
     it("tool calls with the schemas of two tools in one grammar", async () => {

@@ -7,19 +7,16 @@ import {
   allowedLiterals,
   allowedTypes,
   findUnsupportedSchemaFeature,
+  INTEGER_LIMIT,
+  integerRange,
   objectProperties,
   resolveLocalRef,
 } from "../../src/core/jsonSchemaSupport.js";
 
 /** A value for each unsupported keyword, as a schema author would write it. */
 const UNSUPPORTED_EXAMPLES: Record<string, unknown> = {
-  pattern: "^[0-9]{5}$",
   patternProperties: { "^x-": { type: "string" } },
   propertyNames: { maxLength: 3 },
-  minimum: 0,
-  maximum: 10,
-  exclusiveMinimum: 0,
-  exclusiveMaximum: 10,
   multipleOf: 2,
   allOf: [{ type: "string" }],
   not: { type: "null" },
@@ -71,7 +68,7 @@ const TREE = {
     },
     value: { $ref: "#/$defs/label" },
     label: { enum: ["a", "b"] },
-    unused: { pattern: "never checked" },
+    unused: { pattern: "(?=never checked)" },
   },
 };
 
@@ -104,6 +101,15 @@ describe("findUnsupportedSchemaFeature", () => {
         },
       ],
       ["bounds at the limit", { type: "string", minLength: MAX_BOUND, maxLength: MAX_BOUND }],
+      ["integer ranges", { type: "array", items: { type: "integer", minimum: -5, exclusiveMaximum: 7.5 } }],
+      ["draft-04 / OpenAPI 3.0 boolean exclusive bounds", { type: "integer", minimum: 0, exclusiveMinimum: true, maximum: 9, exclusiveMaximum: false }],
+      ["number bounds at or beyond ±(2^53−1)", { type: "number", minimum: -Number.MAX_SAFE_INTEGER, exclusiveMaximum: 1e300 }],
+      ["a pattern", { type: "string", pattern: "^(?:[A-Z]{2}|x)-\\d{3,5}(?<suffix>[^\\s])?$" }],
+      ["an unanchored pattern with lengths", { type: "string", pattern: "ab+", minLength: 3, maxLength: 6 }],
+      ["a format with a pattern and lengths", { type: "string", format: "date", pattern: "^20", maxLength: 10 }],
+      ["a pattern with an enum", { enum: ["a1", "b"], pattern: "\\d" }],
+      ["string keywords on another type, which they do not constrain", { type: "integer", pattern: "^a{5}$", maxLength: 2, format: "date" }],
+      ["numeric keywords on another type", { type: "string", minimum: 0, exclusiveMaximum: 0.5 }],
     ])("accepts %s", (_, schema) => {
       expect(findUnsupportedSchemaFeature(schema)).toBeUndefined();
     });
@@ -123,13 +129,13 @@ describe("findUnsupportedSchemaFeature", () => {
   });
 
   it("reports the first feature depth-first, in the order the keywords appear", () => {
-    const properties = { a: { properties: { b: { minimum: 1 } } }, c: { pattern: "x" } };
+    const properties = { a: { properties: { b: { minimum: 1 } } }, c: { pattern: "\\1" } };
     expect(findUnsupportedSchemaFeature({ properties, maxProperties: 2 })).toMatchObject({ path: "properties.a.properties.b", keyword: "minimum" });
     expect(findUnsupportedSchemaFeature({ maxProperties: 2, properties })).toMatchObject({ path: "", keyword: "maxProperties" });
   });
 
   it("brackets names that would be ambiguous after a dot", () => {
-    const schema = { properties: { "a.b": { properties: { "zip code": { pattern: "x" } } } } };
+    const schema = { properties: { "a.b": { properties: { "zip code": { pattern: "(?!x)" } } } } };
     expect(findUnsupportedSchemaFeature(schema)?.path).toBe('properties["a.b"].properties["zip code"]');
   });
 
@@ -162,6 +168,19 @@ describe("findUnsupportedSchemaFeature", () => {
     ["minItems", { minItems: "1" }],
     ["format", { type: "string", format: "uri" }],
     ["format", { type: "string", format: "regex" }],
+    ["pattern", { type: "string", pattern: 5 }],
+    ["pattern", { type: "string", pattern: "(" }],
+    ["pattern", { type: "string", pattern: "^(?!\\.)[a-z]+$" }],
+    ["pattern", { type: "string", pattern: "^(?<=a)b$" }],
+    ["pattern", { type: "string", pattern: "^(a)\\1$" }],
+    ["pattern", { type: "string", pattern: "\\bword\\b" }],
+    ["pattern", { type: "string", pattern: "^\\p{L}+$" }],
+    ["pattern", { type: "string", pattern: "a^b" }],
+    ["pattern", { type: "string", pattern: "^a{2000}$" }],
+    ["pattern", { type: "string", pattern: "^🎉$" }],
+    ["minimum", { type: "integer", minimum: "0" }],
+    ["maximum", { type: "integer", maximum: Number.POSITIVE_INFINITY }],
+    ["exclusiveMaximum", { type: "integer", exclusiveMaximum: null }],
     ["anyOf", { anyOf: [] }],
     ["oneOf", { oneOf: [false] }],
     ["anyOf", { anyOf: ["string"] }],
@@ -189,7 +208,18 @@ describe("findUnsupportedSchemaFeature", () => {
       ["nullable", { $ref: "#/$defs/a", nullable: true, $defs: { a: { type: "string" } } }],
       ["properties", { anyOf: [{ type: "object" }], properties: { a: {} } }],
       ["oneOf", { anyOf: [{ type: "string" }], oneOf: [{ type: "null" }] }],
-      ["maxLength", { type: "string", format: "date", maxLength: 10 }],
+      ["format", { type: "string", format: "date", maxLength: 9 }],
+      ["pattern", { type: "string", format: "uuid", pattern: "^[g-z]+$" }],
+      ["pattern", { type: "string", pattern: "^a{3}$", maxLength: 2 }],
+      ["minimum", { type: "number", minimum: 0 }],
+      ["exclusiveMinimum", { type: "number", exclusiveMinimum: 0 }],
+      ["maximum", { type: ["integer", "number"], maximum: 10 }],
+      ["minimum", { minimum: 0, maximum: 1 }],
+      ["minimum", { type: "integer", minimum: 1e15 }],
+      ["exclusiveMinimum", { type: "integer", exclusiveMinimum: 3, maximum: 3 }],
+      ["minimum", { type: "integer", minimum: 2.5, maximum: 2.9 }],
+      ["enum", { type: "integer", enum: [1, 2], minimum: 3 }],
+      ["enum", { type: "string", enum: ["ab", "c1"], pattern: "^[0-9]+$" }],
       ["enum", { type: "string", format: "date", enum: ["2024-01-01"] }],
       ["maxLength", { type: "string", minLength: 5, maxLength: 4 }],
       ["maxItems", { type: "array", minItems: 3, maxItems: 2 }],
@@ -247,12 +277,21 @@ describe("findUnsupportedSchemaFeature", () => {
 });
 
 describe("schema readers shared with the grammar converter", () => {
+  it("integerRange: the tightest bounds, rounded inwards, within ±(10^15−1)", () => {
+    expect(integerRange({ type: "integer", minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })).toEqual({ min: -INTEGER_LIMIT, max: INTEGER_LIMIT });
+    expect(integerRange({ exclusiveMinimum: 0, maximum: Number.MAX_SAFE_INTEGER })).toEqual({ min: 1, max: INTEGER_LIMIT });
+    expect(integerRange({ minimum: 0.5, exclusiveMaximum: 10 })).toEqual({ min: 1, max: 9 });
+    expect(integerRange({ minimum: -3, exclusiveMinimum: -2.5, maximum: 7.9, exclusiveMaximum: 8 })).toEqual({ min: -2, max: 7 });
+    expect(integerRange({ minimum: 3, exclusiveMinimum: true, maximum: 3, exclusiveMaximum: false })).toEqual({ min: 4, max: 3 });
+  });
+
   it("allowedTypes: type plus nullable, else the types the keywords imply, else any", () => {
     expect(allowedTypes({ type: "string", nullable: true })).toEqual(["string", "null"]);
     expect(allowedTypes({ type: ["integer", "null"], nullable: true })).toEqual(["integer", "null"]);
     expect(allowedTypes({ nullable: true })).toBeUndefined();
     expect(allowedTypes({ properties: {}, maxLength: 3 })).toEqual(["object", "string"]);
     expect(allowedTypes({ description: "x" })).toBeUndefined();
+    expect(allowedTypes({ pattern: "a", minimum: 1 })).toEqual(["string", "number"]);
   });
 
   it("allowedLiterals: enum and const after type, nullable and lengths, without duplicates", () => {
@@ -261,6 +300,9 @@ describe("schema readers shared with the grammar converter", () => {
     expect(allowedLiterals({ enum: ["a", null], type: "string", nullable: true })).toEqual(["a", null]);
     expect(allowedLiterals({ enum: ["🎉🎉", "abc"], maxLength: 2 })).toEqual(["🎉🎉"]);
     expect(allowedLiterals({ enum: [1, 2], const: 2 })).toEqual([2]);
+    expect(allowedLiterals({ enum: [0, 1, 2, 3, "x"], exclusiveMinimum: 0, maximum: 2 })).toEqual([1, 2, "x"]);
+    expect(allowedLiterals({ enum: [0, 1], minimum: 0, exclusiveMinimum: true })).toEqual([1]);
+    expect(allowedLiterals({ enum: ["a1", "b", 3], pattern: "\\d" })).toEqual(["a1", 3]);
   });
 
   it("objectProperties: declared in order, then undeclared required ones; undefined for any object", () => {
