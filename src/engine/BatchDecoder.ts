@@ -107,17 +107,17 @@ export const MAX_TOKENS_AHEAD = 32;
  * config, re-applies it to the native sampler, queues the decode through its batch scheduler and
  * samples in a second pass, all in JavaScript on the event loop; with one stream of the tiny model
  * that cost more than the decode itself (2,468 tokens/s through it against 5,573 driving the same
- * native calls directly, same tokens at temperature 0; /tmp/perf/loop.mjs, prebuilt engine, 1
- * thread). Here a step is: one batch holding the next token of every generating sequence and, in
- * the room left, chunks of prompts being read (continuous batching, as llama-server), one native
- * decode, then one native sample per generating sequence, in parallel on the libuv pool. Each
- * sampler is configured once per generation and keeps its own history.
+ * native calls directly, same tokens at temperature 0, prebuilt engine, 1 thread; see
+ * docs/performance.md). Here a step is: one batch holding the next token of every generating
+ * sequence and, in the room left, chunks of prompts being read (continuous batching, as
+ * llama-server), one native decode, then one native sample per generating sequence, in parallel on
+ * the libuv pool. Each sampler is configured once per generation and keeps its own history.
  *
  * Steps are pipelined with their consumers: as soon as a step's tokens are sampled they are
  * handed over and the next step, whose input they are, starts decoding, so a consumer's work with
  * token k (detokenizing, matching, the HTTP write) runs while token k+1 is decoded. With
  * modelhost's native steps, a batch of generations goes on in a native loop that decodes step
- * after step on the pool thread and hands the steps' tokens over a few at a time, until JavaScript
+ * after step on the decode thread and hands the steps' tokens over a few at a time, until JavaScript
  * asks for the context back (#generate). A consumer that falls behind (a client that does not
  * read) has at most MAX_TOKENS_AHEAD tokens waiting, and its sequence then sits out the steps
  * until it takes one. Tokens decoded for a consumer that stopped stay in the cache: they are a
