@@ -3,7 +3,7 @@ import pg from "pg";
 import type { Pool, PoolClient } from "pg";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
 import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageQuery, UsageRow } from "./AccessStore.js";
-import { inTransaction, openMigratedPool } from "./migratePostgres.js";
+import { inTransaction, openMigratedPool } from "../db/migratePostgres.js";
 import { newAccessToken, newAccount, newSession, reservationOf, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
 import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 

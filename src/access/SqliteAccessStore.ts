@@ -2,7 +2,7 @@ import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
 import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageQuery, UsageRow } from "./AccessStore.js";
-import { openSqlite } from "./migrateSqlite.js";
+import { openSqlite } from "../db/migrateSqlite.js";
 import { newAccessToken, newAccount, newSession, reservationOf, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
 import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 

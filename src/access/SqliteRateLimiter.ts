@@ -5,7 +5,7 @@ import { assertTokenCount, CONCURRENCY_RETRY_MS, LEASE_MS, MINUTE_MS, msUntilUtc
 import type { Figures, LimiterTimings } from "./limitFigures.js";
 import { LimiterUnavailableError } from "./RateLimiter.js";
 import type { Admission, LimitName, LimitPolicy, LimitState, RateLimiter, Reservation } from "./RateLimiter.js";
-import { openSqlite } from "./migrateSqlite.js";
+import { openSqlite } from "../db/migrateSqlite.js";
 
 export interface SqliteRateLimiterOptions extends LimiterTimings {
   /** The clock (ms since the epoch); tests move it instead of sleeping. */

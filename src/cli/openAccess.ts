@@ -3,10 +3,10 @@ import { AccessGate, type GateLogger } from "../access/AccessGate.js";
 import { AccessService } from "../access/AccessService.js";
 import { SignInService } from "../access/SignInService.js";
 import type { AccessStore } from "../access/AccessStore.js";
-import type { ResponseStore } from "../access/ResponseStore.js";
+import type { ResponseStore } from "../storedResponses/ResponseStore.js";
 import type { RateLimiter } from "../access/RateLimiter.js";
 import { SqliteAccessStore } from "../access/SqliteAccessStore.js";
-import { SqliteResponseStore } from "../access/SqliteResponseStore.js";
+import { SqliteResponseStore } from "../storedResponses/SqliteResponseStore.js";
 import { SqliteRateLimiter } from "../access/SqliteRateLimiter.js";
 import { loadTiers, type TiersConfig } from "../access/tiers.js";
 import type { Config } from "../config/settings.js";
@@ -36,7 +36,7 @@ export async function openStore(config: Pick<Config, "dataDir" | "databaseUrl">)
  */
 export async function openResponseStore(config: Pick<Config, "profile" | "dataDir" | "databaseUrl">): Promise<ResponseStore> {
   if (config.profile !== "hosted" || !config.databaseUrl) return SqliteResponseStore.open(path.join(config.dataDir, DATABASE_FILE));
-  const { PostgresResponseStore } = await import("../access/PostgresResponseStore.js");
+  const { PostgresResponseStore } = await import("../storedResponses/PostgresResponseStore.js");
   return PostgresResponseStore.connect(config.databaseUrl);
 }
 

@@ -1,7 +1,7 @@
 import os from "node:os";
 import type { FastifyInstance } from "fastify";
 import type { DestinationStream } from "pino";
-import { ResponseArchive } from "../access/ResponseArchive.js";
+import { ResponseArchive } from "../storedResponses/ResponseArchive.js";
 import type { Config } from "../config/settings.js";
 import { LlamaEngine } from "../engine/LlamaEngine.js";
 import { loadLlama } from "../engine/loadLlama.js";

@@ -4,7 +4,7 @@ import cookie from "@fastify/cookie";
 import cors from "@fastify/cors";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { AccessGate } from "../access/AccessGate.js";
-import type { ResponseArchive } from "../access/ResponseArchive.js";
+import type { ResponseArchive } from "../storedResponses/ResponseArchive.js";
 import type { AccessService } from "../access/AccessService.js";
 import type { SignInService } from "../access/SignInService.js";
 import type { Engine } from "../core/Engine.js";

@@ -8,7 +8,7 @@ import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccessService } from "../../src/access/AccessService.js";
 import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { SqliteResponseStore } from "../../src/access/SqliteResponseStore.js";
+import { SqliteResponseStore } from "../../src/storedResponses/SqliteResponseStore.js";
 import { loadTiers } from "../../src/access/tiers.js";
 import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import type { Engine } from "../../src/core/Engine.js";

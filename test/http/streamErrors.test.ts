@@ -13,8 +13,8 @@ import type { ModelInfo } from "../../src/core/ModelInfo.js";
 import type { PullModel } from "../../src/http/routes/modelManagementRoutes.js";
 import { pullModel } from "../../src/models/pullModel.js";
 import { buildApp } from "../../src/http/buildApp.js";
-import { ResponseArchive } from "../../src/access/ResponseArchive.js";
-import { SqliteResponseStore } from "../../src/access/SqliteResponseStore.js";
+import { ResponseArchive } from "../../src/storedResponses/ResponseArchive.js";
+import { SqliteResponseStore } from "../../src/storedResponses/SqliteResponseStore.js";
 import { validatorOf, type OpenApiDocument } from "../support/openApiValidator.js";
 import { postJson, readSseEvents } from "../support/startTestServer.js";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ResponseArchive } from "../../src/access/ResponseArchive.js";
-import type { ResponseStore, StoredResponse } from "../../src/access/ResponseStore.js";
+import { ResponseArchive } from "../../src/storedResponses/ResponseArchive.js";
+import type { ResponseStore, StoredResponse } from "../../src/storedResponses/ResponseStore.js";
 
 /** A store that keeps records in memory and remembers the clock each call was given. */
 class MemoryStore implements ResponseStore {

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
-import type { ResponseArchive } from "../../access/ResponseArchive.js";
-import type { StoredResponse } from "../../access/ResponseStore.js";
+import type { ResponseArchive } from "../../storedResponses/ResponseArchive.js";
+import type { StoredResponse } from "../../storedResponses/ResponseStore.js";
 import type { ChatStream } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";

@@ -8,8 +8,8 @@ import Database from "better-sqlite3";
  * server) open a new file at once, the second waits for the first and then finds nothing left to do.
  *
  * The version is a row of `schema_versions` per component, not `PRAGMA user_version`: the file is
- * shared by the access store and the SQLite rate limiter, and one header field cannot version two
- * schemas.
+ * shared by the access store, the stored responses and the SQLite rate limiter, and one header
+ * field cannot version several schemas.
  */
 export function migrateSqlite(db: Database.Database, component: string, migrations: readonly string[]): void {
   const step = db.transaction((): boolean => {

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import { inTransaction, openMigratedPool } from "./migratePostgres.js";
+import { inTransaction, openMigratedPool } from "../db/migratePostgres.js";
 import { ITEM_COLUMNS, RESPONSE_COLUMNS, toItemColumns, toItemMap, toResponseColumns, toStoredResponse, type ItemColumns, type ResponseColumns } from "./responseRows.js";
 import type { ResponseStore, StoredItem, StoredResponse } from "./ResponseStore.js";
 

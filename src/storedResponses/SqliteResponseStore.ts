@@ -1,5 +1,5 @@
 import type { Database as Connection, Statement } from "better-sqlite3";
-import { openSqlite } from "./migrateSqlite.js";
+import { openSqlite } from "../db/migrateSqlite.js";
 import { ITEM_COLUMNS, RESPONSE_COLUMNS, toItemColumns, toItemMap, toResponseColumns, toStoredResponse, type ItemColumns, type ResponseColumns } from "./responseRows.js";
 import type { ResponseStore, StoredItem, StoredResponse } from "./ResponseStore.js";
 
@@ -39,7 +39,7 @@ const OWNED = "id = @id AND owner IS @owner AND expires_at > @now";
 
 /**
  * Stored responses in SQLite: the default, in the data directory's database beside the access
- * store's tables. WAL, and `synchronous=FULL` as the access store (see SqliteAccessStore.ts): a
+ * store's tables. WAL, and `synchronous=FULL` as the access store (see access/SqliteAccessStore.ts): a
  * response a client was told is stored must still be there for its next `previous_response_id`.
  */
 export class SqliteResponseStore implements ResponseStore {
