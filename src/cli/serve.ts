@@ -117,6 +117,8 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     (shuttingDown ??= (async () => {
       logger.info({ graceMs: config.shutdownGrace }, "shutting down: draining requests in flight");
       const report = await drain.finish(config.shutdownGrace, () => engine.status().loaded.every((model) => model.active === 0 && model.queued === 0));
+      // A request still waiting on a scan of the models folder ends with it, so close() need not wait for it.
+      registry.stop();
       await close();
       logger.info(report, "shut down");
       return report;

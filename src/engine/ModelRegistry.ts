@@ -5,6 +5,7 @@ import { templateThinks } from "./ChatPromptRenderer.js";
 import type { ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
 import type { GgufMetadataValue } from "../gguf/GgufReader.js";
+import { ServerError } from "../core/ServerError.js";
 import { checkModelFile } from "../models/checkModelFile.js";
 import { defaultModelId, isListedModelFile } from "../models/modelFiles.js";
 import { entryId, MANIFEST_FILE, readManifest, type ManifestEntry } from "../models/modelsManifest.js";
@@ -33,6 +34,7 @@ export class ModelRegistry {
   #snapshot: { at: number; models: ModelInfo[]; byName: Map<string, ModelInfo> } | undefined;
   #scanning: Promise<ModelInfo[]> | undefined;
   #lastManifestWarning = "";
+  #stopped = false;
 
   constructor(directory: string, options: { logger?: RegistryLogger; maxAgeMs?: number } = {}) {
     this.directory = directory;
@@ -74,6 +76,15 @@ export class ModelRegistry {
     return { info, metadata: flat, chatTemplate: template, thinks: templateThinks(template) };
   }
 
+  /**
+   * Ends the scan under way, and any later one, at the next file: a scan of a large folder of
+   * files to check (640 refused ones take seconds) must not hold a shutting-down server past its
+   * grace period. What asked for it gets engine_unavailable.
+   */
+  stop(): void {
+    this.#stopped = true;
+  }
+
   #scan(): Promise<ModelInfo[]> {
     // Concurrent callers share one scan of the directory.
     this.#scanning ??= this.#doScan().finally(() => {
@@ -94,6 +105,7 @@ export class ModelRegistry {
     const byName = new Map<string, ModelInfo>();
     const paths = [...new Set([...files, ...named.keys()])].sort();
     for (const file of paths) {
+      if (this.#stopped) throw new ServerError("engine_unavailable", { message: "The server is shutting down." });
       const metadata = await this.#metadataOf(file);
       if (!metadata) continue;
       const names = named.get(file) ?? { id: defaultModelId(file), aliases: [] };
