@@ -11,6 +11,7 @@ import { buildApp } from "../http/buildApp.js";
 import { Drain, type DrainReport } from "../http/Drain.js";
 import { createLogger } from "./createLogger.js";
 import { openGate, openResponseStore } from "./openAccess.js";
+import { pullSettingsOf } from "./pullSettings.js";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -67,7 +68,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
   const modelStore = new DirectoryModelStore(registry, {
     engine,
-    pull: { hfEndpoint: config.hfEndpoint, ...(config.hfToken ? { hfToken: config.hfToken } : {}), allowHttp: config.allowHttpPull },
+    pull: pullSettingsOf(config),
   });
   const drain = new Drain();
   const streamLimits = { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout };

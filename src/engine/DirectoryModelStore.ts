@@ -55,14 +55,7 @@ export class DirectoryModelStore implements ModelStore {
   }
 
   async pull(reference: string, options: PullRequestOptions = {}): Promise<PullResult> {
-    const { hfEndpoint, hfToken, allowHttp } = this.#options.pull;
-    const result = await pullModel(reference, {
-      modelsDir: this.#registry.directory,
-      hfEndpoint,
-      ...(hfToken ? { hfToken } : {}),
-      ...(allowHttp === undefined ? {} : { allowHttp }),
-      ...options,
-    });
+    const result = await pullModel(reference, { modelsDir: this.#registry.directory, ...this.#options.pull, ...options });
     // A new name resolves anyway (a lookup scans again before "not found"), but a file that was
     // listed under its file name gets the reference as its id, and the old name must stop resolving.
     await this.#rescan();
