@@ -18,8 +18,8 @@ const LAYERS = {
   testmodels: ["core", "gguf"],
   // The registry finds model files on disk (listing, manifest, header check): models sits below engine.
   engine: ["core", "gguf", "models"],
-  // models: until model management is behind core's interface.
-  http: ["core", "protocols", "access", "storedResponses", "config", "models"],
+  // Model management reaches http through core's ModelStore, never models/ itself.
+  http: ["core", "protocols", "access", "storedResponses", "config"],
   cli: null, // composition roots: anything
 };
 /** Only the engine talks to llama.cpp. */

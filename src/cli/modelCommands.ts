@@ -2,15 +2,18 @@ import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import type { Config } from "../config/settings.js";
+import { formatParameterCount } from "../core/formatParameterCount.js";
 import type { ModelInfo } from "../core/ModelInfo.js";
 import { modelNameProblem } from "../core/modelName.js";
+import { isServerError } from "../core/ServerError.js";
+import { DirectoryModelStore } from "../engine/DirectoryModelStore.js";
 import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { formatBytes } from "../models/formatBytes.js";
-import { deleteModel, readManifest, removeAlias, type ManifestEntry } from "../models/modelsManifest.js";
+import { readManifest, type ManifestEntry } from "../models/modelsManifest.js";
 import { pullModel } from "../models/pullModel.js";
-import { formatParameterCount } from "../protocols/ollama/toModelResponses.js";
 import { formatListing, formatTable } from "./formatTable.js";
 import { progressPrinter } from "./pullProgress.js";
+import { pullSettingsOf } from "./pullSettings.js";
 import { ServerClient, serverUrl } from "./serverClient.js";
 import { UsageError } from "./UsageError.js";
 
@@ -113,11 +116,18 @@ export async function rmCommand(args: string[], config: Config): Promise<string>
   const { positionals } = parseCommandArgs(args, usage);
   const name = validName(one(positionals, "MODEL", usage), usage);
   const { registry } = openRegistry(config);
-  const model = await registry.find(name);
-  if (!model) throw notInstalled(name, config);
-  if (name !== model.id && (await removeAlias(config.modelsDir, name))) return `Removed the alias ${name} (of ${model.id}).`;
-  await deleteModel(config.modelsDir, model.path);
-  return `Deleted ${model.id} (${formatBytes(model.sizeBytes)}${model.aliases.length > 0 ? `; its aliases ${model.aliases.join(", ")} too` : ""}).`;
+  // The server's store, with no engine to unload from: the same rule for what a name takes with it.
+  const store = new DirectoryModelStore(registry, { pull: pullSettingsOf(config) });
+  const deletion = await store.delete(name).catch((error: unknown) => {
+    throw isServerError(error) && error.code === "model_not_found" ? notInstalled(name, config) : error;
+  });
+  const { model } = deletion;
+  switch (deletion.kind) {
+    case "alias":
+      return `Removed the alias ${name} (of ${model.id}).`;
+    case "model":
+      return `Deleted ${model.id} (${formatBytes(model.sizeBytes)}${model.aliases.length > 0 ? `; its aliases ${model.aliases.join(", ")} too` : ""}).`;
+  }
 }
 
 /** `modelhost pull REF`: downloads into the models directory, with progress on stderr. Ctrl-C stops; pulling again resumes. */
@@ -133,10 +143,8 @@ export async function pullCommand(args: string[], config: Config): Promise<strin
   try {
     const result = await pullModel(reference, {
       modelsDir: config.modelsDir,
-      hfEndpoint: config.hfEndpoint,
-      ...(config.hfToken ? { hfToken: config.hfToken } : {}),
+      ...pullSettingsOf(config),
       aliases,
-      allowHttp: config.allowHttpPull,
       signal: controller.signal,
       onProgress: (event) => progress.update(event),
     });

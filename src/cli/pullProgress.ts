@@ -1,5 +1,5 @@
 import { formatBytes } from "../models/formatBytes.js";
-import type { PullProgress } from "../models/pullModel.js";
+import type { PullProgress } from "../core/ModelStore.js";
 
 export interface ProgressPrinter {
   update(progress: PullProgress): void;

@@ -2,7 +2,7 @@ import { text } from "node:stream/consumers";
 import { createInterface, type Interface } from "node:readline";
 import { parseArgs } from "node:util";
 import type { Config } from "../config/settings.js";
-import type { PullProgress } from "../models/pullModel.js";
+import type { PullProgress } from "../core/ModelStore.js";
 import { progressPrinter } from "./pullProgress.js";
 import type { RunningServer } from "./serve.js";
 import { ServerClient, ServerResponseError, serverUrl } from "./serverClient.js";

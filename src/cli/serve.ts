@@ -5,13 +5,13 @@ import { ResponseArchive } from "../storedResponses/ResponseArchive.js";
 import type { Config } from "../config/settings.js";
 import { LlamaEngine } from "../engine/LlamaEngine.js";
 import { loadLlama } from "../engine/loadLlama.js";
+import { DirectoryModelStore } from "../engine/DirectoryModelStore.js";
 import { ModelRegistry } from "../engine/ModelRegistry.js";
 import { buildApp } from "../http/buildApp.js";
 import { Drain, type DrainReport } from "../http/Drain.js";
-import type { PullModel } from "../http/routes/modelManagementRoutes.js";
-import { pullModel } from "../models/pullModel.js";
 import { createLogger } from "./createLogger.js";
 import { openGate, openResponseStore } from "./openAccess.js";
+import { pullSettingsOf } from "./pullSettings.js";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -65,14 +65,11 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const responses = new ResponseArchive(() => openResponseStore(config), { ttlMs: config.responseExpiry, logger, now: options.now });
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
   const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
-  const pull: PullModel = (reference, options) =>
-    pullModel(reference, {
-      modelsDir: config.modelsDir,
-      hfEndpoint: config.hfEndpoint,
-      ...(config.hfToken ? { hfToken: config.hfToken } : {}),
-      allowHttp: config.allowHttpPull,
-      ...options,
-    });
+  // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
+  const modelStore = new DirectoryModelStore(registry, {
+    engine,
+    pull: pullSettingsOf(config),
+  });
   const drain = new Drain();
   const streamLimits = { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout };
   const app = await buildApp({
@@ -81,8 +78,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     responses,
     playground: access,
     trustProxy: config.trustProxy,
-    modelsDir: config.modelsDir,
-    pull,
+    models: modelStore,
     bodyLimit: config.bodyLimit,
     connections,
     corsOrigins: config.corsOrigins,

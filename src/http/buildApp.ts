@@ -8,6 +8,7 @@ import type { ResponseArchive } from "../storedResponses/ResponseArchive.js";
 import type { AccessService } from "../access/AccessService.js";
 import type { SignInService } from "../access/SignInService.js";
 import type { Engine } from "../core/Engine.js";
+import type { ModelStore } from "../core/ModelStore.js";
 import { jsonTextDepth, MAX_JSON_DEPTH } from "../core/jsonLimits.js";
 import { ServerError } from "../core/ServerError.js";
 import { anthropicErrorSchema } from "../protocols/anthropic/responseSchemas.js";
@@ -31,7 +32,7 @@ import { healthRoutes } from "./routes/healthRoutes.js";
 import { llamaServerRoutes } from "./routes/llamaServerRoutes.js";
 import { metricsRoutes } from "./routes/metricsRoutes.js";
 import { openApiRoutes } from "./routes/openApiRoutes.js";
-import { modelManagementRoutes, type PullModel } from "./routes/modelManagementRoutes.js";
+import { modelManagementRoutes } from "./routes/modelManagementRoutes.js";
 import { ollamaRoutes } from "./routes/ollamaRoutes.js";
 import { openaiRoutes } from "./routes/openaiRoutes.js";
 import { DEFAULT_PLAYGROUND_DIR, playgroundRoutes } from "./routes/playgroundRoutes.js";
@@ -51,10 +52,8 @@ export interface AppOptions {
   access?: AccessGate;
   /** Stored responses of the Responses API (`store`, `previous_response_id`, GET/DELETE /v1/responses/{id}). */
   responses: ResponseArchive;
-  /** The models directory: the native API's copy and delete change it. */
-  modelsDir: string;
-  /** Pulls a model into the models directory (`POST /api/pull`). */
-  pull: PullModel;
+  /** Changes the installed models: the native API's copy, delete and pull (`POST /api/pull`). */
+  models: ModelStore;
   bodyLimit: number;
   connections: ConnectionLimits;
   corsOrigins: readonly string[];

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { mkdir, readdir, rename, rm, stat, statfs } from "node:fs/promises";
 import path from "node:path";
 import { assertModelName, isValidModelName } from "../core/modelName.js";
+import type { PullProgress, PullRequestOptions, PullResult } from "../core/ModelStore.js";
 import { isServerError, ServerError } from "../core/ServerError.js";
 import { GgufRefusal, readGgufHeader } from "../gguf/GgufReader.js";
 import { chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
@@ -13,20 +14,12 @@ import { parseModelRef, type ModelRef } from "./modelRef.js";
 import { fileNamed, nameModel, readManifest } from "./modelsManifest.js";
 import { assertPullUrl, checkingRedirects, pullTransport } from "./pullTransport.js";
 
-/** A progress report, in the shape of Ollama's `/api/pull` stream (`{status, digest, total, completed}`). */
-export interface PullProgress {
-  status: string;
-  digest?: string;
-  total?: number;
-  completed?: number;
-}
-
 export interface FreeSpace {
   bavail: number | bigint;
   bsize: number | bigint;
 }
 
-export interface PullOptions {
+export interface PullOptions extends PullRequestOptions {
   modelsDir: string;
   /** The hub, e.g. https://huggingface.co (MODELHOST_HF_ENDPOINT). */
   hfEndpoint: string;
@@ -36,24 +29,10 @@ export interface PullOptions {
   aliases?: string[];
   /** Whether plain http:// may be fetched (--allow-http-pull); it may anyway when `hfEndpoint` is http://. */
   allowHttp?: boolean;
-  signal?: AbortSignal;
-  onProgress?: (progress: PullProgress) => void;
   /** Free space of a directory; `fs.statfs` unless a test simulates a full disk. */
   statfs?: (directory: string) => Promise<FreeSpace>;
   /** First pause before retrying a dropped download (default 500 ms). */
   retryDelayMs?: number;
-}
-
-export interface PullResult {
-  /**
-   * The model's id: the reference as typed when it is a valid model name, else (a URL, a file in a
-   * repository) the file's name without `.gguf`; or the model's earlier id, which it then aliases.
-   */
-  id: string;
-  /** Path of the model's file (the first part of a split model). */
-  path: string;
-  /** Bytes fetched over the network by this pull (0 when the model was already there). */
-  downloadedBytes: number;
 }
 
 /** One file to fetch: where from, what it must be, and its name in the models directory. */

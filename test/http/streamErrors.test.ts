@@ -10,11 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatEvent, ChatStream } from "../../src/core/ChatEvent.js";
 import type { Engine } from "../../src/core/Engine.js";
 import type { ModelInfo } from "../../src/core/ModelInfo.js";
-import type { PullModel } from "../../src/http/routes/modelManagementRoutes.js";
-import { pullModel } from "../../src/models/pullModel.js";
 import { buildApp } from "../../src/http/buildApp.js";
 import { ResponseArchive } from "../../src/storedResponses/ResponseArchive.js";
 import { SqliteResponseStore } from "../../src/storedResponses/SqliteResponseStore.js";
+import { EmptyModelStore } from "../support/emptyModelStore.js";
 import { validatorOf, type OpenApiDocument } from "../support/openApiValidator.js";
 import { postJson, readSseEvents } from "../support/startTestServer.js";
 
@@ -90,9 +89,8 @@ describe("errors after a stream started", () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-stream-errors-"));
     responses = new ResponseArchive(async () => SqliteResponseStore.open(path.join(dataDir, "modelhost.db")), { ttlMs: 60_000, logger: console });
     const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
-    // The real pull, bound to nowhere: these tests do not pull.
-    const pull: PullModel = (reference, options) => pullModel(reference, { modelsDir: "/nonexistent", hfEndpoint: "http://127.0.0.1:9", ...options });
-    app = await buildApp({ engine: new FailingEngine(), responses, modelsDir: "/nonexistent", pull, bodyLimit: 1024 * 1024, connections, corsOrigins: [] });
+    // These tests change no models.
+    app = await buildApp({ engine: new FailingEngine(), responses, models: new EmptyModelStore(), bodyLimit: 1024 * 1024, connections, corsOrigins: [] });
     await app.listen({ host: "127.0.0.1", port: 0 });
     url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/chat/completions`;
   });
@@ -237,10 +235,9 @@ describe("keepalives of a silent Messages stream", () => {
   it("are ping events (--stream-keepalive), not comments", async () => {
     const engine = new HeldEngine();
     const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
-    const pull: PullModel = (reference, options) => pullModel(reference, { modelsDir: "/nonexistent", hfEndpoint: "http://127.0.0.1:9", ...options });
     // Opened on first use, which this test never makes.
     const responses = new ResponseArchive(async () => SqliteResponseStore.open(path.join(await mkdtemp(path.join(os.tmpdir(), "modelhost-keepalive-")), "modelhost.db")), { ttlMs: 60_000, logger: console });
-    const app = await buildApp({ engine, responses, modelsDir: "/nonexistent", pull, bodyLimit: 1024 * 1024, connections, corsOrigins: [], streamLimits: { keepaliveMs: 20, stallMs: 0 } });
+    const app = await buildApp({ engine, responses, models: new EmptyModelStore(), bodyLimit: 1024 * 1024, connections, corsOrigins: [], streamLimits: { keepaliveMs: 20, stallMs: 0 } });
     try {
       await app.listen({ host: "127.0.0.1", port: 0 });
       const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

@@ -6,7 +6,8 @@ import { isServerError } from "../../src/core/ServerError.js";
 import { ModelRegistry } from "../../src/engine/ModelRegistry.js";
 import { modelFileParts } from "../../src/models/modelFiles.js";
 import { readManifest } from "../../src/models/modelsManifest.js";
-import { pullModel, type PullOptions, type PullProgress } from "../../src/models/pullModel.js";
+import type { PullProgress } from "../../src/core/ModelStore.js";
+import { pullModel, type PullOptions } from "../../src/models/pullModel.js";
 import { sha256, startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { testModelPath } from "../support/testModels.js";
 

@@ -4,7 +4,7 @@ import { nameCandidates, withTag } from "../../src/core/modelName.js";
 import { ServerError } from "../../src/core/ServerError.js";
 import { fromChatRequest, fromEmbedRequest, fromGenerateRequest, fromModelRequest } from "../../src/protocols/ollama/fromNativeRequest.js";
 import { parseKeepAlive } from "../../src/protocols/ollama/parseKeepAlive.js";
-import { formatParameterCount } from "../../src/protocols/ollama/toModelResponses.js";
+import { formatParameterCount } from "../../src/core/formatParameterCount.js";
 import { NativeReplyStream, toNativeReply } from "../../src/protocols/ollama/toNativeReply.js";
 import { toOllamaError } from "../../src/protocols/ollama/toOllamaError.js";
 

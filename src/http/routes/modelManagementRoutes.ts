@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { PullProgress, PullResult } from "../../models/pullModel.js";
+import type { ModelStore, PullProgress } from "../../core/ModelStore.js";
 import { fromPullRequest } from "../../protocols/ollama/fromNativeRequest.js";
 import { ollamaErrorSchema } from "../../protocols/ollama/responseSchemas.js";
 import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
@@ -21,15 +21,12 @@ const pullStreamLineSchema = z.union([pullProgressSchema, ollamaErrorSchema]);
 /** With `stream: false`, the one object a pull that succeeded answers with. */
 const pullResponseSchema = z.object({ status: z.literal("success") });
 
-/** Pulls a model into the server's models directory (the composition root binds the settings). */
-export type PullModel = (reference: string, options: { signal?: AbortSignal; onProgress?: (progress: PullProgress) => void }) => Promise<PullResult>;
-
 /**
  * `POST /api/pull`, the same pull as `modelhost pull`, with Ollama's progress stream: NDJSON
  * `{status, digest, total, completed}` lines ending with `{"status":"success"}` (one object with
  * `stream: false`). Refused to the hosted profile's tokens, like all model management.
  */
-export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: PullModel }): void {
+export function modelManagementRoutes(app: FastifyInstance, { models }: { models: ModelStore }): void {
   const config = { access: "operator" as const, errorShape: toOllamaError };
 
   app.post("/api/pull", { config: described(config, { summary: "Pulls a model, streaming progress as NDJSON", body: pullRequestSchema, response: pullResponseSchema, produces: ["application/x-ndjson"], streamEvent: pullStreamLineSchema }) }, async (request, reply) => {
@@ -37,7 +34,7 @@ export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: Pu
     // A client that goes away cancels the pull; what was downloaded stays, and the next pull resumes it.
     const signal = abortSignalOf(reply);
     if (!stream) {
-      await pull(model, { signal });
+      await models.pull(model, { signal });
       return { status: "success" };
     }
 
@@ -63,7 +60,7 @@ export function modelManagementRoutes(app: FastifyInstance, { pull }: { pull: Pu
       send(progress);
     };
     try {
-      await pull(model, { signal, onProgress });
+      await models.pull(model, { signal, onProgress });
       await written;
     } catch (error) {
       await written;

@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
 import type { Engine } from "../../core/Engine.js";
-import type { ModelInfo } from "../../core/ModelInfo.js";
+import type { ModelStore } from "../../core/ModelStore.js";
 import { assertModelName } from "../../core/modelName.js";
 import { ServerError } from "../../core/ServerError.js";
-import { addAlias, deleteModel, removeAlias } from "../../models/modelsManifest.js";
 import {
   fromChatRequest,
   fromCopyRequest,
@@ -39,16 +38,16 @@ import { chatRequestSchema, copyRequestSchema, embedRequestSchema, generateReque
 export interface OllamaRouteOptions {
   engine: Engine;
   access?: AccessGate;
-  /** The models directory, where copy and delete change models.json and files. */
-  modelsDir: string;
+  /** Where copy and delete change the installed models. */
+  models: ModelStore;
 }
 
 /**
  * The native API of local runtimes (Ollama's), under /api: generation (chat, generate, embed),
  * the model listing and inspection endpoints, and aliases (copy) and deletion. The translation is
- * in protocols/ollama; here are only HTTP and the engine calls.
+ * in protocols/ollama; here are only HTTP and the calls to the engine and the model store.
  */
-export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }: OllamaRouteOptions): void {
+export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: OllamaRouteOptions): void {
   const config = { access: "caller" as const, errorShape: toOllamaError };
 
   /** Model management is the operator's, through the CLI: refused to the hosted profile's tokens. */
@@ -59,18 +58,6 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
    * (--keep-alive): a token could otherwise pin models forever or unload those others are using.
    */
   const keepAliveOf = (requested: number | undefined) => (access ? undefined : requested);
-
-  /**
-   * Name lookups may answer from a scan of the models directory up to a second old; listing scans
-   * afresh, so a name just copied or deleted resolves (or not) from the next request on.
-   */
-  const refreshNames = async () => void (await engine.listModels());
-
-  const findOrThrow = async (name: string): Promise<ModelInfo> => {
-    const model = await engine.findModel(name);
-    if (!model) throw new ServerError("model_not_found", { model: name, param: "model" });
-    return model;
-  };
 
   app.get("/api/version", { config: described(config, { summary: "The native API version", response: versionResponseSchema }) }, async () => ({ version: API_VERSION }));
 
@@ -179,25 +166,15 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, modelsDir }
     const { source, destination } = fromCopyRequest(request.body);
     // The source is only looked up; the destination becomes a name, so it must be a valid one.
     assertModelName(destination, "destination");
-    const model = await engine.findModel(source);
-    if (!model) throw new ServerError("model_not_found", { model: source, param: "source", message: `model "${source}" not found` });
-    await addAlias(modelsDir, model.path, destination);
-    await refreshNames();
+    await models.copy(source, destination);
     return reply.status(200).send();
   });
 
   app.delete("/api/delete", { config: described(management, { summary: "Deletes an alias, or a model with its files", body: modelRequestSchema }) }, async (request, reply) => {
     const { model: name } = fromModelRequest(request.body);
     assertModelName(name, "model");
-    const model = await findOrThrow(name);
     // An alias goes alone; the model's own name takes its file, its other names and its aliases.
-    if (name !== model.id && (await removeAlias(modelsDir, name))) {
-      await refreshNames();
-      return reply.status(200).send();
-    }
-    await engine.unload(name);
-    await deleteModel(modelsDir, model.path);
-    await refreshNames();
+    await models.delete(name);
     return reply.status(200).send();
   });
 

@@ -1,5 +1,6 @@
 import type { EmbedResult } from "../../core/EmbedRequest.js";
 import type { LoadedModelStatus, ModelDescription, ModelInfo } from "../../core/ModelInfo.js";
+import { formatParameterCount } from "../../core/formatParameterCount.js";
 import { withTag } from "../../core/modelName.js";
 import type { Capability, EmbedResponse, ListedModel, ModelDetails, RunningModel, ShowResponse } from "./schemas.js";
 import { nanoseconds } from "./toNativeReply.js";
@@ -22,18 +23,6 @@ export function toDetails(model: ModelInfo): ModelDetails {
     parameter_size: model.parameterCount === undefined ? "" : formatParameterCount(model.parameterCount),
     quantization_level: model.quantization ?? "",
   };
-}
-
-/** 494032768 → "494.03M", 3_212_749_888 → "3.2B", 7e9 → "7B": as the reference server writes it. */
-export function formatParameterCount(count: number): string {
-  const scaled = (unit: number, suffix: string, decimals: number) => {
-    const value = count / unit;
-    return `${Number.isInteger(value) ? value : value.toFixed(decimals)}${suffix}`;
-  };
-  if (count >= 1e9) return scaled(1e9, "B", 1);
-  if (count >= 1e6) return scaled(1e6, "M", 2);
-  if (count >= 1e3) return `${Math.round(count / 1e3)}K`;
-  return String(count);
 }
 
 /** GET /api/tags: a model and each of its aliases, every one under its `name:tag`. */
