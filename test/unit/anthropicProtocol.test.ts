@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
 import { fromCountTokensRequest, fromMessagesRequest } from "../../src/protocols/anthropic/fromMessagesRequest.js";
-import { MessageStreamTranslator, toMessage } from "../../src/protocols/anthropic/toMessage.js";
+import { toMessage } from "../../src/protocols/anthropic/toMessage.js";
+import { MessageStream } from "../../src/protocols/anthropic/MessageStream.js";
 
 const done = (extra: Partial<Extract<ChatEvent, { type: "done" }>> = {}): ChatEvent => ({
   type: "done",
@@ -101,7 +102,8 @@ describe("Messages request translation", () => {
 
 describe("Messages reply translation", () => {
   it("opens a block per run of thought, text and each tool call, in order, and closes each", () => {
-    const translator = new MessageStreamTranslator({ id: "msg_x", model: "m" });
+    const translator = new MessageStream({ id: "msg_x", model: "m" }, 7);
+    expect(translator.start().map((event) => event.type)).toEqual(["message_start", "ping"]);
     const out = [
       { type: "thinking", text: "a" },
       { type: "thinking", text: "b" },
@@ -111,7 +113,7 @@ describe("Messages reply translation", () => {
       { type: "tool_call_arguments", index: 0, text: "1}" },
       { type: "tool_call_start", index: 1, id: "call_def", name: "g" },
       done({ finishReason: "tool_calls" }),
-    ].flatMap((event) => translator.push(event as ChatEvent));
+    ].flatMap((event) => translator.next(event as ChatEvent));
     expect(out.map((event) => [event.type, "index" in event ? event.index : "-"])).toEqual([
       ["content_block_start", 0],
       ["content_block_delta", 0],

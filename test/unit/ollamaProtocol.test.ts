@@ -5,7 +5,8 @@ import { ServerError } from "../../src/core/ServerError.js";
 import { fromChatRequest, fromEmbedRequest, fromGenerateRequest, fromModelRequest } from "../../src/protocols/ollama/fromNativeRequest.js";
 import { parseKeepAlive } from "../../src/protocols/ollama/parseKeepAlive.js";
 import { formatParameterCount } from "../../src/protocols/ollama/toModelResponses.js";
-import { NativeReplyStream, toNativeReply } from "../../src/protocols/ollama/toNativeReply.js";
+import { toNativeReply } from "../../src/protocols/ollama/toNativeReply.js";
+import { NativeReplyStream } from "../../src/protocols/ollama/NativeReplyStream.js";
 import { toOllamaError } from "../../src/protocols/ollama/toOllamaError.js";
 
 const context = { kind: "chat" as const, model: "m", elapsedMs: () => 12.5, now: () => new Date("2025-01-02T03:04:05.678Z") };
@@ -56,7 +57,7 @@ describe("native protocol translators", () => {
       done,
     ];
     const stream = new NativeReplyStream(context);
-    const chunks = events.flatMap((event) => stream.push(event));
+    const chunks = events.flatMap((event) => stream.next(event));
     expect(chunks).toEqual([
       { model: "m", created_at: "2025-01-02T03:04:05.678Z", message: { role: "assistant", content: "Hi" }, done: false },
       {
@@ -93,7 +94,7 @@ describe("native protocol translators", () => {
 
   it("sends the thought in message.thinking (chat) or thinking (generate), concatenated when not streamed", async () => {
     const events: ChatEvent[] = [{ type: "thinking", text: "Hm" }, { type: "thinking", text: "m." }, { type: "text", text: "Yes." }, done];
-    const chunks = events.flatMap((event) => new NativeReplyStream(context).push(event));
+    const chunks = events.flatMap((event) => new NativeReplyStream(context).next(event));
     expect(chunks.slice(0, 3).map((chunk) => ("message" in chunk ? chunk.message : undefined))).toEqual([
       { role: "assistant", content: "", thinking: "Hm" },
       { role: "assistant", content: "", thinking: "m." },

@@ -1,5 +1,5 @@
 import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob, Usage } from "../../core/ChatEvent.js";
-import { ServerError } from "../../core/ServerError.js";
+import { endedWithoutResult } from "../StreamTranslator.js";
 import type { ChatCompletion, ChatCompletionUsage, WireLogprobs, WireToolCall } from "./schemas.js";
 
 export interface CompletionIdentity {
@@ -88,7 +88,7 @@ export async function collectChoice(events: AsyncIterable<ChatEvent>): Promise<C
         return event satisfies never;
     }
   }
-  if (!finish) throw new ServerError("internal_error", { message: "The generation ended without a result." });
+  if (!finish) throw endedWithoutResult();
   return { text, reasoning, toolCalls, logprobs, finishReason: finish.finishReason, usage: finish.usage };
 }
 

@@ -4,19 +4,19 @@
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
 import { fromResponseRequest } from "../../src/protocols/responses/fromResponseRequest.js";
-import { ResponseBuilder } from "../../src/protocols/responses/ResponseBuilder.js";
+import { ResponseStream } from "../../src/protocols/responses/ResponseStream.js";
 
 const timings = { loadMs: 0, promptMs: 0, generationMs: 0 };
 const usage = { promptTokens: 10, cachedTokens: 4, completionTokens: 7, reasoningTokens: 2 };
 
 function run(events: ChatEvent[]) {
   const { settings } = fromResponseRequest({ model: "m", input: "hi" });
-  const builder = new ResponseBuilder("resp_test", settings, 1_700_000_000);
-  const wire = [...builder.start(), ...events.flatMap((event) => builder.push(event))];
-  return { types: wire.map((event) => event.type), wire, response: builder.response };
+  const stream = new ResponseStream("resp_test", settings, 1_700_000_000);
+  const wire = [...stream.start(), ...events.flatMap((event) => stream.next(event))];
+  return { types: wire.map((event) => event.type), wire, response: stream.response };
 }
 
-describe("ResponseBuilder", () => {
+describe("ResponseStream", () => {
   it("gives each piece of output its own item, in order, closing one before opening the next", () => {
     const { types, wire, response } = run([
       { type: "thinking", text: "Hm." },

@@ -1,4 +1,5 @@
 import type { ChatEvent, TokenAlternative, TokenLogprob, Usage } from "../../core/ChatEvent.js";
+import type { StreamTranslator } from "../StreamTranslator.js";
 import { newItemId } from "./fromResponseRequest.js";
 import type { FunctionCallItem, OutputItem, OutputMessageItem, ReasoningItem, ResponseObject, ResponseSettings, ResponseStreamEvent, ResponseUsage, WireLogprob } from "./schemas.js";
 
@@ -35,7 +36,7 @@ function toWireLogprob(logprob: TokenLogprob): WireLogprob {
  * `message` with one `output_text` part), and one `function_call` item per call, in the order the
  * model wrote them. Text after a call opens a new message.
  */
-export class ResponseBuilder {
+export class ResponseStream implements StreamTranslator<ChatEvent, ResponseStreamEvent> {
   readonly #response: ResponseObject;
   #open: OpenItem | undefined;
 
@@ -71,7 +72,7 @@ export class ResponseBuilder {
   }
 
   /** The stream events one engine event becomes. */
-  push(event: ChatEvent): ResponseStreamEvent[] {
+  next(event: ChatEvent): ResponseStreamEvent[] {
     switch (event.type) {
       case "thinking":
         return this.#appendText("reasoning", event.text);
@@ -101,6 +102,10 @@ export class ResponseBuilder {
       default:
         return event satisfies never;
     }
+  }
+
+  end(): ResponseStreamEvent[] {
+    return [];
   }
 
   /** Marks the response failed (the generation broke off): what is stored of it. */
