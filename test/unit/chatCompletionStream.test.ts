@@ -45,19 +45,22 @@ describe("OpenAI translators", () => {
   it("opens a choice that begins with a call with the role in the call's first chunk, and no content", () => {
     const chunks = new ChatCompletionStream({ ...identity, includeUsage: false });
     const events: ChatEvent[] = [
-      { type: "tool_call_start", index: 0, id: "call_a", name: "get_weather" },
+      { type: "tool_call_start", index: 0, name: "get_weather" },
       { type: "tool_call_arguments", index: 0, text: '{"city":"Paris"}' },
-      { type: "tool_call_start", index: 1, id: "call_b", name: "add" },
+      { type: "tool_call_start", index: 1, name: "add" },
       { type: "done", finishReason: "tool_calls", usage, timings },
     ];
     const streamed = events.flatMap((event) => chunks.next(of(event)));
     expect(streamed.map((chunk) => chunk.choices[0]?.delta)).toEqual([
-      { role: "assistant", tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }] },
+      { role: "assistant", tool_calls: [{ index: 0, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "get_weather", arguments: "" } }] },
       { tool_calls: [{ index: 0, function: { arguments: '{"city":"Paris"}' } }] },
-      { tool_calls: [{ index: 1, id: "call_b", type: "function", function: { name: "add", arguments: "" } }] },
+      { tool_calls: [{ index: 1, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "add", arguments: "" } }] },
       {},
     ]);
     expect(streamed.some((chunk) => "content" in chunk.choices[0]!.delta)).toBe(false);
+    // The engine names calls by index only; each gets its own id here.
+    const ids = streamed.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls?.map((call) => call.id) ?? []).filter(Boolean);
+    expect(new Set(ids).size).toBe(2);
   });
 
   it("opens a choice that begins with text, a thought or nothing with the role-only chunk, once per choice", () => {
@@ -73,8 +76,8 @@ describe("OpenAI translators", () => {
       { index: 2, delta: {}, finish_reason: "length", logprobs: null },
     ]);
     // A call after text: the role was given already.
-    expect(chunks.next(of({ type: "tool_call_start", index: 0, id: "call_a", name: "f" }))[0]?.choices[0]?.delta).toEqual({
-      tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "f", arguments: "" } }],
+    expect(chunks.next(of({ type: "tool_call_start", index: 0, name: "f" }))[0]?.choices[0]?.delta).toEqual({
+      tool_calls: [{ index: 0, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "f", arguments: "" } }],
     });
   });
 

@@ -50,10 +50,10 @@ describe("native protocol translators", () => {
   it("sends each tool call whole, arguments as an object, before the final object; every timing is sent, zero too (load_duration of a loaded model)", async () => {
     const events: ChatEvent[] = [
       { type: "text", text: "Hi" },
-      { type: "tool_call_start", index: 0, id: "call_a", name: "get_weather" },
+      { type: "tool_call_start", index: 0, name: "get_weather" },
       { type: "tool_call_arguments", index: 0, text: '{"city":' },
       { type: "tool_call_arguments", index: 0, text: '"Tokyo"}' },
-      { type: "tool_call_start", index: 1, id: "call_b", name: "now" },
+      { type: "tool_call_start", index: 1, name: "now" },
       done,
     ];
     const stream = new NativeReplyStream(context);
@@ -63,13 +63,13 @@ describe("native protocol translators", () => {
       {
         model: "m",
         created_at: "2025-01-02T03:04:05.678Z",
-        message: { role: "assistant", content: "", tool_calls: [{ id: "call_a", function: { index: 0, name: "get_weather", arguments: { city: "Tokyo" } } }] },
+        message: { role: "assistant", content: "", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 0, name: "get_weather", arguments: { city: "Tokyo" } } }] },
         done: false,
       },
       {
         model: "m",
         created_at: "2025-01-02T03:04:05.678Z",
-        message: { role: "assistant", content: "", tool_calls: [{ id: "call_b", function: { index: 1, name: "now", arguments: {} } }] },
+        message: { role: "assistant", content: "", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 1, name: "now", arguments: {} } }] },
         done: false,
       },
       {
@@ -89,7 +89,7 @@ describe("native protocol translators", () => {
     const whole = await toNativeReply(context, (async function* () {
       yield* events;
     })());
-    expect(whole).toMatchObject({ message: { content: "Hi", tool_calls: [{ id: "call_a" }, { id: "call_b" }] }, done: true, done_reason: "stop" });
+    expect(whole).toMatchObject({ message: { content: "Hi", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }, { id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }] }, done: true, done_reason: "stop" });
   });
 
   it("sends the thought in message.thinking (chat) or thinking (generate), concatenated when not streamed", async () => {

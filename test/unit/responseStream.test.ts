@@ -11,7 +11,7 @@ const usage = { promptTokens: 10, cachedTokens: 4, completionTokens: 7, reasonin
 
 function run(events: ChatEvent[]) {
   const { settings } = fromResponseRequest({ model: "m", input: "hi" });
-  const stream = new ResponseStream("resp_test", settings, 1_700_000_000);
+  const stream = new ResponseStream(settings, "resp_test", 1_700_000_000);
   const wire = [...stream.start(), ...events.flatMap((event) => stream.next(event))];
   return { types: wire.map((event) => event.type), wire, response: stream.response };
 }
@@ -22,10 +22,10 @@ describe("ResponseStream", () => {
       { type: "thinking", text: "Hm." },
       { type: "text", text: "Let me " },
       { type: "text", text: "check." },
-      { type: "tool_call_start", index: 0, id: "call_a", name: "f" },
+      { type: "tool_call_start", index: 0, name: "f" },
       { type: "tool_call_arguments", index: 0, text: '{"x":' },
       { type: "tool_call_arguments", index: 0, text: "1}" },
-      { type: "tool_call_start", index: 1, id: "call_b", name: "g" },
+      { type: "tool_call_start", index: 1, name: "g" },
       { type: "tool_call_arguments", index: 1, text: "{}" },
       { type: "text", text: "Done." },
       { type: "done", finishReason: "tool_calls", usage, timings },
@@ -44,7 +44,7 @@ describe("ResponseStream", () => {
     const added = wire.filter((event) => event.type === "response.output_item.added");
     expect(added.map((event) => ("output_index" in event ? event.output_index : -1))).toEqual([0, 1, 2, 3, 4]);
     expect(response.output.map((item) => item.type)).toEqual(["reasoning", "message", "function_call", "function_call", "message"]);
-    expect(response.output[2]).toMatchObject({ type: "function_call", call_id: "call_a", name: "f", arguments: '{"x":1}', status: "completed" });
+    expect(response.output[2]).toMatchObject({ type: "function_call", call_id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), name: "f", arguments: '{"x":1}', status: "completed" });
     expect(response.output_text).toBe("Let me check.Done.");
     expect(response.status).toBe("completed");
     expect(response.usage).toEqual({

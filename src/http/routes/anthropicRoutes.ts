@@ -1,10 +1,10 @@
 import type { FastifyInstance } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
 import type { Engine } from "../../core/Engine.js";
-import { randomBase62 } from "../../core/randomBase62.js";
 import { fromCountTokensRequest, fromMessagesRequest } from "../../protocols/anthropic/fromMessagesRequest.js";
 import { toAnthropicError } from "../../protocols/anthropic/toAnthropicError.js";
 import { toMessage } from "../../protocols/anthropic/toMessage.js";
+import { newMessageId } from "../../protocols/anthropic/ids.js";
 import { MessageStream, PING, type MessageIdentity } from "../../protocols/anthropic/MessageStream.js";
 import { engineOptions } from "../engineOptions.js";
 import { translated } from "../translated.js";
@@ -13,11 +13,6 @@ import { pumpStream } from "../pumpStream.js";
 import { described } from "../openapi.js";
 import { countTokensResponseSchema, messageSchema, messageStreamEventSchema } from "../../protocols/anthropic/responseSchemas.js";
 import { countTokensRequestSchema, messagesRequestSchema } from "../../protocols/anthropic/schemas.js";
-
-/** `msg_` and 24 random base62 characters, the shape Anthropic's message ids have. */
-function newMessageId(): string {
-  return `msg_${randomBase62(24)}`;
-}
 
 /**
  * Anthropic's Messages API. The `anthropic-version` and `anthropic-beta` headers are accepted

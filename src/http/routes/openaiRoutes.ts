@@ -3,7 +3,7 @@ import type { AccessGate } from "../../access/AccessGate.js";
 import type { ChatStream } from "../../core/ChatEvent.js";
 import type { ChatRequest } from "../../core/ChatRequest.js";
 import type { Engine } from "../../core/Engine.js";
-import { randomBase62 } from "../../core/randomBase62.js";
+import { newChatCompletionId, newTextCompletionId } from "../../protocols/openai/ids.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
 import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingRequest.js";
@@ -34,11 +34,6 @@ export const chatCompletionsDoc = {
   streamEvent: chatCompletionChunkSchema,
 };
 
-/** `chatcmpl-` and 29 random base62 characters, the shape OpenAI's ids have. */
-function newCompletionId(): string {
-  return `chatcmpl-${randomBase62(29)}`;
-}
-
 export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
   const config = { access: "caller" as const, errorShape: toOpenAIError };
 
@@ -66,7 +61,7 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
     const [firstPrompt, ...otherPrompts] = prompts as [ChatRequest, ...ChatRequest[]];
     const options = engineOptions(request, reply, access, firstPrompt.model, "chat");
     const identity: StreamIdentity = {
-      id: `cmpl-${randomBase62(29)}`,
+      id: newTextCompletionId(),
       created: Math.floor(Date.now() / 1000),
       model: firstPrompt.model,
       includeUsage,
@@ -116,7 +111,7 @@ export function chatCompletionsHandler(engine: Engine, access: AccessGate | unde
     const { chat, stream: streamed, includeUsage } = await translated(engine, request.body, fromChatCompletionRequest);
     const options = engineOptions(request, reply, access, chat.model, "chat");
     const identity: StreamIdentity = {
-      id: newCompletionId(),
+      id: newChatCompletionId(),
       created: Math.floor(Date.now() / 1000),
       model: chat.model,
       includeUsage,

@@ -6,7 +6,7 @@ import type { ChatEvent } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
-import { fromResponseRequest, newItemId, referencedItemIds, resolveItemReferences, toChatRequest } from "../../protocols/responses/fromResponseRequest.js";
+import { fromResponseRequest, referencedItemIds, resolveItemReferences, toChatRequest } from "../../protocols/responses/fromResponseRequest.js";
 import { ResponseStream } from "../../protocols/responses/ResponseStream.js";
 import { endedWithoutResult } from "../../protocols/StreamTranslator.js";
 import { retrieveQuerySchema, type DeletedResponse, type ResponseObject, type StoredInputItem } from "../../protocols/responses/schemas.js";
@@ -61,7 +61,7 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     const prefix: StoredInputItem[] = previous ? [...wireOf(previous).input, ...wireOf(previous).response.output] : [];
     const chat = toChatRequest(parsed, prefix);
     const options = engineOptions(request, reply, access, chat.model, "chat");
-    const stream = new ResponseStream(newItemId("resp"), parsed.settings);
+    const stream = new ResponseStream(parsed.settings);
     const keep = async (response: ResponseObject) => {
       // Its own input items (the prefix's are kept with the earlier response) and its output can be referenced later by id.
       const items = [...parsed.input, ...response.output].map((item) => ({ id: item.id, item }));

@@ -1,5 +1,6 @@
 import type { ChatEvent, FinishReason, Usage } from "../../core/ChatEvent.js";
 import type { StreamTranslator } from "../StreamTranslator.js";
+import { newToolUseId } from "./ids.js";
 import type { MessageStreamEvent, MessageUsage, ResponseContentBlock, StopReason } from "./schemas.js";
 
 export interface MessageIdentity {
@@ -75,9 +76,7 @@ export class MessageStream implements StreamTranslator<ChatEvent, MessageStreamE
         const events = this.#close();
         const index = this.#nextBlock++;
         this.#open = { index, kind: "tool_use", call: event.index };
-        // The engine's `call_…` ids become Anthropic's `toolu_…` ones, with the same random part.
-        const id = `toolu_${event.id.replace(/^call_/, "")}`;
-        events.push({ type: "content_block_start", index, content_block: { type: "tool_use", id, name: event.name, input: {}, caller: { type: "direct" } } });
+        events.push({ type: "content_block_start", index, content_block: { type: "tool_use", id: newToolUseId(), name: event.name, input: {}, caller: { type: "direct" } } });
         return events;
       }
       case "tool_call_arguments": {

@@ -1,5 +1,6 @@
 import type { ChatEvent, GenerationTimings, Usage } from "../../core/ChatEvent.js";
 import type { StreamTranslator } from "../StreamTranslator.js";
+import { newToolCallId } from "./ids.js";
 import type { ChatResponse, DoneReason, GenerateResponse, Metrics, WireToolCall } from "./schemas.js";
 
 export type ReplyKind = "chat" | "generate";
@@ -65,7 +66,7 @@ export class NativeReplyStream implements StreamTranslator<ChatEvent, NativeChun
       case "tool_call_start": {
         // Calls are generated one after another: a new one means the earlier ones are complete.
         const complete = this.#flushCalls();
-        this.#pending.set(event.index, { id: event.id, name: event.name, arguments: "" });
+        this.#pending.set(event.index, { id: newToolCallId(), name: event.name, arguments: "" });
         return complete;
       }
       case "tool_call_arguments": {

@@ -1,5 +1,6 @@
 import type { ChatEvent, Usage } from "../../core/ChatEvent.js";
 import type { StreamTranslator } from "../StreamTranslator.js";
+import { newToolCallId } from "./ids.js";
 import type { ChatCompletionChunk } from "./schemas.js";
 import { promptsUsage, toChatLogprobs, toUsage, type CompletionIdentity } from "./toChatCompletion.js";
 
@@ -98,7 +99,7 @@ export class ChatCompletionStream implements StreamTranslator<ChoiceEvent, ChatC
           this.#chunk([
             {
               index,
-              delta: { tool_calls: [{ index: event.index, id: event.id, type: "function", function: { name: event.name, arguments: "" } }] },
+              delta: { tool_calls: [{ index: event.index, id: newToolCallId(), type: "function", function: { name: event.name, arguments: "" } }] },
               finish_reason: null,
               logprobs: null,
             },

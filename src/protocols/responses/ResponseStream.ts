@@ -1,6 +1,6 @@
 import type { ChatEvent, TokenAlternative, TokenLogprob, Usage } from "../../core/ChatEvent.js";
 import type { StreamTranslator } from "../StreamTranslator.js";
-import { newItemId } from "./fromResponseRequest.js";
+import { newCallId, newItemId } from "./ids.js";
 import type { FunctionCallItem, OutputItem, OutputMessageItem, ReasoningItem, ResponseObject, ResponseSettings, ResponseStreamEvent, ResponseUsage, WireLogprob } from "./schemas.js";
 
 /** The item being written: its events go to it until another item starts or the generation ends. */
@@ -40,7 +40,7 @@ export class ResponseStream implements StreamTranslator<ChatEvent, ResponseStrea
   readonly #response: ResponseObject;
   #open: OpenItem | undefined;
 
-  constructor(id: string, settings: ResponseSettings, createdAt = Math.floor(Date.now() / 1000)) {
+  constructor(settings: ResponseSettings, id = newItemId("resp"), createdAt = Math.floor(Date.now() / 1000)) {
     this.#response = {
       id,
       object: "response",
@@ -80,7 +80,7 @@ export class ResponseStream implements StreamTranslator<ChatEvent, ResponseStrea
         return this.#appendText("message", event.text, event.logprobs?.map(toWireLogprob) ?? []);
       case "tool_call_start": {
         const events = this.#close("completed");
-        const item: FunctionCallItem = { type: "function_call", id: newItemId("fc"), call_id: event.id, name: event.name, arguments: "", status: "in_progress" };
+        const item: FunctionCallItem = { type: "function_call", id: newItemId("fc"), call_id: newCallId(), name: event.name, arguments: "", status: "in_progress" };
         return [...events, this.#add({ index: this.#response.output.length, item, callIndex: event.index })];
       }
       case "tool_call_arguments": {
