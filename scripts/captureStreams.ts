@@ -47,7 +47,7 @@ const requests: Array<[name: string, route: string, body: Record<string, unknown
   ["messages-tool", "/v1/messages", { model: "tiny", messages: [{ role: "user", content: ask }], tools: tools.map(({ parameters, ...tool }) => ({ ...tool, input_schema: parameters })), tool_choice: { type: "any", disable_parallel_tool_use: true }, max_tokens: 200, temperature: 0, stream: true }],
   ["messages-think", "/v1/messages", { model: "think", messages: [{ role: "user", content: greet }], max_tokens: 60, temperature: 0, thinking: { type: "enabled", budget_tokens: 40 }, stream: true }],
   ["ollama-chat-text", "/api/chat", { model: "tiny", messages: [{ role: "user", content: greet }], options: { temperature: 0, seed: 1, num_predict: 24 } }],
-  ["ollama-chat-tool", "/api/chat", { model: "tiny", messages: [{ role: "user", content: ask }], tools: openaiTools, options: { temperature: 0, seed: 1, num_predict: 200 } }],
+  ["ollama-chat-tool", "/api/chat", { model: "tiny", messages: [{ role: "user", content: ask }], tools: openaiTools, tool_choice: "required", options: { temperature: 0, seed: 1, num_predict: 200 } }],
   ["ollama-chat-think", "/api/chat", { model: "think", messages: [{ role: "user", content: greet }], think: true, options: { temperature: 0, seed: 1, num_predict: 60 } }],
   ["ollama-generate", "/api/generate", { model: "tiny", prompt: greet, options: { temperature: 0, seed: 1, num_predict: 24 } }],
   ["ollama-generate-raw", "/api/generate", { model: "tiny", prompt: "Once upon a time", raw: true, options: { temperature: 0, seed: 1, num_predict: 16 } }],
