@@ -40,7 +40,8 @@ export interface TokenLogprob extends TokenAlternative {
  * one `done`. `thinking` events carry the text of the thought section of a model whose chat
  * template has one (`<think>…</think>` style), without its markers; they all come before the
  * answer's first `text` event. A call starts with `tool_call_start` (its name is known by then); its JSON arguments follow in
- * `tool_call_arguments` pieces, in order. Calls are numbered from 0 by `index`.
+ * `tool_call_arguments` pieces, in order. Calls are numbered from 0 by `index`, which is all that
+ * names them here: each protocol mints the ids its clients see (`call_…`, `toolu_…`) in its own shape.
  */
 export type ChatEvent =
   | { type: "thinking"; text: string }
@@ -53,7 +54,7 @@ export type ChatEvent =
        */
       logprobs?: TokenLogprob[];
     }
-  | { type: "tool_call_start"; index: number; id: string; name: string }
+  | { type: "tool_call_start"; index: number; name: string }
   | { type: "tool_call_arguments"; index: number; text: string }
   | {
       type: "done";

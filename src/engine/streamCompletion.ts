@@ -3,7 +3,6 @@ import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type T
 import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
 import type { EngineCounters } from "../core/ModelInfo.js";
-import { randomBase62 } from "../core/randomBase62.js";
 import type { BatchDecoder, DecoderSequence, Sampled } from "./BatchDecoder.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { createNativeSampler, nativeGrammarState, type NativeSamplerConfig } from "./llamaInternals.js";
@@ -255,7 +254,7 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
   if (tools && tools.mode !== "auto") {
     const named = typeof tools.mode === "object" ? { name: tools.mode.name } : undefined;
     // A named call is given out once its opening, name included, is within the limit.
-    if (state.openCall(tools, named) && named) yield { type: "tool_call_start", index: 0, id: newCallId(), name: named.name };
+    if (state.openCall(tools, named) && named) yield { type: "tool_call_start", index: 0, name: named.name };
   }
   let end = yield* runSegment(job, state);
   while (end.type === "rewind") {
@@ -388,7 +387,7 @@ function toTokenLogprob(sampled: Sampled, { top, bytes }: NonNullable<Completion
 function toChatEvent(event: ToolCallParserEvent): ChatEvent | undefined {
   switch (event.type) {
     case "start":
-      return { type: "tool_call_start", index: event.index, id: newCallId(), name: event.name };
+      return { type: "tool_call_start", index: event.index, name: event.name };
     case "arguments":
       return { type: "tool_call_arguments", index: event.index, text: event.text };
     case "end":
@@ -396,11 +395,6 @@ function toChatEvent(event: ToolCallParserEvent): ChatEvent | undefined {
     default:
       return event satisfies never;
   }
-}
-
-/** `call_` and 24 random base62 characters, as OpenAI's tool call ids look. */
-function newCallId(): string {
-  return `call_${randomBase62(24)}`;
 }
 
 /**

@@ -16,18 +16,14 @@ export class ResponseEventWriter extends SseWriter {
     super(reply, { namedEvents: true });
   }
 
-  async sendEvent(event: ResponseStreamEvent | ResponseErrorEvent): Promise<boolean> {
-    return this.send({ ...event, sequence_number: this.#sequence++ });
+  override async send(event: ResponseStreamEvent | ResponseErrorEvent): Promise<boolean> {
+    return super.send({ ...event, sequence_number: this.#sequence++ });
   }
 
   /** The `error` event: OpenAI's error fields (`code` null for internal errors) without the envelope. */
-  async sendError(error: ServerError): Promise<boolean> {
-    const { code, message, param } = toOpenAIError(error).error;
-    return this.sendEvent({ type: "error", code, message, param });
-  }
-
   override async fail(error: ServerError): Promise<void> {
-    await this.sendError(error);
+    const { code, message, param } = toOpenAIError(error).error;
+    await this.send({ type: "error", code, message, param });
     this.end();
   }
 }

@@ -10,6 +10,8 @@ export interface SseOptions {
   namedEvents?: boolean;
   /** In named mode, the event sent after --stream-keepalive of silence (Anthropic's `{type:"ping"}`) instead of a comment. */
   keepalive?: { type: string };
+  /** OpenAI's framing: a stream whose events all went out ends with `data: [DONE]` (one cut by an error does not). */
+  doneSentinel?: boolean;
 }
 
 /**
@@ -32,8 +34,9 @@ export class SseWriter extends StreamingResponse {
     return this.write(this.#frame(payload));
   }
 
-  async done(): Promise<boolean> {
-    return this.write("data: [DONE]\n\n");
+  override async finish(): Promise<void> {
+    if (this.#options.doneSentinel) await this.write("data: [DONE]\n\n");
+    this.end();
   }
 
   protected override keepaliveText(): string {

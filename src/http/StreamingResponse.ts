@@ -74,6 +74,11 @@ export abstract class StreamingResponse {
     this.#armKeepalive(this.#limits.keepaliveMs);
   }
 
+  /** Ends a stream whose every event went out; a framing with a closing sentinel (OpenAI's `[DONE]`) sends it first. */
+  async finish(): Promise<void> {
+    this.end();
+  }
+
   end(): void {
     clearTimeout(this.#keepalive);
     if (!this.#reply.raw.writableEnded) this.#reply.raw.end();

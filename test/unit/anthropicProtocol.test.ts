@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
 import { fromCountTokensRequest, fromMessagesRequest } from "../../src/protocols/anthropic/fromMessagesRequest.js";
-import { MessageStreamTranslator, toMessage } from "../../src/protocols/anthropic/toMessage.js";
+import { toMessage } from "../../src/protocols/anthropic/toMessage.js";
+import { MessageStream } from "../../src/protocols/anthropic/MessageStream.js";
 
 const done = (extra: Partial<Extract<ChatEvent, { type: "done" }>> = {}): ChatEvent => ({
   type: "done",
@@ -101,17 +102,18 @@ describe("Messages request translation", () => {
 
 describe("Messages reply translation", () => {
   it("opens a block per run of thought, text and each tool call, in order, and closes each", () => {
-    const translator = new MessageStreamTranslator({ id: "msg_x", model: "m" });
+    const translator = new MessageStream({ id: "msg_x", model: "m" }, 7);
+    expect(translator.start().map((event) => event.type)).toEqual(["message_start", "ping"]);
     const out = [
       { type: "thinking", text: "a" },
       { type: "thinking", text: "b" },
       { type: "text", text: "c" },
-      { type: "tool_call_start", index: 0, id: "call_abc", name: "f" },
+      { type: "tool_call_start", index: 0, name: "f" },
       { type: "tool_call_arguments", index: 0, text: '{"x":' },
       { type: "tool_call_arguments", index: 0, text: "1}" },
-      { type: "tool_call_start", index: 1, id: "call_def", name: "g" },
+      { type: "tool_call_start", index: 1, name: "g" },
       done({ finishReason: "tool_calls" }),
-    ].flatMap((event) => translator.push(event as ChatEvent));
+    ].flatMap((event) => translator.next(event as ChatEvent));
     expect(out.map((event) => [event.type, "index" in event ? event.index : "-"])).toEqual([
       ["content_block_start", 0],
       ["content_block_delta", 0],
@@ -131,7 +133,7 @@ describe("Messages reply translation", () => {
       ["message_stop", "-"],
     ]);
     expect(out[3]).toEqual({ type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "" } });
-    expect(out[8]).toMatchObject({ content_block: { type: "tool_use", id: "toolu_abc", name: "f", input: {} } });
+    expect(out[8]).toMatchObject({ content_block: { type: "tool_use", id: expect.stringMatching(/^toolu_[A-Za-z0-9]{24}$/), name: "f", input: {} } });
     expect(out.at(-2)).toMatchObject({ delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { input_tokens: 7, output_tokens: 5 } });
   });
 
@@ -148,9 +150,9 @@ describe("Messages reply translation", () => {
       stop_sequence: "END",
       usage: { input_tokens: 7, output_tokens: 5, cache_read_input_tokens: 0, output_tokens_details: null },
     });
-    const cut = await toMessage({ id: "msg_y", model: "m" }, events([{ type: "tool_call_start", index: 0, id: "call_q", name: "f" }, { type: "tool_call_arguments", index: 0, text: '{"a": ' }, done({ finishReason: "length" })]), 7);
+    const cut = await toMessage({ id: "msg_y", model: "m" }, events([{ type: "tool_call_start", index: 0, name: "f" }, { type: "tool_call_arguments", index: 0, text: '{"a": ' }, done({ finishReason: "length" })]), 7);
     // A call cut off by max_tokens has no complete input.
-    expect(cut).toMatchObject({ stop_reason: "max_tokens", content: [{ type: "tool_use", id: "toolu_q", input: {} }] });
+    expect(cut).toMatchObject({ stop_reason: "max_tokens", content: [{ type: "tool_use", id: expect.stringMatching(/^toolu_[A-Za-z0-9]{24}$/), input: {} }] });
     await expect(toMessage({ id: "msg_z", model: "m" }, events([{ type: "text", text: "x" }]), 1)).rejects.toMatchObject({ code: "internal_error" });
   });
 });

@@ -5,7 +5,8 @@ import { ServerError } from "../../src/core/ServerError.js";
 import { fromChatRequest, fromEmbedRequest, fromGenerateRequest, fromModelRequest } from "../../src/protocols/ollama/fromNativeRequest.js";
 import { parseKeepAlive } from "../../src/protocols/ollama/parseKeepAlive.js";
 import { formatParameterCount } from "../../src/core/formatParameterCount.js";
-import { NativeReplyStream, toNativeReply } from "../../src/protocols/ollama/toNativeReply.js";
+import { toNativeReply } from "../../src/protocols/ollama/toNativeReply.js";
+import { NativeReplyStream } from "../../src/protocols/ollama/NativeReplyStream.js";
 import { toOllamaError } from "../../src/protocols/ollama/toOllamaError.js";
 
 const context = { kind: "chat" as const, model: "m", elapsedMs: () => 12.5, now: () => new Date("2025-01-02T03:04:05.678Z") };
@@ -49,26 +50,26 @@ describe("native protocol translators", () => {
   it("sends each tool call whole, arguments as an object, before the final object; every timing is sent, zero too (load_duration of a loaded model)", async () => {
     const events: ChatEvent[] = [
       { type: "text", text: "Hi" },
-      { type: "tool_call_start", index: 0, id: "call_a", name: "get_weather" },
+      { type: "tool_call_start", index: 0, name: "get_weather" },
       { type: "tool_call_arguments", index: 0, text: '{"city":' },
       { type: "tool_call_arguments", index: 0, text: '"Tokyo"}' },
-      { type: "tool_call_start", index: 1, id: "call_b", name: "now" },
+      { type: "tool_call_start", index: 1, name: "now" },
       done,
     ];
     const stream = new NativeReplyStream(context);
-    const chunks = events.flatMap((event) => stream.push(event));
+    const chunks = events.flatMap((event) => stream.next(event));
     expect(chunks).toEqual([
       { model: "m", created_at: "2025-01-02T03:04:05.678Z", message: { role: "assistant", content: "Hi" }, done: false },
       {
         model: "m",
         created_at: "2025-01-02T03:04:05.678Z",
-        message: { role: "assistant", content: "", tool_calls: [{ id: "call_a", function: { index: 0, name: "get_weather", arguments: { city: "Tokyo" } } }] },
+        message: { role: "assistant", content: "", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 0, name: "get_weather", arguments: { city: "Tokyo" } } }] },
         done: false,
       },
       {
         model: "m",
         created_at: "2025-01-02T03:04:05.678Z",
-        message: { role: "assistant", content: "", tool_calls: [{ id: "call_b", function: { index: 1, name: "now", arguments: {} } }] },
+        message: { role: "assistant", content: "", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 1, name: "now", arguments: {} } }] },
         done: false,
       },
       {
@@ -88,12 +89,12 @@ describe("native protocol translators", () => {
     const whole = await toNativeReply(context, (async function* () {
       yield* events;
     })());
-    expect(whole).toMatchObject({ message: { content: "Hi", tool_calls: [{ id: "call_a" }, { id: "call_b" }] }, done: true, done_reason: "stop" });
+    expect(whole).toMatchObject({ message: { content: "Hi", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }, { id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }] }, done: true, done_reason: "stop" });
   });
 
   it("sends the thought in message.thinking (chat) or thinking (generate), concatenated when not streamed", async () => {
     const events: ChatEvent[] = [{ type: "thinking", text: "Hm" }, { type: "thinking", text: "m." }, { type: "text", text: "Yes." }, done];
-    const chunks = events.flatMap((event) => new NativeReplyStream(context).push(event));
+    const chunks = events.flatMap((event) => new NativeReplyStream(context).next(event));
     expect(chunks.slice(0, 3).map((chunk) => ("message" in chunk ? chunk.message : undefined))).toEqual([
       { role: "assistant", content: "", thinking: "Hm" },
       { role: "assistant", content: "", thinking: "m." },

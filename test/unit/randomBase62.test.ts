@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { BASE62_ALPHABET, randomBase62 } from "../../src/core/randomBase62.js";
+import { BASE36_ALPHABET, BASE62_ALPHABET, randomBase36, randomBase62 } from "../../src/core/randomBase62.js";
 
 describe("randomBase62", () => {
   it("draws every character of the alphabet uniformly", () => {
@@ -17,5 +17,17 @@ describe("randomBase62", () => {
 
   it("returns exactly the length asked for", () => {
     for (const length of [0, 1, 7, 32, 1_000]) expect(randomBase62(length)).toHaveLength(length);
+  });
+});
+
+describe("randomBase36", () => {
+  it("draws digits and lower case only, uniformly", () => {
+    // 35 degrees of freedom: a chi-square of 90 has odds of about one in a million by chance.
+    const sample = randomBase36(100_000);
+    const counts = new Map<string, number>();
+    for (const char of sample) counts.set(char, (counts.get(char) ?? 0) + 1);
+    expect([...counts.keys()].sort().join("")).toBe(BASE36_ALPHABET);
+    const expected = sample.length / BASE36_ALPHABET.length;
+    expect([...counts.values()].reduce((sum, count) => sum + (count - expected) ** 2 / expected, 0)).toBeLessThan(90);
   });
 });

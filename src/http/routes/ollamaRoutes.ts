@@ -14,12 +14,13 @@ import {
   type NativeGeneration,
 } from "../../protocols/ollama/fromNativeRequest.js";
 import { API_VERSION, toEmbedResponse, toListedModels, toRunningModel, toShowResponse } from "../../protocols/ollama/toModelResponses.js";
-import { NativeReplyStream, toNativeReply, type ReplyKind } from "../../protocols/ollama/toNativeReply.js";
+import { toNativeReply } from "../../protocols/ollama/toNativeReply.js";
+import { NativeReplyStream, type ReplyKind } from "../../protocols/ollama/NativeReplyStream.js";
 import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
 import { NdjsonWriter } from "../NdjsonWriter.js";
 import { engineOptions } from "../engineOptions.js";
 import { translated } from "../translated.js";
-import { toServerError } from "../toServerError.js";
+import { pumpStream } from "../pumpStream.js";
 import { described } from "../openapi.js";
 import {
   embedResponseSchema,
@@ -86,23 +87,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
     const events = await engine.chat(chat, options);
     if (!stream) return toNativeReply(context, events);
 
-    const ndjson = new NdjsonWriter(reply);
-    ndjson.start();
-    try {
-      for await (const event of events) {
-        for (const chunk of replyStream.push(event)) {
-          if (!(await ndjson.send(chunk))) return;
-        }
-      }
-    } catch (error) {
-      // The status is sent: the error travels as one last object, which clients raise.
-      if (!options.signal.aborted) {
-        request.log.error({ err: error }, `${kind} stream failed`);
-        await ndjson.send(toOllamaError(toServerError(error)));
-      }
-    } finally {
-      ndjson.end();
-    }
+    await pumpStream(new NdjsonWriter(reply), events, replyStream, { signal: options.signal, log: request.log });
   }
 
   app.post("/api/embed", { config: described(config, { summary: "Native embeddings (normalised)", body: embedRequestSchema, response: embedResponseSchema }) }, async (request, reply) => {

@@ -1,16 +1,17 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
-import type { ChatEvent, ChatStream, Usage } from "../../core/ChatEvent.js";
+import type { ChatStream } from "../../core/ChatEvent.js";
 import type { ChatRequest } from "../../core/ChatRequest.js";
 import type { Engine } from "../../core/Engine.js";
-import { randomBase62 } from "../../core/randomBase62.js";
+import { newChatCompletionId, newTextCompletionId } from "../../protocols/openai/ids.js";
 import { ServerError } from "../../core/ServerError.js";
 import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
 import { fromEmbeddingRequest } from "../../protocols/openai/fromEmbeddingRequest.js";
-import { collectChoice, promptsUsage, toChatCompletion, type CollectedChoice } from "../../protocols/openai/toChatCompletion.js";
+import { collectChoice, toChatCompletion, type CollectedChoice } from "../../protocols/openai/toChatCompletion.js";
 import { fromCompletionRequest } from "../../protocols/openai/fromCompletionRequest.js";
-import { TextCompletionChunks, toTextCompletion } from "../../protocols/openai/toTextCompletion.js";
-import { ChatCompletionChunks, toUsageChunk, type StreamIdentity } from "../../protocols/openai/toChatCompletionChunk.js";
+import { toTextCompletion } from "../../protocols/openai/toTextCompletion.js";
+import { TextCompletionStream } from "../../protocols/openai/TextCompletionStream.js";
+import { ChatCompletionStream, type ChoiceEvent, type StreamIdentity } from "../../protocols/openai/ChatCompletionStream.js";
 import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.js";
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
@@ -18,7 +19,8 @@ import { engineOptions } from "../engineOptions.js";
 import { translated } from "../translated.js";
 import { interleaveChoices } from "../interleaveChoices.js";
 import { SseWriter } from "../SseWriter.js";
-import { toServerError } from "../toServerError.js";
+import { pumpStream } from "../pumpStream.js";
+import type { StreamTranslator } from "../../protocols/StreamTranslator.js";
 import { described } from "../openapi.js";
 import { chatCompletionChunkSchema, chatCompletionSchema, embeddingResponseSchema, modelListSchema, modelObjectSchema, textCompletionSchema } from "../../protocols/openai/responseSchemas.js";
 import { chatCompletionRequestSchema, completionRequestSchema, embeddingRequestSchema } from "../../protocols/openai/schemas.js";
@@ -31,11 +33,6 @@ export const chatCompletionsDoc = {
   produces: ["text/event-stream"],
   streamEvent: chatCompletionChunkSchema,
 };
-
-/** `chatcmpl-` and 29 random base62 characters, the shape OpenAI's ids have. */
-function newCompletionId(): string {
-  return `chatcmpl-${randomBase62(29)}`;
-}
 
 export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
   const config = { access: "caller" as const, errorShape: toOpenAIError };
@@ -64,7 +61,7 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
     const [firstPrompt, ...otherPrompts] = prompts as [ChatRequest, ...ChatRequest[]];
     const options = engineOptions(request, reply, access, firstPrompt.model, "chat");
     const identity: StreamIdentity = {
-      id: `cmpl-${randomBase62(29)}`,
+      id: newTextCompletionId(),
       created: Math.floor(Date.now() / 1000),
       model: firstPrompt.model,
       includeUsage,
@@ -89,11 +86,7 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
         for await (const choices of batches()) collected.push(await Promise.all(choices.map(collectChoice)));
         return toTextCompletion(identity, collected, echo);
       }
-      const chunks = new TextCompletionChunks(identity, echo);
-      await streamChoices(request, reply, options.signal, batches(), {
-        event: (index, event) => chunks.event(index, event),
-        usage: (usage) => (includeUsage ? chunks.usage(usage) : undefined),
-      });
+      await streamChoices(request, reply, options.signal, batches(), new TextCompletionStream(identity, echo));
     } finally {
       await Promise.all(opened.map((choice) => choice.return()));
     }
@@ -118,7 +111,7 @@ export function chatCompletionsHandler(engine: Engine, access: AccessGate | unde
     const { chat, stream: streamed, includeUsage } = await translated(engine, request.body, fromChatCompletionRequest);
     const options = engineOptions(request, reply, access, chat.model, "chat");
     const identity: StreamIdentity = {
-      id: newCompletionId(),
+      id: newChatCompletionId(),
       created: Math.floor(Date.now() / 1000),
       model: chat.model,
       includeUsage,
@@ -129,65 +122,37 @@ export function chatCompletionsHandler(engine: Engine, access: AccessGate | unde
     // leaves first (a client gone before the first event is written never iterates them at all).
     try {
       if (!streamed) return await toChatCompletion(identity, choices);
-      const chunks = new ChatCompletionChunks(identity);
-      await streamChoices(request, reply, options.signal, [choices], {
-        event: (index, event) => chunks.event(index, event),
-        usage: (usage) => (includeUsage ? toUsageChunk(identity, usage) : undefined),
-      });
+      await streamChoices(request, reply, options.signal, [choices], new ChatCompletionStream(identity));
     } finally {
       await Promise.all(choices.map((choice) => choice.return()));
     }
   };
 }
 
-/** How one OpenAI streaming endpoint turns its choices' events into chunks. */
-export interface ChoiceChunks {
-  event(index: number, event: ChatEvent): unknown[];
-  /** The usage chunk after every choice ended, if the caller asked for one. */
-  usage(usage: Usage): unknown;
-}
-
 /**
- * Streams server-sent events for the choices of one request. `batches` are groups of choices
- * started one after the other (the prompts of a legacy completion), each group decoded in
- * parallel; a batch's streams are opened when the previous batch has ended, so its sequences are
- * free. Choice indexes run on across batches; the events of a batch's choices are interleaved as
- * they come.
+ * Streams server-sent events for the choices of one request, ending with `[DONE]`. `batches` are
+ * groups of choices started one after the other (the prompts of a legacy completion), each group
+ * decoded in parallel; a batch's streams are opened when the previous batch has ended, so its
+ * sequences are free. Choice indexes run on across batches; the events of a batch's choices are
+ * interleaved as they come.
  */
-export async function streamChoices(
+async function streamChoices(
   request: FastifyRequest,
   reply: FastifyReply,
   signal: AbortSignal,
   batches: Iterable<ChatStream[]> | AsyncIterable<ChatStream[]>,
-  chunks: ChoiceChunks,
+  translator: StreamTranslator<ChoiceEvent, unknown>,
 ): Promise<void> {
-  const sse = new SseWriter(reply);
-  sse.start();
-  const usages: Usage[][] = [];
-  try {
+  async function* choiceEvents(): AsyncGenerator<ChoiceEvent> {
+    let prompt = 0;
     let offset = 0;
     for await (const choices of batches) {
-      const batchUsages: Usage[] = [];
-      usages.push(batchUsages);
-      for await (const { choice, event } of interleaveChoices(choices)) {
-        if (event.type === "done") batchUsages.push(event.usage);
-        for (const chunk of chunks.event(offset + choice, event)) if (!(await sse.send(chunk))) return;
-      }
+      for await (const { choice, event } of interleaveChoices(choices)) yield { prompt, choice: offset + choice, event };
+      prompt += 1;
       offset += choices.length;
     }
-    const usageChunk = chunks.usage(promptsUsage(usages));
-    if (usageChunk !== undefined && !(await sse.send(usageChunk))) return;
-    await sse.done();
-  } catch (error) {
-    // Once the stream has started the status is sent: the error travels as one more event.
-    if (!signal.aborted) {
-      const serverError = toServerError(error);
-      request.log.error({ err: error }, "chat stream failed");
-      await sse.send(toOpenAIError(serverError));
-    }
-  } finally {
-    sse.end();
   }
+  await pumpStream(new SseWriter(reply, { doneSentinel: true }), choiceEvents(), translator, { signal, log: request.log });
 }
 
 /** A percent-encoded path segment decoded; one that is not valid percent-encoding (`%ff`, `%`) stays as sent, an id no model has (404, not 500). */

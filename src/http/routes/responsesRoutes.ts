@@ -1,20 +1,21 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
 import type { ResponseArchive } from "../../storedResponses/ResponseArchive.js";
 import type { StoredResponse } from "../../storedResponses/ResponseStore.js";
-import type { ChatStream } from "../../core/ChatEvent.js";
+import type { ChatEvent } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
-import { fromResponseRequest, newItemId, referencedItemIds, resolveItemReferences, toChatRequest } from "../../protocols/responses/fromResponseRequest.js";
-import { ResponseBuilder } from "../../protocols/responses/ResponseBuilder.js";
+import { fromResponseRequest, referencedItemIds, resolveItemReferences, toChatRequest } from "../../protocols/responses/fromResponseRequest.js";
+import { ResponseStream } from "../../protocols/responses/ResponseStream.js";
+import { endedWithoutResult } from "../../protocols/StreamTranslator.js";
 import { retrieveQuerySchema, type DeletedResponse, type ResponseObject, type StoredInputItem } from "../../protocols/responses/schemas.js";
 import { toInputItemList } from "../../protocols/responses/toInputItemList.js";
 import { toInvalidRequestError } from "../../protocols/toInvalidRequestError.js";
 import { engineOptions } from "../engineOptions.js";
 import { translated } from "../translated.js";
 import { ResponseEventWriter } from "../ResponseEventWriter.js";
-import { toServerError } from "../toServerError.js";
+import { pumpStream } from "../pumpStream.js";
 import { described } from "../openapi.js";
 import { deletedResponseSchema, inputItemListSchema, responseObjectSchema, responseStreamEventSchema } from "../../protocols/responses/responseSchemas.js";
 import { createResponseSchema, inputItemsQuerySchema } from "../../protocols/responses/schemas.js";
@@ -60,7 +61,7 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     const prefix: StoredInputItem[] = previous ? [...wireOf(previous).input, ...wireOf(previous).response.output] : [];
     const chat = toChatRequest(parsed, prefix);
     const options = engineOptions(request, reply, access, chat.model, "chat");
-    const builder = new ResponseBuilder(newItemId("resp"), parsed.settings);
+    const stream = new ResponseStream(parsed.settings);
     const keep = async (response: ResponseObject) => {
       // Its own input items (the prefix's are kept with the earlier response) and its output can be referenced later by id.
       const items = [...parsed.input, ...response.output].map((item) => ({ id: item.id, item }));
@@ -70,12 +71,23 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     // The stream holds a decoding slot until it is closed: close it on every way out.
     try {
       if (!parsed.stream) {
-        for await (const event of events) builder.push(event);
-        if (builder.response.status === "in_progress") throw new ServerError("internal_error", { message: "The generation ended without a result." });
-        await keep(builder.response);
-        return builder.response;
+        for await (const event of events) stream.next(event);
+        if (stream.response.status === "in_progress") throw endedWithoutResult();
+        await keep(stream.response);
+        return stream.response;
       }
-      await streamResponse(request, reply, builder, events, keep, options.signal);
+      // The response is stored before its final event is sent, so a client that reads the final
+      // event can continue from it at once.
+      const storing = {
+        start: () => stream.start(),
+        next: async (event: ChatEvent) => {
+          const out = stream.next(event);
+          if (event.type === "done") await keep(stream.response);
+          return out;
+        },
+        end: () => stream.end(),
+      };
+      await pumpStream(new ResponseEventWriter(reply), events, storing, { signal: options.signal, log: request.log });
     } finally {
       await events.return();
     }
@@ -97,37 +109,4 @@ export function responsesRoutes(app: FastifyInstance, { engine, access, response
     if (!(await responses.delete(id, ownerOf(request)))) throw new ServerError("not_found", { message: `Response with id '${id}' not found.` });
     return { id, object: "response.deleted", deleted: true };
   });
-}
-
-/**
- * The typed event stream (see ResponseEventWriter). The response is stored before its final event
- * is sent, so a client that reads the final event can continue from it at once. An error after
- * the start is one `error` event, and the stream ends.
- */
-async function streamResponse(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  builder: ResponseBuilder,
-  events: ChatStream,
-  keep: (response: ResponseObject) => Promise<void>,
-  signal: AbortSignal,
-): Promise<void> {
-  const sse = new ResponseEventWriter(reply);
-  sse.start();
-  try {
-    for (const event of builder.start()) if (!(await sse.sendEvent(event))) return;
-    for await (const event of events) {
-      const out = builder.push(event);
-      if (event.type === "done") await keep(builder.response);
-      for (const wire of out) if (!(await sse.sendEvent(wire))) return;
-    }
-  } catch (error) {
-    // A client that left, or a server that ended the request (shutdown: Drain sends its error), hears nothing more here.
-    if (!signal.aborted) {
-      request.log.error({ err: error }, "response stream failed");
-      await sse.sendError(toServerError(error));
-    }
-  } finally {
-    sse.end();
-  }
 }

@@ -184,7 +184,9 @@ export type MessageStreamEvent =
       delta: { stop_reason: StopReason; stop_sequence: string | null; stop_details: null; container: null };
       usage: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number; server_tool_use: null; output_tokens_details: MessageUsage["output_tokens_details"] };
     }
-  | { type: "message_stop" };
+  | { type: "message_stop" }
+  /** Sent right after `message_start`, and by the writer after --stream-keepalive of silence. */
+  | { type: "ping" };
 
 export type AnthropicErrorType =
   | "invalid_request_error"

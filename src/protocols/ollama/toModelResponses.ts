@@ -3,7 +3,7 @@ import type { LoadedModelStatus, ModelDescription, ModelInfo } from "../../core/
 import { formatParameterCount } from "../../core/formatParameterCount.js";
 import { withTag } from "../../core/modelName.js";
 import type { Capability, EmbedResponse, ListedModel, ModelDetails, RunningModel, ShowResponse } from "./schemas.js";
-import { nanoseconds } from "./toNativeReply.js";
+import { nanoseconds } from "./NativeReplyStream.js";
 
 /**
  * The Ollama release whose API this server follows. Clients read it to decide which features they

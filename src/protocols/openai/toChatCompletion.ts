@@ -1,5 +1,6 @@
 import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob, Usage } from "../../core/ChatEvent.js";
-import { ServerError } from "../../core/ServerError.js";
+import { endedWithoutResult } from "../StreamTranslator.js";
+import { newToolCallId } from "./ids.js";
 import type { ChatCompletion, ChatCompletionUsage, WireLogprobs, WireToolCall } from "./schemas.js";
 
 export interface CompletionIdentity {
@@ -74,7 +75,7 @@ export async function collectChoice(events: AsyncIterable<ChatEvent>): Promise<C
         if (event.logprobs) logprobs.push(...event.logprobs);
         break;
       case "tool_call_start":
-        toolCalls[event.index] = { id: event.id, type: "function", function: { name: event.name, arguments: "" } };
+        toolCalls[event.index] = { id: newToolCallId(), type: "function", function: { name: event.name, arguments: "" } };
         break;
       case "tool_call_arguments": {
         const call = toolCalls[event.index];
@@ -88,7 +89,7 @@ export async function collectChoice(events: AsyncIterable<ChatEvent>): Promise<C
         return event satisfies never;
     }
   }
-  if (!finish) throw new ServerError("internal_error", { message: "The generation ended without a result." });
+  if (!finish) throw endedWithoutResult();
   return { text, reasoning, toolCalls, logprobs, finishReason: finish.finishReason, usage: finish.usage };
 }
 

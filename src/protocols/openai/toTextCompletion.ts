@@ -1,9 +1,8 @@
-import type { ChatEvent, TokenLogprob, Usage } from "../../core/ChatEvent.js";
+import type { TokenLogprob, Usage } from "../../core/ChatEvent.js";
 import type { LegacyLogprobs, TextCompletion, TextCompletionChoice } from "./schemas.js";
 import { promptsUsage, type CollectedChoice, type CompletionIdentity } from "./toChatCompletion.js";
-import type { StreamIdentity } from "./toChatCompletionChunk.js";
 
-function toLegacyUsage(usage: Usage): NonNullable<TextCompletion["usage"]> {
+export function toLegacyUsage(usage: Usage): NonNullable<TextCompletion["usage"]> {
   return { prompt_tokens: usage.promptTokens, completion_tokens: usage.completionTokens, total_tokens: usage.promptTokens + usage.completionTokens };
 }
 
@@ -46,52 +45,4 @@ export function toTextCompletion(identity: CompletionIdentity, batches: Readonly
     ),
     usage: toLegacyUsage(promptsUsage(batches.map((choices) => choices.map((choice) => choice.usage)))),
   };
-}
-
-/** Streamed legacy completion chunks; keeps each choice's text offset for its logprobs. */
-export class TextCompletionChunks {
-  readonly #identity: StreamIdentity;
-  readonly #offsets = new Map<number, number>();
-  readonly #echo: boolean;
-
-  constructor(identity: StreamIdentity, echo = false) {
-    this.#identity = identity;
-    this.#echo = echo;
-  }
-
-  #chunk(choices: TextCompletionChoice[]): TextCompletion {
-    const { id, created, model, includeUsage } = this.#identity;
-    return { id, object: "text_completion", created, model, choices, ...(includeUsage ? { usage: null } : {}) };
-  }
-
-  /** The chunk one engine event of choice `index` becomes: text (with its logprobs), or the finish. */
-  event(index: number, event: ChatEvent): TextCompletion[] {
-    switch (event.type) {
-      case "text": {
-        let logprobs: LegacyLogprobs | null = null;
-        if (this.#identity.logprobs) {
-          // A choice's first text, with echo, is the prompt: its first token has no logprob.
-          const first = !this.#offsets.has(index);
-          const legacy = toLegacyLogprobs(event.logprobs ?? [], this.#offsets.get(index) ?? 0, this.#echo && first);
-          this.#offsets.set(index, legacy.offset);
-          logprobs = legacy.logprobs;
-        }
-        return [this.#chunk([{ index, text: event.text, logprobs, finish_reason: null }])];
-      }
-      case "done":
-        return [this.#chunk([{ index, text: "", logprobs: null, finish_reason: event.finishReason }])];
-      // No chat template, no tools and no thought section: a completion has only text.
-      case "thinking":
-      case "tool_call_start":
-      case "tool_call_arguments":
-        return [];
-      default:
-        return event satisfies never;
-    }
-  }
-
-  /** With stream_options.include_usage, the last chunk before [DONE]. */
-  usage(usage: Usage): TextCompletion {
-    return { ...this.#chunk([]), usage: toLegacyUsage(usage) };
-  }
 }

@@ -1,7 +1,6 @@
 import { z } from "zod";
 import type { ChatMessage, ChatRequest, ResponseFormat, ToolCall, ToolDefinition } from "../../core/ChatRequest.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
-import { randomBase62 } from "../../core/randomBase62.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkJsonDepth } from "../checkSchema.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
@@ -18,11 +17,7 @@ import {
   type WireTextFormat,
   type WireToolChoice,
 } from "./schemas.js";
-
-/** An item id as OpenAI shapes them: a type prefix and random base62 (`msg_…`, `fc_…`). */
-export function newItemId(prefix: "msg" | "fc" | "fco" | "rs" | "resp"): string {
-  return `${prefix}_${randomBase62(prefix === "resp" ? 40 : 32)}`;
-}
+import { newItemId } from "./ids.js";
 
 /**
  * A validated create request. The conversation is not built yet: with `previous_response_id` the
@@ -155,7 +150,7 @@ export function resolveItemReferences(request: ParsedResponseRequest, found: Rea
         message: `Item with id '${item.id}' not found. Items are not persisted when \`store\` is set to false. Try again with \`store\` set to true, or remove this item from your input.`,
       });
     }
-    // The store keeps the items this translator and the ResponseBuilder wrote.
+    // The store keeps the items this translator and the ResponseStream wrote.
     return stored as StoredInputItem;
   });
   return { ...request, input };

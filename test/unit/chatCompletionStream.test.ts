@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { toChatCompletion } from "../../src/protocols/openai/toChatCompletion.js";
-import { ChatCompletionChunks, toChatCompletionChunk, toRoleChunk, toUsageChunk } from "../../src/protocols/openai/toChatCompletionChunk.js";
+import { ChatCompletionStream } from "../../src/protocols/openai/ChatCompletionStream.js";
 import { toOpenAIError } from "../../src/protocols/openai/toOpenAIError.js";
 import { ServerError } from "../../src/core/ServerError.js";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
@@ -8,11 +8,14 @@ import type { ChatEvent } from "../../src/core/ChatEvent.js";
 const identity = { id: "chatcmpl-x", created: 1, model: "m" };
 const usage = { promptTokens: 3, cachedTokens: 1, completionTokens: 2 };
 const timings = { loadMs: 0, promptMs: 1, generationMs: 2 };
+const of = (event: ChatEvent, choice = 0) => ({ prompt: 0, choice, event });
 
 describe("OpenAI translators", () => {
   it("streams a role chunk, content deltas and a finish chunk, with usage only when asked", () => {
-    const withUsage = { ...identity, includeUsage: true };
-    expect(toRoleChunk(withUsage)).toEqual({
+    const stream = new ChatCompletionStream({ ...identity, includeUsage: true });
+    expect(stream.start()).toEqual([]);
+    const [role, hi] = stream.next(of({ type: "text", text: "hi" }));
+    expect(role).toEqual({
       id: "chatcmpl-x",
       object: "chat.completion.chunk",
       created: 1,
@@ -20,52 +23,61 @@ describe("OpenAI translators", () => {
       choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }],
       usage: null,
     });
-    expect(toChatCompletionChunk(withUsage, { type: "text", text: "hi" })[0]?.choices[0]?.delta).toEqual({ content: "hi" });
-    const end = toChatCompletionChunk(withUsage, { type: "done", finishReason: "length", usage, timings });
+    expect(hi?.choices[0]?.delta).toEqual({ content: "hi" });
+    const end = stream.next(of({ type: "done", finishReason: "length", usage, timings }));
     expect(end).toHaveLength(1);
     expect(end[0]?.choices[0]).toEqual({ index: 0, delta: {}, finish_reason: "length", logprobs: null });
-    expect(toUsageChunk(withUsage, usage)).toMatchObject({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
+    expect(stream.end()).toMatchObject([{ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } }]);
 
-    const without = { ...identity, includeUsage: false };
-    const plainEnd = toChatCompletionChunk(without, { type: "done", finishReason: "stop", usage, timings });
-    expect(plainEnd).toHaveLength(1);
-    expect(plainEnd[0]).not.toHaveProperty("usage");
+    const without = new ChatCompletionStream({ ...identity, includeUsage: false });
+    const plainEnd = without.next(of({ type: "done", finishReason: "stop", usage, timings }));
+    expect(plainEnd).toHaveLength(2);
+    expect(plainEnd[1]).not.toHaveProperty("usage");
+    expect(without.end()).toEqual([]);
+  });
+
+  it("counts each prompt once and every completion in the usage chunk", () => {
+    const stream = new ChatCompletionStream({ ...identity, includeUsage: true });
+    for (const [prompt, choice] of [[0, 0], [0, 1], [1, 2]] as const) stream.next({ prompt, choice, event: { type: "done", finishReason: "stop", usage, timings } });
+    expect(stream.end()[0]?.usage).toMatchObject({ prompt_tokens: 6, completion_tokens: 6, total_tokens: 12 });
   });
 
   it("opens a choice that begins with a call with the role in the call's first chunk, and no content", () => {
-    const chunks = new ChatCompletionChunks({ ...identity, includeUsage: false });
+    const chunks = new ChatCompletionStream({ ...identity, includeUsage: false });
     const events: ChatEvent[] = [
-      { type: "tool_call_start", index: 0, id: "call_a", name: "get_weather" },
+      { type: "tool_call_start", index: 0, name: "get_weather" },
       { type: "tool_call_arguments", index: 0, text: '{"city":"Paris"}' },
-      { type: "tool_call_start", index: 1, id: "call_b", name: "add" },
+      { type: "tool_call_start", index: 1, name: "add" },
       { type: "done", finishReason: "tool_calls", usage, timings },
     ];
-    const streamed = events.flatMap((event) => chunks.event(0, event));
+    const streamed = events.flatMap((event) => chunks.next(of(event)));
     expect(streamed.map((chunk) => chunk.choices[0]?.delta)).toEqual([
-      { role: "assistant", tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "get_weather", arguments: "" } }] },
+      { role: "assistant", tool_calls: [{ index: 0, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "get_weather", arguments: "" } }] },
       { tool_calls: [{ index: 0, function: { arguments: '{"city":"Paris"}' } }] },
-      { tool_calls: [{ index: 1, id: "call_b", type: "function", function: { name: "add", arguments: "" } }] },
+      { tool_calls: [{ index: 1, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "add", arguments: "" } }] },
       {},
     ]);
     expect(streamed.some((chunk) => "content" in chunk.choices[0]!.delta)).toBe(false);
+    // The engine names calls by index only; each gets its own id here.
+    const ids = streamed.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls?.map((call) => call.id) ?? []).filter(Boolean);
+    expect(new Set(ids).size).toBe(2);
   });
 
   it("opens a choice that begins with text, a thought or nothing with the role-only chunk, once per choice", () => {
-    const chunks = new ChatCompletionChunks({ ...identity, includeUsage: true });
-    const role = (index: number) => toRoleChunk({ ...identity, includeUsage: true }, index);
-    expect(chunks.event(0, { type: "text", text: "Hi" })).toEqual([role(0), ...toChatCompletionChunk({ ...identity, includeUsage: true }, { type: "text", text: "Hi" })]);
-    expect(chunks.event(0, { type: "text", text: "!" }).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ content: "!" }]);
-    expect(chunks.event(1, { type: "thinking", text: "Hm" }).map((chunk) => chunk.choices[0]?.delta)).toEqual([
+    const chunks = new ChatCompletionStream({ ...identity, includeUsage: true });
+    expect(chunks.next(of({ type: "text", text: "Hi" })).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ role: "assistant", content: "" }, { content: "Hi" }]);
+    expect(chunks.next(of({ type: "text", text: "!" })).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ content: "!" }]);
+    expect(chunks.next(of({ type: "thinking", text: "Hm" }, 1)).map((chunk) => chunk.choices[0]?.delta)).toEqual([
       { role: "assistant", content: "" },
       { reasoning_content: "Hm" },
     ]);
-    expect(chunks.event(2, { type: "done", finishReason: "length", usage, timings }).map((chunk) => chunk.choices[0])).toEqual([
+    expect(chunks.next(of({ type: "done", finishReason: "length", usage, timings }, 2)).map((chunk) => chunk.choices[0])).toEqual([
       { index: 2, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null },
       { index: 2, delta: {}, finish_reason: "length", logprobs: null },
     ]);
     // A call after text: the role was given already.
-    expect(chunks.event(0, { type: "tool_call_start", index: 0, id: "call_a", name: "f" })[0]?.choices[0]?.delta).toEqual({
-      tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "f", arguments: "" } }],
+    expect(chunks.next(of({ type: "tool_call_start", index: 0, name: "f" }))[0]?.choices[0]?.delta).toEqual({
+      tool_calls: [{ index: 0, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "f", arguments: "" } }],
     });
   });
 
@@ -92,7 +104,8 @@ describe("OpenAI translators", () => {
       { type: "text", text: "Four." },
       { type: "done", finishReason: "stop", usage: { ...usage, reasoningTokens: 1 }, timings },
     ];
-    const streamed = events.flatMap((event) => toChatCompletionChunk({ ...identity, includeUsage: false }, event));
+    const stream = new ChatCompletionStream({ ...identity, includeUsage: false });
+    const streamed = events.flatMap((event) => stream.next(of(event))).slice(1);
     expect(streamed.slice(0, 3).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ reasoning_content: "Let me" }, { reasoning_content: " see." }, { content: "Four." }]);
     const whole = await toChatCompletion(identity, [
       (async function* () {

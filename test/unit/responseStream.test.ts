@@ -4,28 +4,28 @@
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
 import { fromResponseRequest } from "../../src/protocols/responses/fromResponseRequest.js";
-import { ResponseBuilder } from "../../src/protocols/responses/ResponseBuilder.js";
+import { ResponseStream } from "../../src/protocols/responses/ResponseStream.js";
 
 const timings = { loadMs: 0, promptMs: 0, generationMs: 0 };
 const usage = { promptTokens: 10, cachedTokens: 4, completionTokens: 7, reasoningTokens: 2 };
 
 function run(events: ChatEvent[]) {
   const { settings } = fromResponseRequest({ model: "m", input: "hi" });
-  const builder = new ResponseBuilder("resp_test", settings, 1_700_000_000);
-  const wire = [...builder.start(), ...events.flatMap((event) => builder.push(event))];
-  return { types: wire.map((event) => event.type), wire, response: builder.response };
+  const stream = new ResponseStream(settings, "resp_test", 1_700_000_000);
+  const wire = [...stream.start(), ...events.flatMap((event) => stream.next(event))];
+  return { types: wire.map((event) => event.type), wire, response: stream.response };
 }
 
-describe("ResponseBuilder", () => {
+describe("ResponseStream", () => {
   it("gives each piece of output its own item, in order, closing one before opening the next", () => {
     const { types, wire, response } = run([
       { type: "thinking", text: "Hm." },
       { type: "text", text: "Let me " },
       { type: "text", text: "check." },
-      { type: "tool_call_start", index: 0, id: "call_a", name: "f" },
+      { type: "tool_call_start", index: 0, name: "f" },
       { type: "tool_call_arguments", index: 0, text: '{"x":' },
       { type: "tool_call_arguments", index: 0, text: "1}" },
-      { type: "tool_call_start", index: 1, id: "call_b", name: "g" },
+      { type: "tool_call_start", index: 1, name: "g" },
       { type: "tool_call_arguments", index: 1, text: "{}" },
       { type: "text", text: "Done." },
       { type: "done", finishReason: "tool_calls", usage, timings },
@@ -44,7 +44,7 @@ describe("ResponseBuilder", () => {
     const added = wire.filter((event) => event.type === "response.output_item.added");
     expect(added.map((event) => ("output_index" in event ? event.output_index : -1))).toEqual([0, 1, 2, 3, 4]);
     expect(response.output.map((item) => item.type)).toEqual(["reasoning", "message", "function_call", "function_call", "message"]);
-    expect(response.output[2]).toMatchObject({ type: "function_call", call_id: "call_a", name: "f", arguments: '{"x":1}', status: "completed" });
+    expect(response.output[2]).toMatchObject({ type: "function_call", call_id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), name: "f", arguments: '{"x":1}', status: "completed" });
     expect(response.output_text).toBe("Let me check.Done.");
     expect(response.status).toBe("completed");
     expect(response.usage).toEqual({

@@ -1,5 +1,6 @@
 import type { ChatEvent, TokenAlternative, TokenLogprob, Usage } from "../../core/ChatEvent.js";
-import { newItemId } from "./fromResponseRequest.js";
+import type { StreamTranslator } from "../StreamTranslator.js";
+import { newCallId, newItemId } from "./ids.js";
 import type { FunctionCallItem, OutputItem, OutputMessageItem, ReasoningItem, ResponseObject, ResponseSettings, ResponseStreamEvent, ResponseUsage, WireLogprob } from "./schemas.js";
 
 /** The item being written: its events go to it until another item starts or the generation ends. */
@@ -35,11 +36,11 @@ function toWireLogprob(logprob: TokenLogprob): WireLogprob {
  * `message` with one `output_text` part), and one `function_call` item per call, in the order the
  * model wrote them. Text after a call opens a new message.
  */
-export class ResponseBuilder {
+export class ResponseStream implements StreamTranslator<ChatEvent, ResponseStreamEvent> {
   readonly #response: ResponseObject;
   #open: OpenItem | undefined;
 
-  constructor(id: string, settings: ResponseSettings, createdAt = Math.floor(Date.now() / 1000)) {
+  constructor(settings: ResponseSettings, id = newItemId("resp"), createdAt = Math.floor(Date.now() / 1000)) {
     this.#response = {
       id,
       object: "response",
@@ -71,7 +72,7 @@ export class ResponseBuilder {
   }
 
   /** The stream events one engine event becomes. */
-  push(event: ChatEvent): ResponseStreamEvent[] {
+  next(event: ChatEvent): ResponseStreamEvent[] {
     switch (event.type) {
       case "thinking":
         return this.#appendText("reasoning", event.text);
@@ -79,7 +80,7 @@ export class ResponseBuilder {
         return this.#appendText("message", event.text, event.logprobs?.map(toWireLogprob) ?? []);
       case "tool_call_start": {
         const events = this.#close("completed");
-        const item: FunctionCallItem = { type: "function_call", id: newItemId("fc"), call_id: event.id, name: event.name, arguments: "", status: "in_progress" };
+        const item: FunctionCallItem = { type: "function_call", id: newItemId("fc"), call_id: newCallId(), name: event.name, arguments: "", status: "in_progress" };
         return [...events, this.#add({ index: this.#response.output.length, item, callIndex: event.index })];
       }
       case "tool_call_arguments": {
@@ -101,6 +102,10 @@ export class ResponseBuilder {
       default:
         return event satisfies never;
     }
+  }
+
+  end(): ResponseStreamEvent[] {
+    return [];
   }
 
   /** Marks the response failed (the generation broke off): what is stored of it. */
