@@ -3,6 +3,7 @@ import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefiniti
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkJsonDepth, checkSchema } from "../checkSchema.js";
+import { parseBody } from "../parseBody.js";
 import { formatParam, toInvalidRequestError } from "../toInvalidRequestError.js";
 import {
   contentBlockSchemas,
@@ -47,15 +48,6 @@ export function fromMessagesRequest(body: unknown): ParsedMessagesRequest {
 /** Validates a `POST /v1/messages/count_tokens` body: the request whose prompt is to be counted. */
 export function fromCountTokensRequest(body: unknown): ChatRequest {
   return toChatRequest(parseBody(countTokensRequestSchema, body), body);
-}
-
-function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new ServerError("invalid_request", { message: "The request body must be a JSON object." });
-  }
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
-  return parsed.data;
 }
 
 /** What shapes the prompt, common to both endpoints; sampling and length are the caller's. */

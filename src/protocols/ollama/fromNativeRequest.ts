@@ -5,7 +5,7 @@ import { ServerError } from "../../core/ServerError.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { checkSchema } from "../checkSchema.js";
 import { toToolChoice } from "../toolDefinitions.js";
-import { toInvalidRequestError } from "../toInvalidRequestError.js";
+import { parseBody } from "../parseBody.js";
 import { parseKeepAlive } from "./parseKeepAlive.js";
 import {
   chatRequestSchema,
@@ -38,13 +38,10 @@ export interface NativeEmbedding {
   keepAliveMs?: number;
 }
 
-function parse<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new ServerError("invalid_request", { message: body === undefined ? "missing request body" : "The request body must be a JSON object." });
-  }
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
-  return parsed.data;
+/** parseBody, except that a missing body keeps Ollama's own error text, "missing request body". */
+function parse<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
+  if (body === undefined) throw new ServerError("invalid_request", { message: "missing request body" });
+  return parseBody(schema, body);
 }
 
 /** POST /api/chat. */

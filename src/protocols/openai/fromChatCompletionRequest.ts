@@ -2,7 +2,7 @@ import type { ChatMessage, ChatRequest, ResponseFormat } from "../../core/ChatRe
 import { ServerError } from "../../core/ServerError.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { checkJsonDepth } from "../checkSchema.js";
-import { toInvalidRequestError } from "../toInvalidRequestError.js";
+import { parseBody } from "../parseBody.js";
 import { commonRequestFields } from "./commonRequestFields.js";
 import { toJsonSchemaFormat, toToolChoice, toToolDefinitions } from "../toolDefinitions.js";
 import { chatCompletionRequestSchema, type ChatCompletionRequestBody, type WireChatMessage } from "./schemas.js";
@@ -15,12 +15,7 @@ export interface ParsedChatCompletionRequest {
 
 /** Validates a chat-completions body and translates it to the engine's request. */
 export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRequest {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new ServerError("invalid_request", { message: "The request body must be a JSON object." });
-  }
-  const parsed = chatCompletionRequestSchema.safeParse(body);
-  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
-  const wire = parsed.data;
+  const wire = parseBody(chatCompletionRequestSchema, body);
 
   if (wire.top_logprobs != null && wire.logprobs !== true) {
     throw new ServerError("invalid_request", {

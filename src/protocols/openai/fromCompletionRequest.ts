@@ -1,6 +1,6 @@
 import type { ChatRequest, PromptOverride } from "../../core/ChatRequest.js";
 import { ServerError } from "../../core/ServerError.js";
-import { toInvalidRequestError } from "../toInvalidRequestError.js";
+import { parseBody } from "../parseBody.js";
 import { commonRequestFields } from "./commonRequestFields.js";
 import { completionRequestSchema } from "./schemas.js";
 
@@ -23,12 +23,7 @@ const DEFAULT_MAX_TOKENS = 16;
 
 /** Validates a legacy completions body and translates it to one engine request per prompt, no chat template. */
 export function fromCompletionRequest(body: unknown): ParsedCompletionRequest {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new ServerError("invalid_request", { message: "The request body must be a JSON object." });
-  }
-  const parsed = completionRequestSchema.safeParse(body);
-  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
-  const wire = parsed.data;
+  const wire = parseBody(completionRequestSchema, body);
   const { stream, includeUsage, stop, sampling } = commonRequestFields(wire);
   const n = wire.n ?? 1;
   if (wire.best_of != null && wire.best_of !== n) {

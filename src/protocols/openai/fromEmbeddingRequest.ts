@@ -1,6 +1,6 @@
 import type { EmbedRequest } from "../../core/EmbedRequest.js";
 import { ServerError } from "../../core/ServerError.js";
-import { toInvalidRequestError } from "../toInvalidRequestError.js";
+import { parseBody } from "../parseBody.js";
 import { embeddingRequestSchema } from "./schemas.js";
 
 /** OpenAI's limit on inputs per request. */
@@ -13,12 +13,7 @@ export interface ParsedEmbeddingRequest {
 
 /** Validates an embeddings body and translates it to the engine's request. */
 export function fromEmbeddingRequest(body: unknown): ParsedEmbeddingRequest {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new ServerError("invalid_request", { message: "The request body must be a JSON object." });
-  }
-  const parsed = embeddingRequestSchema.safeParse(body);
-  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
-  const wire = parsed.data;
+  const wire = parseBody(embeddingRequestSchema, body);
 
   // A flat array of numbers is one input of token ids, not several inputs.
   const inputs = typeof wire.input === "string" || isTokenIds(wire.input) ? [wire.input] : wire.input;

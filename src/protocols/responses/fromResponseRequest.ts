@@ -3,6 +3,7 @@ import type { ChatMessage, ChatRequest, ResponseFormat, ToolCall, ToolDefinition
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkJsonDepth } from "../checkSchema.js";
+import { parseBody } from "../parseBody.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
 import { toJsonSchemaFormat, toToolChoice, toToolDefinitions } from "../toolDefinitions.js";
 import {
@@ -40,12 +41,7 @@ export interface ResolvedResponseRequest extends Omit<ParsedResponseRequest, "in
 
 /** Validates a POST /v1/responses body. */
 export function fromResponseRequest(body: unknown): ParsedResponseRequest {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) {
-    throw new ServerError("invalid_request", { message: "The request body must be a JSON object." });
-  }
-  const parsed = createResponseSchema.safeParse(body);
-  if (!parsed.success) throw toInvalidRequestError(parsed.error, body);
-  const wire = parsed.data;
+  const wire = parseBody(createResponseSchema, body);
   refuseUnsupported(wire);
   if (wire.input === undefined && wire.previous_response_id == null) {
     throw new ServerError("invalid_request", { param: "input", message: "Missing required parameter: 'input' (it may be left out only with 'previous_response_id')." });
