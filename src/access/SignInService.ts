@@ -5,7 +5,7 @@ import type { AccessStore, Account, Session } from "./AccessStore.js";
 import { burnPasswordCheck, hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verifyPassword } from "./passwords.js";
 
 /** A one-time sign-in link works for 15 minutes (issue 13), and once. */
-export const SIGN_IN_LINK_TTL_MS = 15 * 60_000;
+const SIGN_IN_LINK_TTL_MS = 15 * 60_000;
 
 /**
  * Failed sign-ins allowed in any 15 minutes: 5 per account name (an online guesser gets 480 tries
@@ -21,7 +21,7 @@ export const SIGN_IN_LINK_TTL_MS = 15 * 60_000;
  * the one scrypt worker, so a flood of guesses at one account delays no one else's sign-in by more
  * than a second. An attempt cut short (a crash mid-check) stays counted, as a failure.
  */
-export const SIGN_IN_FAILURES = { perAccount: 5, perAddress: 20, windowMs: 15 * 60_000 } as const;
+const SIGN_IN_FAILURES = { perAccount: 5, perAddress: 20, windowMs: 15 * 60_000 } as const;
 
 /**
  * How seldom a session's last use is written: a session seen within the last minute is not
@@ -50,7 +50,7 @@ function newSecret(prefix: string): string {
 }
 
 /** The store keeps SHA-256 of session and link secrets: 256 random bits need no slow hash. */
-export function hashSecret(secret: string): string {
+function hashSecret(secret: string): string {
   return createHash("sha256").update(secret).digest("hex");
 }
 

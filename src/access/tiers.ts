@@ -25,7 +25,7 @@ const tierSchema = limitsSchema.extend({
   models: z.record(z.string().min(1), limitsSchema).default({}),
 });
 
-export const tiersFileSchema = z.strictObject({
+const tiersFileSchema = z.strictObject({
   /** The tier of accounts created without one. */
   default: z.string().min(1).default("free"),
   tiers: z.record(z.string().min(1), tierSchema),

@@ -8,7 +8,7 @@ import { BASE62_ALPHABET, randomBase62 } from "../core/randomBase62.js";
  * recognise a leaked token; the checksum lets the server refuse a mistyped or truncated token
  * without touching the database.
  */
-export const TOKEN_PREFIX = "mh_";
+const TOKEN_PREFIX = "mh_";
 
 /** 32 × log2(62) ≈ 190 bits of randomness. */
 const RANDOM_LENGTH = 32;

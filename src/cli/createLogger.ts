@@ -60,7 +60,7 @@ const OMITTED = new Set(["level", "time", "msg", "pid", "hostname", "reqId", "re
  * the finished request's line repeats, and for Fastify's "Server listening at", which
  * "modelhost listening" repeats.
  */
-export function formatLine(json: string, color: boolean): string {
+function formatLine(json: string, color: boolean): string {
   let entry: Record<string, unknown>;
   try {
     entry = JSON.parse(json) as Record<string, unknown>;

@@ -4,7 +4,7 @@ import { nativeSteps } from "../engine/llamaInternals.js";
 import { buildNativeEngine } from "../engine/nativeEngine.js";
 import { UsageError } from "./UsageError.js";
 
-export const engineUsage = "modelhost engine <build|status> [options]";
+const engineUsage = "modelhost engine <build|status> [options]";
 
 /**
  * `engine build` compiles llama.cpp for this CPU from the source bundled with node-llama-cpp;

@@ -3,7 +3,7 @@ import { DEFAULT_SEED, makeTestModel } from "../testmodels/makeTestModel.js";
 import { presets, type TestModelPresetName } from "../testmodels/presets.js";
 import { UsageError } from "./UsageError.js";
 
-export const makeTestModelHelp = `Write a GGUF model with deterministic random weights and the project's own vocabulary: a chat
+const makeTestModelHelp = `Write a GGUF model with deterministic random weights and the project's own vocabulary: a chat
 model (llama architecture, byte-level BPE, ChatML chat template) that produces gibberish, a
 sentence-embedding model or a reranker (bert architecture, WordPiece). They exist for tests and benchmarks.
 

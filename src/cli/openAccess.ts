@@ -41,7 +41,7 @@ export async function openResponseStore(config: Pick<Config, "profile" | "dataDi
 }
 
 /** The rate limiter the configuration names: Redis, or SQLite in the data directory. */
-export async function openLimiter(config: Pick<Config, "dataDir" | "redisUrl">): Promise<RateLimiter> {
+async function openLimiter(config: Pick<Config, "dataDir" | "redisUrl">): Promise<RateLimiter> {
   if (!config.redisUrl) return SqliteRateLimiter.open(path.join(config.dataDir, DATABASE_FILE));
   const { RedisRateLimiter } = await import("../access/RedisRateLimiter.js");
   return RedisRateLimiter.connect(config.redisUrl);

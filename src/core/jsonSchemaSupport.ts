@@ -30,11 +30,11 @@ export type SchemaObject = { readonly [keyword: string]: unknown };
 export type JsonScalar = string | number | boolean | null;
 
 /** The type names of JSON Schema Validation 2020-12, section 6.1.1. */
-export const JSON_TYPES = ["object", "array", "string", "number", "integer", "boolean", "null"] as const;
+const JSON_TYPES = ["object", "array", "string", "number", "integer", "boolean", "null"] as const;
 export type JsonType = (typeof JSON_TYPES)[number];
 
 /** Keywords the grammar enforces. */
-export const SUPPORTED_KEYWORDS: ReadonlySet<string> = new Set([
+const SUPPORTED_KEYWORDS: ReadonlySet<string> = new Set([
   "type",
   "nullable",
   "enum",
@@ -128,7 +128,7 @@ export const MAX_BOUND = 100_000;
 export const INTEGER_LIMIT = 10 ** 15 - 1;
 
 /** The numeric range keywords. */
-export const RANGE_KEYWORDS = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"] as const;
+const RANGE_KEYWORDS = ["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"] as const;
 
 /** The integers a schema's range keywords allow (within ±INTEGER_LIMIT); min > max when none. */
 export interface IntegerRange {
@@ -705,7 +705,7 @@ export function integerRange(schema: SchemaObject): IntegerRange {
  * number generated (less than 10^15 in magnitude, src/engine/jsonSchemaToGbnf.ts), so they are
  * enforced on numbers too; narrower bounds on numbers cannot be.
  */
-export function isWideRange(schema: SchemaObject): boolean {
+function isWideRange(schema: SchemaObject): boolean {
   return numericBounds(schema).every(({ value, lower }) => (lower ? value <= -Number.MAX_SAFE_INTEGER : value >= Number.MAX_SAFE_INTEGER));
 }
 

@@ -4,7 +4,7 @@ import { ServerError } from "./ServerError.js";
 // The tag is what follows the last colon after the last slash, so a host's port
 // (`localhost:5000/model`) is not a tag.
 
-export const DEFAULT_TAG = "latest";
+const DEFAULT_TAG = "latest";
 
 function tagIndex(name: string): number {
   const colon = name.lastIndexOf(":");

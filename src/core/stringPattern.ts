@@ -38,13 +38,13 @@ export interface AutomatonState {
 }
 
 /** Largest count in a quantifier `{n,m}`. */
-export const MAX_QUANTIFIER = 1000;
+const MAX_QUANTIFIER = 1000;
 /** Longest pattern read. */
-export const MAX_PATTERN_LENGTH = 10_000;
+const MAX_PATTERN_LENGTH = 10_000;
 /** Deepest nesting of groups and classes (the parser and the construction recurse). */
-export const MAX_PATTERN_DEPTH = 50;
+const MAX_PATTERN_DEPTH = 50;
 /** Largest automaton built, for one pattern or for the intersection. */
-export const MAX_AUTOMATON_STATES = 5000;
+const MAX_AUTOMATON_STATES = 5000;
 
 const UNIVERSE: CharSet = [
   [0, 0xd7ff],

@@ -405,7 +405,7 @@ function aroundRequired(members: readonly { required: boolean; text: string }[],
  * json-schema-to-grammar writes them (_build_min_max_int): digit by digit, each alternative a
  * prefix followed by a digit range and free digits.
  */
-export function integerRangeGbnf(min: number, max: number): string {
+function integerRangeGbnf(min: number, max: number): string {
   if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || min > max) throw new Error(`Invalid integer range ${min}..${max}`);
   const alternatives: string[] = [];
   if (min < 0) alternatives.push(`"-" ${group(naturalRange(Math.max(1, -max), -min))}`);
@@ -490,7 +490,7 @@ const SHORT_ESCAPES = new Map([
  * Plane, no surrogates) written as JSON.stringify writes them: raw where JSON allows, else `\"`,
  * `\\`, `\n` and the other short escapes, or `\u00XX` (lower-case hex digits).
  */
-export function jsonCharacters(set: CharSet): string {
+function jsonCharacters(set: CharSet): string {
   const alternatives: string[] = [];
   const raw = intersect(set, RAW_JSON);
   if (raw.length > 0) alternatives.push(`[${raw.map(([lo, hi]) => (lo === hi ? classCharacter(lo) : `${classCharacter(lo)}-${classCharacter(hi)}`)).join("")}]`);

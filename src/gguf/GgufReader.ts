@@ -107,28 +107,28 @@ export interface GgufReadStats {
  * Gemma 3 (each token an 8-byte length and its bytes, plus scores, types and up to 280k merges).
  * 64 MiB leaves 6x room and bounds how long a hostile header can keep the reader busy.
  */
-export const MAX_HEADER_BYTES = 64 * 1024 * 1024;
+const MAX_HEADER_BYTES = 64 * 1024 * 1024;
 /**
  * Any one metadata string. The longest real ones are chat templates (tool-calling templates reach
  * 20-30 KB) and vocabulary tokens (bytes each); llama.cpp's own cap is 1 GiB, which it would
  * allocate. 8 MiB is 250x the longest template seen and bounds one allocation.
  */
-export const MAX_STRING_BYTES = 8 * 1024 * 1024;
+const MAX_STRING_BYTES = 8 * 1024 * 1024;
 /**
  * A chat template is rendered with Jinja for every chat request and kept in memory per loaded
  * model. The largest in published models are ~30 KB; 1 MiB (30x that) refuses only a template
  * that is not one (a several-MB blob would cost milliseconds of rendering per request).
  */
-export const MAX_CHAT_TEMPLATE_BYTES = 1024 * 1024;
+const MAX_CHAT_TEMPLATE_BYTES = 1024 * 1024;
 /**
  * Real files have 20-100 keys and at most a few thousand tensors (DeepSeek-V3's 671B GGUF about
  * 1,000, split in parts). 65,536 of either is far past any model and bounds the per-key and
  * per-tensor objects kept (each ~100-200 bytes: at most ~13 MB).
  */
-export const MAX_KEYS = 65_536;
-export const MAX_TENSORS = 65_536;
+const MAX_KEYS = 65_536;
+const MAX_TENSORS = 65_536;
 /** Arrays up to this many items are kept (per-layer head counts, a few dozen); longer ones (vocabularies) only counted. */
-export const RETAINED_ARRAY_ITEMS = 4096;
+const RETAINED_ARRAY_ITEMS = 4096;
 /**
  * Estimated bytes of metadata values kept. Kept arrays are short, but a byte of u8 array becomes
  * an 8-byte JS number: without a budget, 64 MiB of short u8 arrays would cost 512 MB. Real files

@@ -16,7 +16,7 @@ import { Q8_0_BLOCK_BYTES, Q8_0_BLOCK_SIZE, float32ToFloat16Bits, quantizeQ8_0 }
 const GGUF_MAGIC = "GGUF";
 const GGUF_VERSION = 3;
 /** The spec's alignment when `general.alignment` is absent. */
-export const GGUF_DEFAULT_ALIGNMENT = 32;
+const GGUF_DEFAULT_ALIGNMENT = 32;
 const ALIGNMENT_KEY = "general.alignment";
 /** ggml's GGML_MAX_NAME, including the terminating NUL: llama.cpp rejects longer tensor names. */
 const MAX_TENSOR_NAME_BYTES = 63;
@@ -42,7 +42,6 @@ export const VALUE_TYPE_IDS = {
 
 export type GgufNumberType = "uint8" | "int8" | "uint16" | "int16" | "uint32" | "int32" | "float32" | "float64";
 export type GgufBigIntType = "uint64" | "int64";
-export type GgufScalarType = GgufNumberType | GgufBigIntType | "bool" | "string";
 
 export type GgufArrayValue =
   | { readonly type: "array"; readonly itemType: GgufNumberType; readonly values: readonly number[] }

@@ -8,13 +8,13 @@ import { ServerError } from "../core/ServerError.js";
 import type { PlaygroundDoor } from "./routePolicy.js";
 
 /** The session cookie: its value is the session's secret, which the store knows only by its hash. */
-export const SESSION_COOKIE = "modelhost_session";
+const SESSION_COOKIE = "modelhost_session";
 /**
  * Before sign-in, GET /playground/api/session sets this random cookie, and the CSRF token of the
  * sign-in request is derived from it: so a sign-in too needs a token only a page of this origin
  * can have read (no "login CSRF", where another site signs a browser in to an account of its own).
  */
-export const PRESESSION_COOKIE = "modelhost_presession";
+const PRESESSION_COOKIE = "modelhost_presession";
 /** The cookies go to the playground's URLs only, never to /v1 or /api (where they would give nothing anyway). */
 const COOKIE_PATH = "/playground";
 const PRESESSION_PATTERN = /^[A-Za-z0-9_-]{43}$/;
@@ -25,7 +25,7 @@ const PRESESSION_PATTERN = /^[A-Za-z0-9_-]{43}$/;
  * again from the cookie on each request instead of storing it. Knowing the token does not reveal
  * the secret, and the store's hash of the secret (unlabelled) is not the token.
  */
-export function csrfTokenFor(secret: string): string {
+function csrfTokenFor(secret: string): string {
   return createHash("sha256").update("modelhost playground csrf\0").update(secret).digest("base64url");
 }
 

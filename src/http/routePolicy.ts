@@ -56,7 +56,7 @@ declare module "fastify" {
 }
 
 /** The error shape of requests that match no route or do not declare one. */
-export const defaultErrorShape: ErrorShape = toOpenAIError;
+const defaultErrorShape: ErrorShape = toOpenAIError;
 
 /**
  * The matched route's error shape; for unmatched URLs, the shape their clients read: the native
@@ -267,7 +267,7 @@ function checkCsrf(request: FastifyRequest, expected: readonly string[]): void {
 }
 
 /** Constant-time comparison of two secrets (their lengths may differ: a length is no secret). */
-export function sameSecret(a: string, b: string): boolean {
+function sameSecret(a: string, b: string): boolean {
   const left = Buffer.from(a);
   const right = Buffer.from(b);
   return left.length === right.length && timingSafeEqual(left, right);

@@ -36,7 +36,7 @@ export type ManifestEntry = z.infer<typeof entrySchema>;
 export type ManifestRead = { entries: ManifestEntry[]; problem?: undefined; warnings?: string[] } | { entries: []; problem: string; warnings?: undefined };
 
 /** Parses the manifest's text; a problem is described, never thrown, so a reader can warn and go on. */
-export function parseManifest(text: string): ManifestRead {
+function parseManifest(text: string): ManifestRead {
   try {
     const parsed = manifestSchema.safeParse(JSON.parse(text));
     if (parsed.success) return { entries: parsed.data.models };

@@ -11,7 +11,7 @@ export interface PullTransport {
   allowHttp: boolean;
 }
 
-export const HTTP_PULL_SETTING = "--allow-http-pull true (MODELHOST_ALLOW_HTTP_PULL=true)";
+const HTTP_PULL_SETTING = "--allow-http-pull true (MODELHOST_ALLOW_HTTP_PULL=true)";
 
 /** The transport a pull from `hfEndpoint` has, `allowHttp` being the operator's setting. */
 export function pullTransport(hfEndpoint: string, allowHttp: boolean | undefined): PullTransport {

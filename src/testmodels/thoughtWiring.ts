@@ -4,8 +4,8 @@ import type { GgufTensor } from "../gguf/GgufWriter.js";
 import { TokenType, type TestVocabulary } from "./testVocabulary.js";
 
 /** Qwen3's thought markers, added as plain-text (user-defined) tokens, as Qwen3 has them. */
-export const THOUGHT_OPEN = "<think>";
-export const THOUGHT_CLOSE = "</think>";
+const THOUGHT_OPEN = "<think>";
+const THOUGHT_CLOSE = "</think>";
 
 /**
  * Each token, when it is the current one, makes the next one certain: the generation prompt ends

@@ -5,7 +5,7 @@ import type { Drain } from "../Drain.js";
 import { described } from "../openapi.js";
 
 /** GET /health: the engine's status (EngineStatus) as JSON, with a status word. */
-export const healthResponseSchema = z.object({
+const healthResponseSchema = z.object({
   status: z.enum(["ok", "unavailable", "draining"]),
   ready: z.boolean(),
   backend: z.string().nullable(),

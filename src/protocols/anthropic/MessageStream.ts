@@ -138,7 +138,7 @@ export class MessageStream implements StreamTranslator<ChatEvent, MessageStreamE
   }
 }
 
-export function toStopReason(finishReason: FinishReason, stopSequence: string | undefined): StopReason {
+function toStopReason(finishReason: FinishReason, stopSequence: string | undefined): StopReason {
   switch (finishReason) {
     case "stop":
       return stopSequence === undefined ? "end_turn" : "stop_sequence";

@@ -11,7 +11,7 @@ const jsonSchemaObject = z.record(z.string(), z.unknown());
 /** Anthropic's rule for tool names. */
 const toolName = z.string().regex(/^[a-zA-Z0-9_-]{1,128}$/, "must be 1 to 128 letters, digits, underscores or dashes");
 
-export const textBlockSchema = z.object({ type: z.literal("text"), text: z.string() });
+const textBlockSchema = z.object({ type: z.literal("text"), text: z.string() });
 
 /** Parsed for its shape only: no model here reads images, so the translator refuses it. */
 const imageBlockSchema = z.object({ type: z.literal("image"), source: z.looseObject({ type: z.string() }) });
@@ -128,7 +128,6 @@ export const messagesRequestSchema = countTokensRequestSchema.extend({
 });
 
 export type CountTokensRequestBody = z.infer<typeof countTokensRequestSchema>;
-export type MessagesRequestBody = z.infer<typeof messagesRequestSchema>;
 export type WireToolChoice = z.infer<typeof toolChoiceSchema>;
 
 // Replies, as the official SDK's types declare them.

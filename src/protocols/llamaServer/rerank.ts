@@ -4,7 +4,7 @@ import { parseBody } from "../parseBody.js";
 import { rerankRequestSchema, type RerankResponse } from "./schemas.js";
 
 /** Cohere's limit on documents per request (Jina's and Voyage's is the same order). */
-export const MAX_RERANK_DOCUMENTS = 1000;
+const MAX_RERANK_DOCUMENTS = 1000;
 
 export interface ParsedRerankRequest {
   rerank: RerankRequest;

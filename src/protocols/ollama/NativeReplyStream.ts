@@ -24,7 +24,7 @@ export interface ReplyContext {
  * model already loaded still takes its scheduler some microseconds: `load_duration`), and clients
  * validate them as always there (ollama-ai-provider-v2 requires `load_duration` of /api/embed).
  */
-export function toMetrics(usage: Usage, timings: GenerationTimings, totalMs: number): Required<Metrics> {
+function toMetrics(usage: Usage, timings: GenerationTimings, totalMs: number): Required<Metrics> {
   return {
     total_duration: nanoseconds(totalMs),
     load_duration: nanoseconds(timings.loadMs),

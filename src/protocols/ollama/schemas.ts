@@ -51,7 +51,7 @@ export const toolSchema = z.object({
  * num_thread, use_mmap, …) and any other key are accepted and ignored, as the server's own flags
  * decide them.
  */
-export const optionsSchema = z.looseObject({
+const optionsSchema = z.looseObject({
   temperature: z.number().min(0).max(100).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
   top_k: z.int().min(0).nullish(),
@@ -165,7 +165,6 @@ export const copyRequestSchema = z.object({
 });
 
 export type ChatRequestBody = z.infer<typeof chatRequestSchema>;
-export type GenerateRequestBody = z.infer<typeof generateRequestSchema>;
 export type WireChatMessage = z.infer<typeof chatMessageSchema>;
 export type WireTool = z.infer<typeof toolSchema>;
 export type WireOptions = z.infer<typeof optionsSchema>;

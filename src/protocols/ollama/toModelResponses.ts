@@ -14,7 +14,7 @@ export const API_VERSION = "0.12.3";
 /** The largest duration Go represents: what "forever" comes out as in expires_at. */
 const FOREVER_MS = 9_223_372_036_854;
 
-export function toDetails(model: ModelInfo): ModelDetails {
+function toDetails(model: ModelInfo): ModelDetails {
   return {
     parent_model: "",
     format: "gguf",

@@ -4,7 +4,7 @@ import { parseBody } from "../parseBody.js";
 import { embeddingRequestSchema } from "./schemas.js";
 
 /** OpenAI's limit on inputs per request. */
-export const MAX_EMBEDDING_INPUTS = 2048;
+const MAX_EMBEDDING_INPUTS = 2048;
 
 export interface ParsedEmbeddingRequest {
   embed: EmbedRequest;

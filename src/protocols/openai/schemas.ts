@@ -10,7 +10,7 @@ const content = z.union([z.string(), z.array(contentPart)], {
   error: "expected a string or an array of content parts",
 });
 
-export const toolCallSchema = z.object({
+const toolCallSchema = z.object({
   id: z.string().min(1),
   type: z.literal("function"),
   function: z.object({ name: z.string().min(1), arguments: z.string() }),
@@ -50,7 +50,7 @@ export const toolChoiceSchema = z.union(
   { error: 'expected "none", "auto", "required" or {"type": "function", "function": {"name": …}}' },
 );
 
-export const responseFormatSchema = z.discriminatedUnion("type", [
+const responseFormatSchema = z.discriminatedUnion("type", [
   z.object({ type: z.literal("text") }),
   z.object({ type: z.literal("json_object") }),
   z.object({

@@ -25,7 +25,7 @@ export function toUsage(usage: Usage): ChatCompletionUsage {
 }
 
 /** The usage of n choices of one prompt: the prompt counted once, the completions summed. */
-export function totalUsage(usages: readonly Usage[]): Usage {
+function totalUsage(usages: readonly Usage[]): Usage {
   const [first] = usages;
   return {
     promptTokens: first?.promptTokens ?? 0,

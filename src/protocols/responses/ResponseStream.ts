@@ -6,7 +6,7 @@ import type { FunctionCallItem, OutputItem, OutputMessageItem, ReasoningItem, Re
 /** The item being written: its events go to it until another item starts or the generation ends. */
 type OpenItem = { index: number; item: OutputMessageItem } | { index: number; item: ReasoningItem } | { index: number; item: FunctionCallItem; callIndex: number };
 
-export function toResponseUsage(usage: Usage): ResponseUsage {
+function toResponseUsage(usage: Usage): ResponseUsage {
   return {
     input_tokens: usage.promptTokens,
     input_tokens_details: { cached_tokens: usage.cachedTokens, cache_write_tokens: 0 },
