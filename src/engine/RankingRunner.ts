@@ -1,9 +1,14 @@
 import type { LlamaModel, LlamaRankingContext, Token } from "node-llama-cpp";
-import type { AdmissionTicket, RequestOptions } from "../core/Engine.js";
+import type { RequestOptions } from "../core/Engine.js";
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import { ServerError } from "../core/ServerError.js";
-import type { EmbeddingOptions } from "./EmbeddingRunner.js";
-import { LazyContextPool } from "./LazyContextPool.js";
+import { SingleBatchRunner, type SingleBatchOptions } from "./SingleBatchRunner.js";
+
+/**
+ * A ranking context's sizes: a query and a document are read as one input in one decode call, so
+ * `contextSize` bounds the two together, special tokens included.
+ */
+export type RankingOptions = SingleBatchOptions;
 
 /**
  * A reranking model's scores: node-llama-cpp's ranking context, created on the first request and
@@ -11,47 +16,26 @@ import { LazyContextPool } from "./LazyContextPool.js";
  * (`[BOS] query [EOS] [SEP] document [EOS]`, node-llama-cpp's layout for models without a rerank
  * template), and the classification head's logit for it becomes a probability by the sigmoid.
  */
-export class RankingRunner {
+export class RankingRunner extends SingleBatchRunner<LlamaRankingContext> {
   readonly #model: LlamaModel;
-  /** Tokens per query-and-document input, special tokens included: one batch, as for embeddings. */
-  readonly contextSize: number;
-  /** The one context, lent to one request at a time: the model counts it in its activity. */
-  readonly contexts: LazyContextPool<LlamaRankingContext>;
 
-  constructor(model: LlamaModel, options: EmbeddingOptions) {
+  constructor(model: LlamaModel, options: RankingOptions) {
+    super(options, (settings) => model.createRankingContext(settings));
     this.#model = model;
-    this.contextSize = options.contextSize;
-    // Rank pooling reads the outputs of one decode call, like embeddings: one input, one batch.
-    this.contexts = new LazyContextPool(
-      () => model.createRankingContext({ contextSize: options.contextSize, batchSize: options.contextSize, threads: options.threads }),
-      options.maxQueue,
-    );
   }
 
-  async rerank(request: RerankRequest, { signal, admit }: RequestOptions): Promise<Omit<RerankResult, "loadMs">> {
+  async rerank(request: RerankRequest, options: RequestOptions): Promise<Omit<RerankResult, "loadMs">> {
     // As the ranking context tokenizes strings: without special tokens, and without the leading
     // space some tokenizers put before a text.
     const tokenize = (text: string) => this.#model.tokenize(text, false, "trimLeadingSpace");
     const query = tokenize(request.query);
     const documents = request.documents.map(tokenize);
-    const pool = await this.contexts.pool();
-    const context = await pool.acquire(signal);
-    let ticket: AdmissionTicket | undefined;
-    let promptTokens = 0;
-    try {
-      const lengths = documents.map((document, index) => this.#checkedLength(context, query, document, index));
-      ticket = await admit?.({ promptTokens: lengths.reduce((sum, length) => sum + length, 0), maxOutputTokens: 0 });
-      const scores: number[] = [];
-      for (const [index, document] of documents.entries()) {
-        signal.throwIfAborted();
-        scores.push(await context.rank(query, document));
-        promptTokens += lengths[index] ?? 0;
-      }
-      return { scores, promptTokens };
-    } finally {
-      pool.release(context);
-      ticket?.settle({ promptTokens, completionTokens: 0 });
-    }
+    const { outputs: scores, promptTokens } = await this.evaluateEach(
+      options,
+      (context) => documents.map((document, index) => ({ input: document, length: this.#checkedLength(context, query, document, index) })),
+      (context, document) => context.rank(query, document),
+    );
+    return { scores, promptTokens };
   }
 
   #checkedLength(context: LlamaRankingContext, query: Token[], document: Token[], index: number): number {
