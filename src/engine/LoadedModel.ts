@@ -263,30 +263,21 @@ export class LoadedModel {
     // Each choice may generate up to the cap: n × the cap is reserved (the hosted profile's limits).
     const ticket = await admit?.({ promptTokens: tokens.length, maxOutputTokens: maxOutputTokens * n });
     const decoder = this.#decoder!;
-    let sequences: DecoderSequence[];
+    // Echo with logprobs scores the prompt's own tokens: it is read afresh, every token's logits kept.
+    const scorePrompt = request.echo === true && request.logprobs !== undefined && prompt.givenText !== undefined;
+    let sequences: DecoderSequence[] = [];
+    let cachedTokens: number;
+    let promptLogprobs: TokenLogprob[] | undefined;
+    // Until the choices' leases own them, a failure (abort, decode error) gives back the sequences
+    // acquired so far and settles the ticket as unused.
     try {
       // Prefer the free sequence whose cache already holds the longest start of this prompt: the
       // conversation so far, when a client sends its next turn.
       sequences = await this.#pool.acquireMany(n, signal, (candidate) => candidate.commonPrefix(tokens));
-    } catch (error) {
-      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
-      throw error;
-    }
-    const [leader, ...followers] = sequences as [DecoderSequence, ...DecoderSequence[]];
-    let cachedTokens: number;
-    try {
+      const [leader, ...followers] = sequences as [DecoderSequence, ...DecoderSequence[]];
       // Keep that shared start and drop the rest; at least the last prompt token is evaluated
       // again, since its logits give the first new token.
       cachedTokens = await decoder.keepPrefix(leader, tokens, tokens.length - 1);
-    } catch (error) {
-      for (const sequence of sequences) this.#pool.release(sequence);
-      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
-      throw error;
-    }
-    // Echo with logprobs scores the prompt's own tokens: it is read afresh, every token's logits kept.
-    const scorePrompt = request.echo === true && request.logprobs !== undefined && prompt.givenText !== undefined;
-    let promptLogprobs: TokenLogprob[] | undefined;
-    try {
       if (scorePrompt) {
         promptLogprobs = await this.#scorePrompt(leader, tokens, request.logprobs!.top, signal);
         cachedTokens = 0;
