@@ -150,10 +150,10 @@ interface TokenWithAccountColumns extends TokenColumns {
  * synchronous_commit, flushed to its WAL).
  */
 export class PostgresAccessStore implements AccessStore {
-  private readonly pool: Pool;
+  readonly #pool: Pool;
 
   private constructor(pool: Pool) {
-    this.pool = pool;
+    this.#pool = pool;
   }
 
   /** Connects to `url` (postgres://…), bringing the schema up to date. */
@@ -164,7 +164,7 @@ export class PostgresAccessStore implements AccessStore {
   async createAccount(name: string, tier: string): Promise<Account> {
     const account = newAccount(name, tier);
     try {
-      await this.query("insertAccount", [account.id, name, tier, account.disabled, account.createdAt]);
+      await this.#query("insertAccount", [account.id, name, tier, account.disabled, account.createdAt]);
       return account;
     } catch (error) {
       if (isViolation(error, UNIQUE_VIOLATION, "accounts_name_key")) accountExists(name);
@@ -173,28 +173,28 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async listAccounts(): Promise<Account[]> {
-    return (await this.query<AccountColumns>("selectAccounts", [])).map(toAccount);
+    return (await this.#query<AccountColumns>("selectAccounts", [])).map(toAccount);
   }
 
   async findAccount(nameOrId: string): Promise<Account | undefined> {
-    const [row] = await this.query<AccountColumns>("selectAccount", [nameOrId]);
+    const [row] = await this.#query<AccountColumns>("selectAccount", [nameOrId]);
     return row && toAccount(row);
   }
 
   async setAccountDisabled(nameOrId: string, disabled: boolean): Promise<Account> {
-    const [row] = await this.query<AccountColumns>("updateDisabled", [nameOrId, disabled]);
+    const [row] = await this.#query<AccountColumns>("updateDisabled", [nameOrId, disabled]);
     return toAccount(row ?? accountNotFound(nameOrId));
   }
 
   async setAccountTier(nameOrId: string, tier: string): Promise<Account> {
-    const [row] = await this.query<AccountColumns>("updateTier", [nameOrId, tier]);
+    const [row] = await this.#query<AccountColumns>("updateTier", [nameOrId, tier]);
     return toAccount(row ?? accountNotFound(nameOrId));
   }
 
   async createToken(token: NewToken): Promise<AccessToken> {
     const created = newAccessToken(token);
     try {
-      await this.query("insertToken", [created.id, created.accountId, created.name, created.prefix, token.hash, created.createdAt, created.expiresAt]);
+      await this.#query("insertToken", [created.id, created.accountId, created.name, created.prefix, token.hash, created.createdAt, created.expiresAt]);
       return created;
     } catch (error) {
       if (isViolation(error, FOREIGN_KEY_VIOLATION, "access_tokens_account_id_fkey")) accountNotFound(token.accountId);
@@ -203,18 +203,18 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async listTokens(accountId?: string): Promise<AccessToken[]> {
-    const rows = accountId === undefined ? await this.query<TokenColumns>("selectTokens", []) : await this.query<TokenColumns>("selectAccountTokens", [accountId]);
+    const rows = accountId === undefined ? await this.#query<TokenColumns>("selectTokens", []) : await this.#query<TokenColumns>("selectAccountTokens", [accountId]);
     return rows.map(toToken);
   }
 
   async revokeToken(idOrPrefix: string): Promise<AccessToken> {
-    const match = singleToken(await this.query<TokenColumns>("selectTokensByIdOrPrefix", [idOrPrefix]), idOrPrefix);
-    const [row] = await this.query<TokenColumns>("updateRevoked", [match.id, Date.now()]);
+    const match = singleToken(await this.#query<TokenColumns>("selectTokensByIdOrPrefix", [idOrPrefix]), idOrPrefix);
+    const [row] = await this.#query<TokenColumns>("updateRevoked", [match.id, Date.now()]);
     return toToken(row ?? tokenNotFound(idOrPrefix));
   }
 
   async findTokenByHash(hash: string): Promise<FoundToken | undefined> {
-    const [row] = await this.query<TokenWithAccountColumns>("selectTokenByHash", [hash]);
+    const [row] = await this.#query<TokenWithAccountColumns>("selectTokenByHash", [hash]);
     if (!row) return undefined;
     const account: AccountColumns = { id: row.account_id, name: row.account_name, tier: row.account_tier, disabled: row.account_disabled, created_at: row.account_created_at };
     return { token: toToken(row), account: toAccount(account), hash: row.hash };
@@ -222,47 +222,47 @@ export class PostgresAccessStore implements AccessStore {
 
   async touchTokens(lastUsed: ReadonlyMap<string, number>): Promise<void> {
     if (lastUsed.size === 0) return;
-    await this.query("updateLastUsed", [[...lastUsed.keys()], [...lastUsed.values()]]);
+    await this.#query("updateLastUsed", [[...lastUsed.keys()], [...lastUsed.values()]]);
   }
 
   async setPasswordHash(nameOrId: string, hash: string | null): Promise<Account> {
-    const [row] = await this.query<AccountColumns>("updatePassword", [nameOrId, hash]);
+    const [row] = await this.#query<AccountColumns>("updatePassword", [nameOrId, hash]);
     return toAccount(row ?? accountNotFound(nameOrId));
   }
 
   async findPasswordHash(name: string): Promise<{ account: Account; passwordHash: string | null } | undefined> {
-    const [row] = await this.query<AccountColumns & { password_hash: string | null }>("selectPassword", [name]);
+    const [row] = await this.#query<AccountColumns & { password_hash: string | null }>("selectPassword", [name]);
     return row && { account: toAccount(row), passwordHash: row.password_hash };
   }
 
   async createSession(session: NewSession): Promise<Session> {
     const created = newSession(session);
     // Two statements, no transaction: a prune that ran without the insert (or the reverse) is still right.
-    await this.query("deleteEndedSessions", [session.endedBefore.createdBefore, session.endedBefore.idleBefore]);
-    await this.query("insertSession", [created.id, session.hash, created.accountId, created.createdAt, created.lastSeenAt]);
+    await this.#query("deleteEndedSessions", [session.endedBefore.createdBefore, session.endedBefore.idleBefore]);
+    await this.#query("insertSession", [created.id, session.hash, created.accountId, created.createdAt, created.lastSeenAt]);
     return created;
   }
 
   async findSessionByHash(hash: string): Promise<FoundSession | undefined> {
-    const [row] = await this.query<SessionWithAccountColumns>("selectSession", [hash]);
+    const [row] = await this.#query<SessionWithAccountColumns>("selectSession", [hash]);
     return row && toSessionWithAccount(row);
   }
 
   async touchSession(id: string, at: number): Promise<void> {
-    await this.query("updateSessionSeen", [id, at]);
+    await this.#query("updateSessionSeen", [id, at]);
   }
 
   async deleteSession(hash: string): Promise<void> {
-    await this.query("deleteSession", [hash]);
+    await this.#query("deleteSession", [hash]);
   }
 
   async createSignInLink(link: { accountId: string; hash: string; expiresAt: number }, at: number): Promise<void> {
-    await this.query("deleteExpiredLinks", [at]);
-    await this.query("insertLink", [link.hash, link.accountId, link.expiresAt]);
+    await this.#query("deleteExpiredLinks", [at]);
+    await this.#query("insertLink", [link.hash, link.accountId, link.expiresAt]);
   }
 
   async consumeSignInLink(hash: string, at: number): Promise<string | undefined> {
-    const [row] = await this.query<{ account_id: string }>("useLink", [hash, at]);
+    const [row] = await this.#query<{ account_id: string }>("useLink", [hash, at]);
     return row?.account_id;
   }
 
@@ -273,9 +273,9 @@ export class PostgresAccessStore implements AccessStore {
    * transaction only inserts and never waits on another's rows.
    */
   async reserveSignInAttempt(attempt: SignInAttempt): Promise<SignInReservation> {
-    await this.query("forgetAttempts", [attempt.since]);
+    await this.#query("forgetAttempts", [attempt.since]);
     const keys = attempt.limits.map(({ key }) => key);
-    return inTransaction(this.pool, async (client) => {
+    return inTransaction(this.#pool, async (client) => {
       for (const lock of lockIdsOf(keys)) await queryOn(client, "lockAttemptKey", [SIGN_IN_LOCKS, lock]);
       const counted = await queryOn<{ key: string; count: string; oldest: string }>(client, "countAttempts", [keys, attempt.since]);
       const reservation = reservationOf(attempt, new Map(counted.map(({ key, count, oldest }) => [key, { count: Number(count), oldest: Number(oldest) }])));
@@ -285,12 +285,12 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async releaseSignInAttempt(id: string): Promise<void> {
-    await this.query("deleteAttempt", [id]);
+    await this.#query("deleteAttempt", [id]);
   }
 
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
     if (rows.length === 0) return;
-    await inTransaction(this.pool, async (client) => {
+    await inTransaction(this.#pool, async (client) => {
       for (const row of rows) {
         await queryOn(client, "upsertUsage", [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens]);
       }
@@ -298,15 +298,15 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async usage(query: UsageQuery): Promise<UsageRow[]> {
-    return (await this.query<UsageColumns>("selectUsage", [query.accountId ?? null, query.since ?? null])).map(toUsageRow);
+    return (await this.#query<UsageColumns>("selectUsage", [query.accountId ?? null, query.since ?? null])).map(toUsageRow);
   }
 
   async close(): Promise<void> {
-    await this.pool.end();
+    await this.#pool.end();
   }
 
-  private query<Row extends object>(statement: Statement, values: unknown[]): Promise<Row[]> {
-    return queryOn<Row>(this.pool, statement, values);
+  #query<Row extends object>(statement: Statement, values: unknown[]): Promise<Row[]> {
+    return queryOn<Row>(this.#pool, statement, values);
   }
 }
 

@@ -84,8 +84,8 @@ export interface GgufWriterOptions {
 
 export class GgufWriter {
   readonly alignment: number;
-  private readonly metadata = new Map<string, GgufValue>();
-  private readonly tensors: GgufTensor[] = [];
+  readonly #metadata = new Map<string, GgufValue>();
+  readonly #tensors: GgufTensor[] = [];
 
   constructor(options: GgufWriterOptions = {}) {
     const alignment = options.alignment ?? GGUF_DEFAULT_ALIGNMENT;
@@ -93,31 +93,31 @@ export class GgufWriter {
       throw new RangeError(`GGUF alignment must be a power of two, got ${alignment}`);
     }
     this.alignment = alignment;
-    if (alignment !== GGUF_DEFAULT_ALIGNMENT) this.metadata.set(ALIGNMENT_KEY, { type: "uint32", value: alignment });
+    if (alignment !== GGUF_DEFAULT_ALIGNMENT) this.#metadata.set(ALIGNMENT_KEY, { type: "uint32", value: alignment });
   }
 
   /** Adds a metadata key/value. Keys are unique; `general.alignment` comes from the constructor option. */
   set(key: string, value: GgufValue): this {
     if (key === ALIGNMENT_KEY) throw new Error(`Set ${ALIGNMENT_KEY} with the GgufWriter alignment option`);
-    if (this.metadata.has(key)) throw new Error(`Duplicate GGUF metadata key: ${key}`);
+    if (this.#metadata.has(key)) throw new Error(`Duplicate GGUF metadata key: ${key}`);
     if (key.length === 0) throw new Error("GGUF metadata keys must not be empty");
-    this.metadata.set(key, value);
+    this.#metadata.set(key, value);
     return this;
   }
 
   /** Adds a tensor; tensors are written in the order they are added. */
   addTensor(tensor: GgufTensor): this {
     validateTensor(tensor);
-    if (this.tensors.some((existing) => existing.name === tensor.name)) {
+    if (this.#tensors.some((existing) => existing.name === tensor.name)) {
       throw new Error(`Duplicate GGUF tensor name: ${tensor.name}`);
     }
-    this.tensors.push({ ...tensor, dims: [...tensor.dims] });
+    this.#tensors.push({ ...tensor, dims: [...tensor.dims] });
     return this;
   }
 
   /** Total number of tensor elements (weights) added so far. */
   get parameterCount(): number {
-    return this.tensors.reduce((sum, tensor) => sum + elementCount(tensor.dims), 0);
+    return this.#tensors.reduce((sum, tensor) => sum + elementCount(tensor.dims), 0);
   }
 
   /**
@@ -126,11 +126,11 @@ export class GgufWriter {
    * so write to a temporary name and rename it when others may read the path.
    */
   async write(path: string): Promise<number> {
-    const header = this.encodeHeader();
+    const header = this.#encodeHeader();
     const handle = await open(path, "w");
     try {
       let written = await writeAll(handle, header);
-      for (const tensor of this.tensors) {
+      for (const tensor of this.#tensors) {
         const data = encodeTensorData(tensor);
         written += await writeAll(handle, data);
         written += await writeAll(handle, new Uint8Array(paddingFor(data.length, this.alignment)));
@@ -142,19 +142,19 @@ export class GgufWriter {
   }
 
   /** Everything before the tensor data: header, metadata, tensor infos and the alignment padding. */
-  private encodeHeader(): Uint8Array {
+  #encodeHeader(): Uint8Array {
     const out = new ByteSink();
     out.bytes(Buffer.from(GGUF_MAGIC, "ascii"));
     out.uint32(GGUF_VERSION);
-    out.uint64(BigInt(this.tensors.length));
-    out.uint64(BigInt(this.metadata.size));
-    for (const [key, value] of this.metadata) {
+    out.uint64(BigInt(this.#tensors.length));
+    out.uint64(BigInt(this.#metadata.size));
+    for (const [key, value] of this.#metadata) {
       out.string(key);
       out.uint32(VALUE_TYPE_IDS[value.type]);
       writeValue(out, value);
     }
     let offset = 0;
-    for (const tensor of this.tensors) {
+    for (const tensor of this.#tensors) {
       out.string(tensor.name);
       out.uint32(tensor.dims.length);
       for (const dim of tensor.dims) out.uint64(BigInt(dim));
@@ -265,16 +265,16 @@ function writeArray(out: ByteSink, array: GgufArrayValue): void {
 
 /** Collects little-endian encoded values; Buffer's write methods reject out-of-range integers. */
 class ByteSink {
-  private readonly chunks: Uint8Array[] = [];
-  private byteLength = 0;
+  readonly #chunks: Uint8Array[] = [];
+  #byteLength = 0;
 
   get length(): number {
-    return this.byteLength;
+    return this.#byteLength;
   }
 
   bytes(bytes: Uint8Array): void {
-    this.chunks.push(bytes);
-    this.byteLength += bytes.length;
+    this.#chunks.push(bytes);
+    this.#byteLength += bytes.length;
   }
 
   uint8(value: number): void {
@@ -312,7 +312,7 @@ class ByteSink {
   }
 
   toBytes(): Uint8Array {
-    return Buffer.concat(this.chunks, this.byteLength);
+    return Buffer.concat(this.#chunks, this.#byteLength);
   }
 }
 

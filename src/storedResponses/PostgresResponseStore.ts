@@ -53,10 +53,10 @@ const SQL = {
  * promise means committed.
  */
 export class PostgresResponseStore implements ResponseStore {
-  private readonly pool: Pool;
+  readonly #pool: Pool;
 
   private constructor(pool: Pool) {
-    this.pool = pool;
+    this.#pool = pool;
   }
 
   /** Connects to `url` (postgres://…), bringing the schema up to date. */
@@ -69,46 +69,46 @@ export class PostgresResponseStore implements ResponseStore {
     const rows = toItemColumns(record, items);
     const values = RESPONSE_COLUMNS.map((column) => columns[column]);
     if (rows.length === 0) {
-      await this.query("insert", values);
+      await this.#query("insert", values);
       return;
     }
-    await inTransaction(this.pool, async (client) => {
-      await this.query("insert", values, client);
-      await this.query("insertItems", ITEM_COLUMNS.map((column) => rows.map((row) => row[column])), client);
+    await inTransaction(this.#pool, async (client) => {
+      await this.#query("insert", values, client);
+      await this.#query("insertItems", ITEM_COLUMNS.map((column) => rows.map((row) => row[column])), client);
     });
   }
 
   async find(id: string, owner: string | null, now: number): Promise<StoredResponse | undefined> {
-    const [row] = (await this.query("select", [id, owner, now])).rows;
+    const [row] = (await this.#query("select", [id, owner, now])).rows;
     return row && toStoredResponse(row);
   }
 
   async findItems(ids: readonly string[], owner: string | null, now: number): Promise<Map<string, object>> {
     if (ids.length === 0) return new Map();
-    const { rows } = await this.pool.query<Pick<ItemColumns, "item_id" | "item">>({ name: "responses_selectItems", text: SQL.selectItems, values: [ids, owner, now] });
+    const { rows } = await this.#pool.query<Pick<ItemColumns, "item_id" | "item">>({ name: "responses_selectItems", text: SQL.selectItems, values: [ids, owner, now] });
     return toItemMap(rows);
   }
 
   async delete(id: string, owner: string | null, now: number): Promise<boolean> {
-    return inTransaction(this.pool, async (client) => {
-      if (((await this.query("remove", [id, owner, now], client)).rowCount ?? 0) === 0) return false;
-      await this.query("removeItems", [id], client);
+    return inTransaction(this.#pool, async (client) => {
+      if (((await this.#query("remove", [id, owner, now], client)).rowCount ?? 0) === 0) return false;
+      await this.#query("removeItems", [id], client);
       return true;
     });
   }
 
   async deleteExpired(now: number): Promise<number> {
-    return inTransaction(this.pool, async (client) => {
-      await this.query("removeExpiredItems", [now], client);
-      return (await this.query("removeExpired", [now], client)).rowCount ?? 0;
+    return inTransaction(this.#pool, async (client) => {
+      await this.#query("removeExpiredItems", [now], client);
+      return (await this.#query("removeExpired", [now], client)).rowCount ?? 0;
     });
   }
 
   async close(): Promise<void> {
-    await this.pool.end();
+    await this.#pool.end();
   }
 
-  private query(statement: keyof typeof SQL, values: unknown[], client: Pool | PoolClient = this.pool) {
+  #query(statement: keyof typeof SQL, values: unknown[], client: Pool | PoolClient = this.#pool) {
     return client.query<ResponseColumns>({ name: `responses_${statement}`, text: SQL[statement], values });
   }
 }

@@ -43,29 +43,29 @@ const OWNED = "id = @id AND owner IS @owner AND expires_at > @now";
  * response a client was told is stored must still be there for its next `previous_response_id`.
  */
 export class SqliteResponseStore implements ResponseStore {
-  private readonly db: Connection;
-  private readonly insert: Statement<[ResponseColumns]>;
-  private readonly insertItem: Statement<[ItemColumns]>;
-  private readonly select: Statement<[{ id: string; owner: string | null; now: number }], ResponseColumns>;
-  private readonly selectItems: Statement<[{ ids: string; owner: string | null; now: number }], Pick<ItemColumns, "item_id" | "item">>;
-  private readonly remove: Statement<[{ id: string; owner: string | null; now: number }]>;
-  private readonly removeItems: Statement<[string]>;
-  private readonly removeExpired: Statement<[number]>;
-  private readonly removeExpiredItems: Statement<[number]>;
+  readonly #db: Connection;
+  readonly #insert: Statement<[ResponseColumns]>;
+  readonly #insertItem: Statement<[ItemColumns]>;
+  readonly #select: Statement<[{ id: string; owner: string | null; now: number }], ResponseColumns>;
+  readonly #selectItems: Statement<[{ ids: string; owner: string | null; now: number }], Pick<ItemColumns, "item_id" | "item">>;
+  readonly #remove: Statement<[{ id: string; owner: string | null; now: number }]>;
+  readonly #removeItems: Statement<[string]>;
+  readonly #removeExpired: Statement<[number]>;
+  readonly #removeExpiredItems: Statement<[number]>;
 
   private constructor(db: Connection) {
-    this.db = db;
-    this.insert = db.prepare(`INSERT INTO stored_responses (${RESPONSE_COLUMNS.join(", ")}) VALUES (${RESPONSE_COLUMNS.map((column) => `@${column}`).join(", ")})`);
-    this.insertItem = db.prepare(`INSERT OR IGNORE INTO stored_response_items (${ITEM_COLUMNS.join(", ")}) VALUES (${ITEM_COLUMNS.map((column) => `@${column}`).join(", ")})`);
-    this.select = db.prepare(`SELECT * FROM stored_responses WHERE ${OWNED}`);
+    this.#db = db;
+    this.#insert = db.prepare(`INSERT INTO stored_responses (${RESPONSE_COLUMNS.join(", ")}) VALUES (${RESPONSE_COLUMNS.map((column) => `@${column}`).join(", ")})`);
+    this.#insertItem = db.prepare(`INSERT OR IGNORE INTO stored_response_items (${ITEM_COLUMNS.join(", ")}) VALUES (${ITEM_COLUMNS.map((column) => `@${column}`).join(", ")})`);
+    this.#select = db.prepare(`SELECT * FROM stored_responses WHERE ${OWNED}`);
     // The ids come as one JSON array, so that one prepared statement serves any number of them.
-    this.selectItems = db.prepare(
+    this.#selectItems = db.prepare(
       "SELECT item_id, item FROM stored_response_items WHERE item_id IN (SELECT value FROM json_each(@ids)) AND owner IS @owner AND expires_at > @now ORDER BY created_at, rowid",
     );
-    this.remove = db.prepare(`DELETE FROM stored_responses WHERE ${OWNED}`);
-    this.removeItems = db.prepare("DELETE FROM stored_response_items WHERE response_id = ?");
-    this.removeExpired = db.prepare("DELETE FROM stored_responses WHERE expires_at <= ?");
-    this.removeExpiredItems = db.prepare("DELETE FROM stored_response_items WHERE expires_at <= ?");
+    this.#remove = db.prepare(`DELETE FROM stored_responses WHERE ${OWNED}`);
+    this.#removeItems = db.prepare("DELETE FROM stored_response_items WHERE response_id = ?");
+    this.#removeExpired = db.prepare("DELETE FROM stored_responses WHERE expires_at <= ?");
+    this.#removeExpiredItems = db.prepare("DELETE FROM stored_response_items WHERE expires_at <= ?");
   }
 
   /** Opens (creating if needed) the store in `file`, bringing its schema up to date. */
@@ -75,38 +75,38 @@ export class SqliteResponseStore implements ResponseStore {
   }
 
   async save(record: StoredResponse, items: readonly StoredItem[] = []): Promise<void> {
-    this.db.transaction(() => {
-      this.insert.run(toResponseColumns(record));
-      for (const row of toItemColumns(record, items)) this.insertItem.run(row);
+    this.#db.transaction(() => {
+      this.#insert.run(toResponseColumns(record));
+      for (const row of toItemColumns(record, items)) this.#insertItem.run(row);
     })();
   }
 
   async find(id: string, owner: string | null, now: number): Promise<StoredResponse | undefined> {
-    const row = this.select.get({ id, owner, now });
+    const row = this.#select.get({ id, owner, now });
     return row && toStoredResponse(row);
   }
 
   async findItems(ids: readonly string[], owner: string | null, now: number): Promise<Map<string, object>> {
     if (ids.length === 0) return new Map();
-    return toItemMap(this.selectItems.all({ ids: JSON.stringify(ids), owner, now }));
+    return toItemMap(this.#selectItems.all({ ids: JSON.stringify(ids), owner, now }));
   }
 
   async delete(id: string, owner: string | null, now: number): Promise<boolean> {
-    return this.db.transaction(() => {
-      if (this.remove.run({ id, owner, now }).changes === 0) return false;
-      this.removeItems.run(id);
+    return this.#db.transaction(() => {
+      if (this.#remove.run({ id, owner, now }).changes === 0) return false;
+      this.#removeItems.run(id);
       return true;
     })();
   }
 
   async deleteExpired(now: number): Promise<number> {
-    return this.db.transaction(() => {
-      this.removeExpiredItems.run(now);
-      return this.removeExpired.run(now).changes;
+    return this.#db.transaction(() => {
+      this.#removeExpiredItems.run(now);
+      return this.#removeExpired.run(now).changes;
     })();
   }
 
   async close(): Promise<void> {
-    this.db.close();
+    this.#db.close();
   }
 }

@@ -34,10 +34,10 @@ function hashName(name: string, seed: number): number {
  * transcendental functions).
  */
 class Xoshiro128 {
-  private a: number;
-  private b: number;
-  private c: number;
-  private d: number;
+  #a: number;
+  #b: number;
+  #c: number;
+  #d: number;
 
   constructor(seed: number) {
     // SplitMix32 spreads the 32-bit seed over the 128-bit state.
@@ -48,21 +48,21 @@ class Xoshiro128 {
       z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
       return (z ^ (z >>> 16)) >>> 0;
     };
-    this.a = splitMix();
-    this.b = splitMix();
-    this.c = splitMix();
-    this.d = splitMix();
+    this.#a = splitMix();
+    this.#b = splitMix();
+    this.#c = splitMix();
+    this.#d = splitMix();
   }
 
   nextUint32(): number {
-    const result = Math.imul(rotateLeft(Math.imul(this.b, 5), 7), 9) >>> 0;
-    const t = this.b << 9;
-    this.c ^= this.a;
-    this.d ^= this.b;
-    this.b ^= this.c;
-    this.a ^= this.d;
-    this.c ^= t;
-    this.d = rotateLeft(this.d, 11);
+    const result = Math.imul(rotateLeft(Math.imul(this.#b, 5), 7), 9) >>> 0;
+    const t = this.#b << 9;
+    this.#c ^= this.#a;
+    this.#d ^= this.#b;
+    this.#b ^= this.#c;
+    this.#a ^= this.#d;
+    this.#c ^= t;
+    this.#d = rotateLeft(this.#d, 11);
     return result;
   }
 
