@@ -35,7 +35,9 @@ function layerRules(room, allowed) {
   const message = (what) => `src/${room} may import ${allowedText}, not ${what} (layering in eslint.config.js).`;
   const patterns = [
     ...forbidden.map((other) => ({ regex: climbsInto(other), message: message(`src/${other}`) })),
-    ...(llama ? [{ regex: "^node-llama-cpp(/|$)", message: `node-llama-cpp belongs to src/engine; src/${room} goes through core's Engine.` }] : []),
+    ...(llama
+      ? [{ regex: "^node-llama-cpp(/|$)", message: `node-llama-cpp belongs to src/engine; src/${room} goes through core's Engine.` }]
+      : []),
   ];
   // no-restricted-imports sees import and export-from; lazy import("…") is caught by the selector.
   const lazy = patterns.map(({ regex, message }) => ({
@@ -66,7 +68,12 @@ export default tseslint.config(
   {
     files: ["src/**"],
     ignores: Object.keys(LAYERS).map((room) => `src/${room}/**`),
-    rules: { "no-restricted-syntax": ["error", { selector: "Program", message: "Every file under src/ belongs to a room of LAYERS in eslint.config.js: add its folder there." }] },
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        { selector: "Program", message: "Every file under src/ belongs to a room of LAYERS in eslint.config.js: add its folder there." },
+      ],
+    },
   },
   {
     // The sample agent's page script runs in the browser.

@@ -64,7 +64,9 @@ export async function benchChoices(url: string, model: string, options: { runs: 
     medians.set(n, { wallMs, decoded });
     const evaluations = median(list.map((each) => each.counters.promptEvaluations));
     const copies = median(list.map((each) => each.counters.promptCopies));
-    console.log(`| ${n} | ${median(list.map((each) => each.promptTokens))} | ${wallMs.toFixed(0)} | ${evaluations} | ${decoded} | ${copies} |`);
+    console.log(
+      `| ${n} | ${median(list.map((each) => each.promptTokens))} | ${wallMs.toFixed(0)} | ${evaluations} | ${decoded} | ${copies} |`,
+    );
   }
   const one = medians.get(1)!;
   const four = medians.get(4)!;

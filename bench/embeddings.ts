@@ -28,13 +28,24 @@ async function postEmbeddings(url: string, model: string, input: string | string
  * Embeddings per second for 64 short texts: one batch request, and 64 single requests sent at once,
  * through the HTTP API; against node-llama-cpp's embedding context in process.
  */
-export async function benchEmbeddings(llama: Llama, preset: CachedTestModelPreset, options: { runs: number; threads: number; engine: string }): Promise<void> {
+export async function benchEmbeddings(
+  llama: Llama,
+  preset: CachedTestModelPreset,
+  options: { runs: number; threads: number; engine: string },
+): Promise<void> {
   const modelPath = await testModelPath(preset);
   const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-bench-"));
   await symlink(modelPath, path.join(modelsDir, `${preset}.gguf`));
   const model = await llama.loadModel({ modelPath });
   const context = await model.createEmbeddingContext({ contextSize: 512, batchSize: 512, threads: options.threads });
-  const server = await startModelhost({ modelPath, modelsDir, threads: options.threads, parallel: 4, contextSize: 512, engine: options.engine });
+  const server = await startModelhost({
+    modelPath,
+    modelsDir,
+    threads: options.threads,
+    parallel: 4,
+    contextSize: 512,
+    engine: options.engine,
+  });
   try {
     const inProcess = async () => {
       for (const text of texts) await context.getEmbeddingFor(text);
@@ -57,7 +68,9 @@ export async function benchEmbeddings(llama: Llama, preset: CachedTestModelPrese
     console.log(`| node-llama-cpp in process (64 × getEmbeddingFor) | ${rate(times.inProcess).toFixed(0)} |`);
     console.log(`| modelhost HTTP, one request of 64 | ${rate(times.batch).toFixed(0)} |`);
     console.log(`| modelhost HTTP, 64 requests at once | ${rate(times.singles).toFixed(0)} |`);
-    console.log(`\nHTTP batch / in process: ${(rate(times.batch) / rate(times.inProcess)).toFixed(2)}×; 64 requests / in process: ${(rate(times.singles) / rate(times.inProcess)).toFixed(2)}×`);
+    console.log(
+      `\nHTTP batch / in process: ${(rate(times.batch) / rate(times.inProcess)).toFixed(2)}×; 64 requests / in process: ${(rate(times.singles) / rate(times.inProcess)).toFixed(2)}×`,
+    );
   } finally {
     await server.stop();
     await context.dispose();

@@ -52,9 +52,11 @@ async function measure(sends: Array<() => Promise<Response>>): Promise<Result[]>
     for (const [index, send] of sends.entries()) {
       const started = performance.now();
       let next = 0;
-      await Promise.all(Array.from({ length: 8 }, async () => {
-        while (next++ < block) await once(send);
-      }));
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next++ < block) await once(send);
+        }),
+      );
       elapsed[index]! += performance.now() - started;
     }
   }
@@ -106,21 +108,48 @@ for (const row of gateRows) console.log(row);
 const common = ["--models-dir", modelsDir, "--log-level", "warn"];
 const servers: Array<[string, ServerProcess]> = [
   ["local", await startServerProcess(common)],
-  ["hosted, SQLite limiter", await startServerProcess([...common, "--profile", "hosted", "--data-dir", dataDir, "--tiers-file", tiersFile])],
-  ["hosted, Redis limiter", await startServerProcess([...common, "--profile", "hosted", "--data-dir", dataDir, "--tiers-file", tiersFile, "--redis-url", redis.url])],
+  [
+    "hosted, SQLite limiter",
+    await startServerProcess([...common, "--profile", "hosted", "--data-dir", dataDir, "--tiers-file", tiersFile]),
+  ],
+  [
+    "hosted, Redis limiter",
+    await startServerProcess([
+      ...common,
+      "--profile",
+      "hosted",
+      "--data-dir",
+      dataDir,
+      "--tiers-file",
+      tiersFile,
+      "--redis-url",
+      redis.url,
+    ]),
+  ],
 ];
 try {
   const headers = { authorization: `Bearer ${secret}`, "content-type": "application/json" };
   const rows: string[] = [];
   for (const [endpoint, send] of [
     ["GET /v1/models", (url: string) => fetch(`${url}/v1/models`, { headers })],
-    ["POST /v1/embeddings (1 token)", (url: string) => fetch(`${url}/v1/embeddings`, { method: "POST", headers, body: JSON.stringify({ model: "embed", input: [5] }) })],
+    [
+      "POST /v1/embeddings (1 token)",
+      (url: string) => fetch(`${url}/v1/embeddings`, { method: "POST", headers, body: JSON.stringify({ model: "embed", input: [5] }) }),
+    ],
   ] as const) {
-    const results = await measure(servers.map(([, server]) => () => send(server.url)));
+    const results = await measure(
+      servers.map(
+        ([, server]) =>
+          () =>
+            send(server.url),
+      ),
+    );
     for (const [index, [name]] of servers.entries()) {
       const result = results[index]!;
       const added = result.p50 - results[0]!.p50;
-      rows.push(`| ${endpoint} | ${name} | ${result.p50.toFixed(3)} | ${result.p99.toFixed(3)} | ${result.perSecond.toFixed(0)} | ${index === 0 ? "" : `${added >= 0 ? "+" : ""}${added.toFixed(3)}`} |`);
+      rows.push(
+        `| ${endpoint} | ${name} | ${result.p50.toFixed(3)} | ${result.p99.toFixed(3)} | ${result.perSecond.toFixed(0)} | ${index === 0 ? "" : `${added >= 0 ? "+" : ""}${added.toFixed(3)}`} |`,
+      );
     }
   }
   console.log(`\n## Auth + rate limiting per request, ${requests} requests each\n`);

@@ -58,21 +58,30 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
     }
   };
   await new Promise<void>((resolve, reject) => {
-    const request = http.request(`${baseUrl}/v1/chat/completions`, { method: "POST", agent: false, headers: { "content-type": "application/json" } }, (response) => {
-      response.setEncoding("utf8");
-      if (response.statusCode !== 200) {
-        let text = "";
-        response.on("data", (piece: string) => (text += piece));
-        response.on("end", () => reject(new Error(`HTTP ${response.statusCode}: ${text}`)));
-      } else {
-        response.on("data", onText);
-        response.on("end", resolve);
-      }
-      response.on("error", reject);
-    });
+    const request = http.request(
+      `${baseUrl}/v1/chat/completions`,
+      { method: "POST", agent: false, headers: { "content-type": "application/json" } },
+      (response) => {
+        response.setEncoding("utf8");
+        if (response.statusCode !== 200) {
+          let text = "";
+          response.on("data", (piece: string) => (text += piece));
+          response.on("end", () => reject(new Error(`HTTP ${response.statusCode}: ${text}`)));
+        } else {
+          response.on("data", onText);
+          response.on("end", resolve);
+        }
+        response.on("error", reject);
+      },
+    );
     request.on("error", reject);
     request.end(JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }));
   });
   if (first === undefined) throw new Error("the stream carried no content");
-  return { ttftMs: first - started, tokens: tokens ?? deltas, decodeMs: (finished ?? last) - first, ...(promptTokens !== undefined ? { promptTokens } : {}) };
+  return {
+    ttftMs: first - started,
+    tokens: tokens ?? deltas,
+    decodeMs: (finished ?? last) - first,
+    ...(promptTokens !== undefined ? { promptTokens } : {}),
+  };
 }

@@ -24,7 +24,12 @@ const { values: args } = parseArgs({
 const iterations = Number(args.iterations);
 const keys = Number(args.keys);
 const warmUp = Math.min(2_000, iterations);
-const policy: LimitPolicy = { requestsPerMinute: 1_000_000, requestsPerDay: 1_000_000_000, tokensPerDay: 1_000_000_000_000, concurrentRequests: 64 };
+const policy: LimitPolicy = {
+  requestsPerMinute: 1_000_000,
+  requestsPerDay: 1_000_000_000,
+  tokensPerDay: 1_000_000_000_000,
+  concurrentRequests: 64,
+};
 
 interface Samples {
   /** ms of each admit alone: what a request waits for before it starts (the server settles without waiting). */

@@ -24,7 +24,15 @@ const buildDir = path.join(sourceDir, "build");
 // The same engine options as `modelhost engine build` (src/engine/nativeEngine.ts): this CPU's
 // instruction set, OpenMP. Static, so the binaries need no library path; no tests or examples, no
 // HTTPS: only the two targets are compiled (about 10 minutes on 2 cores).
-const cmakeOptions = ["-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_OPENSSL=OFF", "-DGGML_NATIVE=ON", "-DGGML_OPENMP=ON"];
+const cmakeOptions = [
+  "-DCMAKE_BUILD_TYPE=Release",
+  "-DBUILD_SHARED_LIBS=OFF",
+  "-DLLAMA_BUILD_TESTS=OFF",
+  "-DLLAMA_BUILD_EXAMPLES=OFF",
+  "-DLLAMA_OPENSSL=OFF",
+  "-DGGML_NATIVE=ON",
+  "-DGGML_OPENMP=ON",
+];
 
 async function exists(file: string): Promise<boolean> {
   return access(file).then(
@@ -64,8 +72,27 @@ export async function llamaCppTools(option: string): Promise<LlamaCppTools> {
  * in the order given. Depth 0 is the issue's raw figure; a server's stream also attends to its chat
  * prompt, which depth `prompt tokens` adds.
  */
-export async function llamaBenchTg(binary: string, modelPath: string, options: { threads: number; tokens: number; repetitions: number; depths: readonly number[] }): Promise<number[]> {
-  const args = ["-m", modelPath, "-t", String(options.threads), "-p", "0", "-n", String(options.tokens), "-d", options.depths.join(","), "-r", String(options.repetitions), "-o", "json"];
+export async function llamaBenchTg(
+  binary: string,
+  modelPath: string,
+  options: { threads: number; tokens: number; repetitions: number; depths: readonly number[] },
+): Promise<number[]> {
+  const args = [
+    "-m",
+    modelPath,
+    "-t",
+    String(options.threads),
+    "-p",
+    "0",
+    "-n",
+    String(options.tokens),
+    "-d",
+    options.depths.join(","),
+    "-r",
+    String(options.repetitions),
+    "-o",
+    "json",
+  ];
   const { stdout } = await promisify(execFile)(binary, args, { maxBuffer: 1 << 20 });
   const results = JSON.parse(stdout) as Array<{ n_gen: number; n_depth?: number; avg_ts: number }>;
   return options.depths.map((depth) => {

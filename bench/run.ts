@@ -87,7 +87,13 @@ async function timeConcurrent(start: (i: number) => Promise<StreamSample>): Prom
 }
 
 function httpTarget(name: string, server: RunningProcess, model: string): Target {
-  const body = (i: number) => ({ model, messages: [{ role: "user", content: prompts[i % prompts.length]! }], max_tokens: maxTokens, temperature: 0, ignore_eos: true });
+  const body = (i: number) => ({
+    model,
+    messages: [{ role: "user", content: prompts[i % prompts.length]! }],
+    max_tokens: maxTokens,
+    temperature: 0,
+    ignore_eos: true,
+  });
   return {
     name,
     single: () => timeHttpStream(server.url, body(0)),
@@ -99,7 +105,11 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
   const modelPath = await testModelPath(preset);
   const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-bench-"));
   await symlink(modelPath, path.join(modelsDir, `${preset}.gguf`));
-  const { llama, backend, threads: autoThreads } = await loadLlama({ engine: args.engine as EngineChoice, gpu: "off", threads: args.threads ? Number(args.threads) : undefined });
+  const {
+    llama,
+    backend,
+    threads: autoThreads,
+  } = await loadLlama({ engine: args.engine as EngineChoice, gpu: "off", threads: args.threads ? Number(args.threads) : undefined });
   const threads = autoThreads;
   const serverOptions = { modelPath, modelsDir, threads, parallel: concurrency, contextSize };
 
@@ -111,7 +121,10 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
       single: async () => (await inProcess.run([tokens[0]!], maxTokens))[0]!,
       multi: async () => {
         const started = performance.now();
-        const samples = await inProcess.run(Array.from({ length: concurrency }, (_, i) => tokens[i % tokens.length]!), maxTokens);
+        const samples = await inProcess.run(
+          Array.from({ length: concurrency }, (_, i) => tokens[i % tokens.length]!),
+          maxTokens,
+        );
         return { samples, wallMs: performance.now() - started };
       },
     },
@@ -153,7 +166,9 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
       if (llamaCpp?.bench) {
         if (promptTokens === undefined) throw new Error("modelhost's streams carried no usage with prompt_tokens");
         await quiet();
-        rawRuns.push(await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens, repetitions: 1, depths: [0, promptTokens] }));
+        rawRuns.push(
+          await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens, repetitions: 1, depths: [0, promptTokens] }),
+        );
       }
       // Each run starts with another target, and each phase after a pause: the OpenMP threads of
       // the phase before spin for a while after their last decode (libgomp's spin-wait), which
@@ -171,7 +186,10 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
     // Peak memory of the comparable work, before modelhost alone runs the n-choices phase below.
     const peakRssMiB = new Map<string, number>();
     for (const [name, process] of processes) peakRssMiB.set(name, await process.peakRssMiB());
-    const rawTg = rawRuns.length > 0 && promptTokens !== undefined ? { empty: median(rawRuns.map(([empty]) => empty!)), prompt: median(rawRuns.map(([, prompt]) => prompt!)), promptTokens } : undefined;
+    const rawTg =
+      rawRuns.length > 0 && promptTokens !== undefined
+        ? { empty: median(rawRuns.map(([empty]) => empty!)), prompt: median(rawRuns.map(([, prompt]) => prompt!)), promptTokens }
+        : undefined;
     const rows = report(preset, { backend, threads }, results, rawTg, peakRssMiB);
     summaries.push({ preset, rawTg, rows, peakRssMiB });
     // About 900 prompt tokens with the test vocabulary: most of the 1,024-token context.
@@ -192,7 +210,13 @@ function quiet(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 200));
 }
 
-function report(preset: string, setup: { backend: string; threads: number }, results: Map<string, Measurement>, rawTg: RawTg | undefined, peakRssMiB: Map<string, number>): Row[] {
+function report(
+  preset: string,
+  setup: { backend: string; threads: number },
+  results: Map<string, Measurement>,
+  rawTg: RawTg | undefined,
+  peakRssMiB: Map<string, number>,
+): Row[] {
   console.log(`\n## ${preset} model — ${setup.backend} llama.cpp, ${setup.threads} threads, ${maxTokens} tokens, median of ${runs} runs\n`);
   const rows: Row[] = [...results.entries()].map(([name, m]) => ({
     name,
@@ -202,28 +226,39 @@ function report(preset: string, setup: { backend: string; threads: number }, res
     multiTtft: median(m.multi.flatMap((r) => r.samples.map((s) => s.ttftMs))),
     multiTokens: median(m.multi.map((r) => r.samples.reduce((sum, s) => sum + s.tokens, 0))),
   }));
-  console.log(`| | decode tok/s, 1 stream | TTFT ms, 1 stream | aggregate tok/s, ${concurrency} streams | TTFT ms, ${concurrency} streams | tokens, ${concurrency} streams |`);
+  console.log(
+    `| | decode tok/s, 1 stream | TTFT ms, 1 stream | aggregate tok/s, ${concurrency} streams | TTFT ms, ${concurrency} streams | tokens, ${concurrency} streams |`,
+  );
   console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
   for (const row of rows) {
-    console.log(`| ${row.name} | ${row.singleRate.toFixed(1)} | ${row.singleTtft.toFixed(1)} | ${row.multiRate.toFixed(1)} | ${row.multiTtft.toFixed(1)} | ${row.multiTokens} |`);
+    console.log(
+      `| ${row.name} | ${row.singleRate.toFixed(1)} | ${row.singleTtft.toFixed(1)} | ${row.multiRate.toFixed(1)} | ${row.multiTtft.toFixed(1)} | ${row.multiTokens} |`,
+    );
   }
   const ours = rows.find((row) => row.name === "modelhost HTTP");
   const inProcess = rows.find((row) => row.name === "node-llama-cpp in process");
   const anchor = rows.find((row) => row.name === "llama-server HTTP");
   console.log("");
   if (rawTg !== undefined) {
-    console.log(`llama-bench -t ${setup.threads} -p 0 -n ${maxTokens} -r 1: ${rawTg.empty.toFixed(1)} tok/s, median of ${runs} runs in turn with the servers`);
+    console.log(
+      `llama-bench -t ${setup.threads} -p 0 -n ${maxTokens} -r 1: ${rawTg.empty.toFixed(1)} tok/s, median of ${runs} runs in turn with the servers`,
+    );
     console.log(`  with the chat prompt in the cache (-d ${rawTg.promptTokens}): ${rawTg.prompt.toFixed(1)} tok/s`);
   }
   for (const [name, mib] of peakRssMiB) console.log(`peak RSS (VmHWM), ${name}: ${mib.toFixed(0)} MiB`);
   if (!ours) return rows;
   if (inProcess) {
-    console.log(`modelhost / in process, single / ${concurrency} streams: ${ratios(ours, inProcess)}, TTFT ${(ours.singleTtft - inProcess.singleTtft).toFixed(1)} ms more`);
+    console.log(
+      `modelhost / in process, single / ${concurrency} streams: ${ratios(ours, inProcess)}, TTFT ${(ours.singleTtft - inProcess.singleTtft).toFixed(1)} ms more`,
+    );
   }
   if (anchor) {
-    console.log(`modelhost / llama-server, single / ${concurrency} streams: ${ratios(ours, anchor)}, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`);
+    console.log(
+      `modelhost / llama-server, single / ${concurrency} streams: ${ratios(ours, anchor)}, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`,
+    );
   }
-  if (rawTg !== undefined) console.log(`modelhost / llama-bench tg${maxTokens}, single stream, -p 0 / -d ${rawTg.promptTokens}: ${ofRaw(ours, rawTg)}`);
+  if (rawTg !== undefined)
+    console.log(`modelhost / llama-bench tg${maxTokens}, single stream, -p 0 / -d ${rawTg.promptTokens}: ${ofRaw(ours, rawTg)}`);
   return rows;
 }
 
@@ -244,7 +279,9 @@ function summarise(): void {
   const ratio = (ours: Row | undefined, anchor: Row | undefined) => (ours && anchor ? ratios(ours, anchor) : "–");
   const mib = (value: number | undefined) => (value === undefined ? "–" : `${value.toFixed(0)}`);
   console.log(`\n## Summary — tok/s, 1 stream / ${concurrency} streams, ${maxTokens} tokens, median of ${runs} runs\n`);
-  console.log(`| model | raw engine tg${maxTokens} / at the prompt's depth | in process 1 / ×${concurrency} | modelhost HTTP 1 / ×${concurrency} | llama-server 1 / ×${concurrency} | modelhost ÷ llama-server | modelhost 1 ÷ raw / at depth | peak RSS MiB modelhost / llama-server |`);
+  console.log(
+    `| model | raw engine tg${maxTokens} / at the prompt's depth | in process 1 / ×${concurrency} | modelhost HTTP 1 / ×${concurrency} | llama-server 1 / ×${concurrency} | modelhost ÷ llama-server | modelhost 1 ÷ raw / at depth | peak RSS MiB modelhost / llama-server |`,
+  );
   console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const { preset, rawTg, rows, peakRssMiB } of summaries) {
     const by = (name: string) => rows.find((row) => row.name === name);
@@ -261,7 +298,11 @@ function summarise(): void {
 for (const preset of args.models.split(",").filter(Boolean)) await benchModel(preset.trim() as CachedTestModelPreset);
 summarise();
 {
-  const { llama, threads } = await loadLlama({ engine: args.engine as EngineChoice, gpu: "off", threads: args.threads ? Number(args.threads) : undefined });
+  const { llama, threads } = await loadLlama({
+    engine: args.engine as EngineChoice,
+    gpu: "off",
+    threads: args.threads ? Number(args.threads) : undefined,
+  });
   for (const preset of args.embeddings.split(",").filter(Boolean)) {
     await benchEmbeddings(llama, preset.trim() as CachedTestModelPreset, { runs, threads, engine: args.engine });
   }

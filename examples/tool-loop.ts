@@ -25,7 +25,10 @@ const tools: OpenAI.ChatCompletionTool[] = [
       description: "Current weather in a city",
       parameters: {
         type: "object",
-        properties: { city: { type: "string", description: "City name", maxLength: 60 }, unit: { type: "string", enum: ["celsius", "fahrenheit"] } },
+        properties: {
+          city: { type: "string", description: "City name", maxLength: 60 },
+          unit: { type: "string", enum: ["celsius", "fahrenheit"] },
+        },
         required: ["city"],
         additionalProperties: false,
       },
@@ -36,7 +39,12 @@ const tools: OpenAI.ChatCompletionTool[] = [
     function: {
       name: "add",
       description: "Add two numbers",
-      parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"], additionalProperties: false },
+      parameters: {
+        type: "object",
+        properties: { a: { type: "number" }, b: { type: "number" } },
+        required: ["a", "b"],
+        additionalProperties: false,
+      },
     },
   },
 ];
@@ -44,7 +52,7 @@ const tools: OpenAI.ChatCompletionTool[] = [
 /** The functions themselves: toy implementations, deterministic so runs can be compared. */
 const implementations: Record<string, (args: Record<string, unknown>) => unknown> = {
   get_weather: ({ city, unit = "celsius" }) => {
-    const celsius = 10 + (String(city).length * 7) % 20;
+    const celsius = 10 + ((String(city).length * 7) % 20);
     return { city, unit, temperature: unit === "fahrenheit" ? Math.round(celsius * 1.8 + 32) : celsius, sky: "clear" };
   },
   add: ({ a, b }) => ({ sum: Number(a) + Number(b) }),

@@ -30,7 +30,13 @@ const WAIT_LIMIT_MS = 20 * 60_000;
  * Where a background install of this checkout leaves its pid, its output and its exit code: one
  * folder per checkout, so two checkouts testing at once do not read each other's install.
  */
-const stateDir = path.join(os.tmpdir(), `modelhost-test-packages-${createHash("sha256").update(path.resolve(import.meta.dirname, "..")).digest("hex").slice(0, 12)}`);
+const stateDir = path.join(
+  os.tmpdir(),
+  `modelhost-test-packages-${createHash("sha256")
+    .update(path.resolve(import.meta.dirname, ".."))
+    .digest("hex")
+    .slice(0, 12)}`,
+);
 const pidFile = path.join(stateDir, "pid");
 const logFile = path.join(stateDir, "log");
 const doneFile = path.join(stateDir, "done");
@@ -123,7 +129,9 @@ function install(names: PackageName[]): void {
 function apt(args: string[]): boolean {
   const result = spawnSync(APT_GET, ["-q", ...args], { encoding: "utf8", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
   if (result.status === 0) return true;
-  console.log(`apt-get ${args[0]} failed (${result.error?.message ?? `exit ${result.status}`}):\n${(result.stdout + result.stderr).slice(-4_000)}`);
+  console.log(
+    `apt-get ${args[0]} failed (${result.error?.message ?? `exit ${result.status}`}):\n${(result.stdout + result.stderr).slice(-4_000)}`,
+  );
   return false;
 }
 

@@ -37,7 +37,9 @@ interface JsonReport {
 const checksStarted = performance.now();
 const checkResults = await Promise.all(checks.map(runCheck));
 const failedChecks = checkResults.filter((ok) => !ok).length;
-console.log(`\n${failedChecks === 0 ? "checks passed" : `${failedChecks} of ${checks.length} checks failed`} (${checks.join(", ")}) in ${seconds(checksStarted)} s`);
+console.log(
+  `\n${failedChecks === 0 ? "checks passed" : `${failedChecks} of ${checks.length} checks failed`} (${checks.join(", ")}) in ${seconds(checksStarted)} s`,
+);
 if (failedChecks > 0) process.exit(1);
 if (!(await awaitTestPackages())) process.exit(1);
 
@@ -50,7 +52,11 @@ try {
   for (const [index, stage] of stages.entries()) {
     const reportFile = path.join(reportDir, `${index}.json`);
     console.log(`\n== vitest: ${stage.name}`);
-    const result = spawnSync(process.execPath, [vitest, "run", ...stage.args, "--reporter=default", "--reporter=json", `--outputFile.json=${reportFile}`], { stdio: "inherit" });
+    const result = spawnSync(
+      process.execPath,
+      [vitest, "run", ...stage.args, "--reporter=default", "--reporter=json", `--outputFile.json=${reportFile}`],
+      { stdio: "inherit" },
+    );
     const report = readReport(reportFile);
     if (result.status !== 0 || report === undefined) failed = true;
     if (report === undefined) {
@@ -59,8 +65,14 @@ try {
     }
     // A file that failed as a whole (it could not load: a missing service under CI; a failing hook)
     // may have no failed test of its own: it counts as one failure.
-    const brokenFiles = report.testResults.filter((file) => file.status === "failed" && !file.assertionResults.some((test) => test.status === "failed")).length;
-    const counts = { passed: report.numPassedTests, failed: report.numFailedTests + brokenFiles, skipped: report.numPendingTests + report.numTodoTests };
+    const brokenFiles = report.testResults.filter(
+      (file) => file.status === "failed" && !file.assertionResults.some((test) => test.status === "failed"),
+    ).length;
+    const counts = {
+      passed: report.numPassedTests,
+      failed: report.numFailedTests + brokenFiles,
+      skipped: report.numPendingTests + report.numTodoTests,
+    };
     totals.passed += counts.passed;
     totals.failed += counts.failed;
     totals.skipped += counts.skipped;
@@ -83,14 +95,19 @@ function runCheck(name: string): Promise<boolean> {
   // Under `npm test`, npm_execpath is npm's own script: run it with this node, as npm does.
   const [command, args] = npm ? [process.execPath, [npm, "run", name]] : ["npm", ["run", name]];
   return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? (process.stdout.isTTY ? "1" : "0") } });
+    const child = spawn(command, args, {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, FORCE_COLOR: process.env.FORCE_COLOR ?? (process.stdout.isTTY ? "1" : "0") },
+    });
     const output: Buffer[] = [];
     child.stdout.on("data", (chunk: Buffer) => output.push(chunk));
     child.stderr.on("data", (chunk: Buffer) => output.push(chunk));
     child.on("error", (error) => output.push(Buffer.from(`${error.message}\n`)));
     child.on("close", (code, signal) => {
       const ok = code === 0;
-      process.stdout.write(`\n== npm run ${name}: ${ok ? "passed" : `failed (${code ?? signal})`} in ${seconds(started)} s\n${Buffer.concat(output).toString().trimEnd()}\n`);
+      process.stdout.write(
+        `\n== npm run ${name}: ${ok ? "passed" : `failed (${code ?? signal})`} in ${seconds(started)} s\n${Buffer.concat(output).toString().trimEnd()}\n`,
+      );
       resolve(ok);
     });
   });

@@ -46,7 +46,10 @@ export class AccessGate {
     this.#touchTimer = setInterval(() => void this.#flushTouches(), TOUCH_INTERVAL_MS);
     this.#touchTimer.unref();
     // Keeps this server's reservations its own, and releases those of servers that died.
-    this.#heartbeatTimer = setInterval(() => void this.#limiter.heartbeat().catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter heartbeat failed")), HEARTBEAT_MS);
+    this.#heartbeatTimer = setInterval(
+      () => void this.#limiter.heartbeat().catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter heartbeat failed")),
+      HEARTBEAT_MS,
+    );
     this.#heartbeatTimer.unref();
   }
 
@@ -75,7 +78,13 @@ export class AccessGate {
    * when the limiter cannot be reached: fail closed) or returns a ticket to settle at the end.
    * `onState` receives the limit state for the x-ratelimit-* headers, refused or not.
    */
-  async admit(caller: Caller, model: string, endpoint: Endpoint, request: AdmissionRequest, onState: (state: LimitState) => void): Promise<AdmissionTicket> {
+  async admit(
+    caller: Caller,
+    model: string,
+    endpoint: Endpoint,
+    request: AdmissionRequest,
+    onState: (state: LimitState) => void,
+  ): Promise<AdmissionTicket> {
     const limits = resolveLimits(this.#tiers, caller.account.id, caller.account.tier, { endpoint, model });
     if (limits.maxInputTokens !== undefined && request.promptTokens > limits.maxInputTokens) {
       throw new ServerError("tokens_limit_reached", {
@@ -83,9 +92,12 @@ export class AccessGate {
       });
     }
     const maxOutputTokens = Math.min(request.maxOutputTokens, limits.maxOutputTokens ?? Infinity);
-    const admission = await this.#unlessUnavailable(this.#limiter.admit(limits.key, limits.policy, request.promptTokens + maxOutputTokens, request.promptTokens));
+    const admission = await this.#unlessUnavailable(
+      this.#limiter.admit(limits.key, limits.policy, request.promptTokens + maxOutputTokens, request.promptTokens),
+    );
     onState(admission.state);
-    if (!admission.allowed) throw rateLimited(admission.limit, admission.retryAfterSeconds, admission.state, request.promptTokens + maxOutputTokens);
+    if (!admission.allowed)
+      throw rateLimited(admission.limit, admission.retryAfterSeconds, admission.state, request.promptTokens + maxOutputTokens);
 
     const { reservation } = admission;
     const day = new Date(reservation.at).toISOString().slice(0, 10);
@@ -97,7 +109,14 @@ export class AccessGate {
         settled = true;
         const used = usage.promptTokens + usage.completionTokens;
         this.#limiter.settle(reservation, used).catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter settle failed"));
-        this.#usage.add({ accountId: caller.account.id, tokenId: caller.token?.id ?? PLAYGROUND_LEDGER_ID, model, day, requests: 1, ...usage });
+        this.#usage.add({
+          accountId: caller.account.id,
+          tokenId: caller.token?.id ?? PLAYGROUND_LEDGER_ID,
+          model,
+          day,
+          requests: 1,
+          ...usage,
+        });
       },
     };
   }
@@ -127,7 +146,9 @@ export class AccessGate {
    * limiter fail now, they are released when their lease runs out instead: this only logs.
    */
   async claimInstance(name: string): Promise<void> {
-    await this.#limiter.claimInstance(name).catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter instance claim failed"));
+    await this.#limiter
+      .claimInstance(name)
+      .catch((error: unknown) => this.#logger.error({ err: error }, "rate limiter instance claim failed"));
   }
 
   async close(): Promise<void> {

@@ -23,7 +23,10 @@ export class AccessService {
 
   async createAccount(name: string, tier = this.#tiers.default): Promise<Account> {
     if (!/^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/.test(name)) {
-      throw new AccessError("account_invalid", "Account names are 1 to 64 letters, digits, dots, underscores, @ or dashes, starting with a letter or digit.");
+      throw new AccessError(
+        "account_invalid",
+        "Account names are 1 to 64 letters, digits, dots, underscores, @ or dashes, starting with a letter or digit.",
+      );
     }
     this.#checkTier(tier);
     return this.#store.createAccount(name, tier);
@@ -52,12 +55,18 @@ export class AccessService {
    * `expires` as the CLI takes it (7d, 30d, a date, never), or `expiresAt` in milliseconds (null:
    * never), which must be in the future.
    */
-  async createToken(accountNameOrId: string, options: { name?: string; expires?: string; expiresAt?: number | null } = {}): Promise<{ secret: string; token: AccessToken }> {
+  async createToken(
+    accountNameOrId: string,
+    options: { name?: string; expires?: string; expiresAt?: number | null } = {},
+  ): Promise<{ secret: string; token: AccessToken }> {
     const account = await this.#account(accountNameOrId);
     const now = this.#now();
     const expiresAt = options.expiresAt !== undefined ? options.expiresAt : parseExpiry(options.expires ?? DEFAULT_TOKEN_EXPIRY, now);
     if (expiresAt === undefined) {
-      throw new AccessError("expiry_invalid", `Invalid expiry "${options.expires}": use 7d, 30d, 60d, 90d, a future date YYYY-MM-DD, or never.`);
+      throw new AccessError(
+        "expiry_invalid",
+        `Invalid expiry "${options.expires}": use 7d, 30d, 60d, 90d, a future date YYYY-MM-DD, or never.`,
+      );
     }
     if (expiresAt !== null && expiresAt <= now) throw new AccessError("expiry_invalid", "A token's expiry must be in the future.");
     const { token: secret, prefix, hash } = generateToken();

@@ -2,9 +2,34 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import type { Pool, PoolClient } from "pg";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
-import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageQuery, UsageRow } from "./AccessStore.js";
+import type {
+  AccessStore,
+  AccessToken,
+  Account,
+  FoundSession,
+  FoundToken,
+  NewSession,
+  NewToken,
+  Session,
+  SignInAttempt,
+  SignInReservation,
+  UsageQuery,
+  UsageRow,
+} from "./AccessStore.js";
 import { inTransaction, openMigratedPool } from "../db/migratePostgres.js";
-import { newAccessToken, newAccount, newSession, reservationOf, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import {
+  newAccessToken,
+  newAccount,
+  newSession,
+  reservationOf,
+  sessionByHashSql,
+  signInTablesSql,
+  toAccount,
+  toSessionWithAccount,
+  toToken,
+  TOKEN_COLUMNS,
+  toUsageRow,
+} from "./storeRows.js";
 import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
@@ -129,7 +154,8 @@ const SQL = {
   useLink: "UPDATE sign_in_links SET used_at = $2 WHERE hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING account_id",
   forgetAttempts: "DELETE FROM sign_in_failures WHERE at < $1",
   lockAttemptKey: "SELECT pg_advisory_xact_lock($1::integer, $2::integer)",
-  countAttempts: "SELECT key, count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key = ANY($1::text[]) AND at >= $2 GROUP BY key",
+  countAttempts:
+    "SELECT key, count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key = ANY($1::text[]) AND at >= $2 GROUP BY key",
   insertAttempts: "INSERT INTO sign_in_failures (key, at, attempt) SELECT unnest($1::text[]), $2, $3",
   deleteAttempt: "DELETE FROM sign_in_failures WHERE attempt = $1",
 } as const;
@@ -194,7 +220,15 @@ export class PostgresAccessStore implements AccessStore {
   async createToken(token: NewToken): Promise<AccessToken> {
     const created = newAccessToken(token);
     try {
-      await this.#query("insertToken", [created.id, created.accountId, created.name, created.prefix, token.hash, created.createdAt, created.expiresAt]);
+      await this.#query("insertToken", [
+        created.id,
+        created.accountId,
+        created.name,
+        created.prefix,
+        token.hash,
+        created.createdAt,
+        created.expiresAt,
+      ]);
       return created;
     } catch (error) {
       if (isViolation(error, FOREIGN_KEY_VIOLATION, "access_tokens_account_id_fkey")) accountNotFound(token.accountId);
@@ -203,7 +237,10 @@ export class PostgresAccessStore implements AccessStore {
   }
 
   async listTokens(accountId?: string): Promise<AccessToken[]> {
-    const rows = accountId === undefined ? await this.#query<TokenColumns>("selectTokens", []) : await this.#query<TokenColumns>("selectAccountTokens", [accountId]);
+    const rows =
+      accountId === undefined
+        ? await this.#query<TokenColumns>("selectTokens", [])
+        : await this.#query<TokenColumns>("selectAccountTokens", [accountId]);
     return rows.map(toToken);
   }
 
@@ -216,7 +253,13 @@ export class PostgresAccessStore implements AccessStore {
   async findTokenByHash(hash: string): Promise<FoundToken | undefined> {
     const [row] = await this.#query<TokenWithAccountColumns>("selectTokenByHash", [hash]);
     if (!row) return undefined;
-    const account: AccountColumns = { id: row.account_id, name: row.account_name, tier: row.account_tier, disabled: row.account_disabled, created_at: row.account_created_at };
+    const account: AccountColumns = {
+      id: row.account_id,
+      name: row.account_name,
+      tier: row.account_tier,
+      disabled: row.account_disabled,
+      created_at: row.account_created_at,
+    };
     return { token: toToken(row), account: toAccount(account), hash: row.hash };
   }
 
@@ -278,7 +321,10 @@ export class PostgresAccessStore implements AccessStore {
     return inTransaction(this.#pool, async (client) => {
       for (const lock of lockIdsOf(keys)) await queryOn(client, "lockAttemptKey", [SIGN_IN_LOCKS, lock]);
       const counted = await queryOn<{ key: string; count: string; oldest: string }>(client, "countAttempts", [keys, attempt.since]);
-      const reservation = reservationOf(attempt, new Map(counted.map(({ key, count, oldest }) => [key, { count: Number(count), oldest: Number(oldest) }])));
+      const reservation = reservationOf(
+        attempt,
+        new Map(counted.map(({ key, count, oldest }) => [key, { count: Number(count), oldest: Number(oldest) }])),
+      );
       if (reservation.reserved) await queryOn(client, "insertAttempts", [keys, attempt.at, attempt.id]);
       return reservation;
     });
@@ -292,7 +338,15 @@ export class PostgresAccessStore implements AccessStore {
     if (rows.length === 0) return;
     await inTransaction(this.#pool, async (client) => {
       for (const row of rows) {
-        await queryOn(client, "upsertUsage", [row.accountId, row.tokenId, row.model, row.day, row.requests, row.promptTokens, row.completionTokens]);
+        await queryOn(client, "upsertUsage", [
+          row.accountId,
+          row.tokenId,
+          row.model,
+          row.day,
+          row.requests,
+          row.promptTokens,
+          row.completionTokens,
+        ]);
       }
     });
   }

@@ -261,12 +261,26 @@ export class RedisRateLimiter implements RateLimiter {
     assertTokenCount(tokens, promptTokens);
     const keys = this.#keys(key);
     const id = randomUUID();
-    const limits = [policy.requestsPerMinute, policy.requestsPerDay, policy.tokensPerDay, policy.concurrentRequests].map((limit) => limit ?? -1);
+    const limits = [policy.requestsPerMinute, policy.requestsPerDay, policy.tokensPerDay, policy.concurrentRequests].map(
+      (limit) => limit ?? -1,
+    );
     let reply: unknown;
     try {
       // Sent on one connection, so the key is listed before the reservation exists.
       const listed = this.#list(key);
-      const admitted = this.#redis.limiterAdmit(keys.window, keys.open, keys.held, keys.dayBase, this.#minuteMs, this.#reservationTtlMs, ...limits, tokens, id, promptTokens, this.#holder);
+      const admitted = this.#redis.limiterAdmit(
+        keys.window,
+        keys.open,
+        keys.held,
+        keys.dayBase,
+        this.#minuteMs,
+        this.#reservationTtlMs,
+        ...limits,
+        tokens,
+        id,
+        promptTokens,
+        this.#holder,
+      );
       [, reply] = await Promise.all([listed, admitted]);
     } catch (error) {
       // A timed-out script was sent and may still run once a stalled Redis resumes, reserving for
@@ -292,7 +306,9 @@ export class RedisRateLimiter implements RateLimiter {
 
   async peek(key: string, policy: LimitPolicy): Promise<LimitState> {
     const keys = this.#keys(key);
-    const reply = await unavailableOnFailure(this.#redis.limiterPeek(keys.window, keys.dayBase, this.#minuteMs, policy.requestsPerMinute ?? -1));
+    const reply = await unavailableOnFailure(
+      this.#redis.limiterPeek(keys.window, keys.dayBase, this.#minuteMs, policy.requestsPerMinute ?? -1),
+    );
     return stateOf(policy, readReply(reply, ["now", "windowCount", "windowWaitMs", "dayTokens"]));
   }
 
@@ -317,7 +333,9 @@ export class RedisRateLimiter implements RateLimiter {
         const { open, held, dayBase } = this.#keys(key);
         await unavailableOnFailure(this.#redis.limiterRelease(open, held, dayBase, holder));
       }
-      await unavailableOnFailure(Promise.all([this.#redis.zrem(leases, holder), this.#redis.hdel(instances, holder), this.#redis.del(holderKeys)]));
+      await unavailableOnFailure(
+        Promise.all([this.#redis.zrem(leases, holder), this.#redis.hdel(instances, holder), this.#redis.del(holderKeys)]),
+      );
     }
   }
 

@@ -109,7 +109,9 @@ export class SignInService {
     const now = this.#now();
     const attempt = await this.#reserveAttempt(name, address, now);
     const found = password.length <= MAX_PASSWORD_LENGTH ? await this.#store.findPasswordHash(name) : undefined;
-    const matches = found?.passwordHash ? await verifyPassword(password, found.passwordHash) : await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH));
+    const matches = found?.passwordHash
+      ? await verifyPassword(password, found.passwordHash)
+      : await burnPasswordCheck(password.slice(0, MAX_PASSWORD_LENGTH));
     // A failure stays counted: the attempt was recorded before the check.
     if (!found || !matches || found.account.disabled) throw new ServerError("sign_in_failed");
     await this.#store.releaseSignInAttempt(attempt);
@@ -119,7 +121,11 @@ export class SignInService {
   /** Signs in with a one-time link's secret: unknown, used, expired or for a disabled account is `sign_in_failed`. */
   async signInWithLink(secret: string): Promise<NewSignIn> {
     const now = this.#now();
-    const failed = () => new ServerError("sign_in_failed", { message: "This sign-in link is not valid: it was used already, has expired (after 15 minutes), or was never issued. Ask for a new one." });
+    const failed = () =>
+      new ServerError("sign_in_failed", {
+        message:
+          "This sign-in link is not valid: it was used already, has expired (after 15 minutes), or was never issued. Ask for a new one.",
+      });
     if (!WELL_FORMED.test(secret) || !secret.startsWith(LINK_PREFIX)) throw failed();
     const accountId = await this.#store.consumeSignInLink(hashSecret(secret), now);
     const account = accountId === undefined ? undefined : await this.#store.findAccount(accountId);
@@ -134,7 +140,8 @@ export class SignInService {
     if (!found) return undefined;
     const now = this.#now();
     const { session, account } = found;
-    if (account.disabled || now - session.createdAt >= this.#policy.maxAgeMs || now - session.lastSeenAt >= this.#policy.idleMs) return undefined;
+    if (account.disabled || now - session.createdAt >= this.#policy.maxAgeMs || now - session.lastSeenAt >= this.#policy.idleMs)
+      return undefined;
     if (now - session.lastSeenAt >= TOUCH_INTERVAL_MS) await this.#store.touchSession(session.id, now);
     return found;
   }

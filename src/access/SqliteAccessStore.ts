@@ -1,9 +1,34 @@
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
 import { accountExists, accountNotFound, singleToken, tokenNotFound } from "./AccessError.js";
-import type { AccessStore, AccessToken, Account, FoundSession, FoundToken, NewSession, NewToken, Session, SignInAttempt, SignInReservation, UsageQuery, UsageRow } from "./AccessStore.js";
+import type {
+  AccessStore,
+  AccessToken,
+  Account,
+  FoundSession,
+  FoundToken,
+  NewSession,
+  NewToken,
+  Session,
+  SignInAttempt,
+  SignInReservation,
+  UsageQuery,
+  UsageRow,
+} from "./AccessStore.js";
 import { openSqlite } from "../db/migrateSqlite.js";
-import { newAccessToken, newAccount, newSession, reservationOf, sessionByHashSql, signInTablesSql, toAccount, toSessionWithAccount, toToken, TOKEN_COLUMNS, toUsageRow } from "./storeRows.js";
+import {
+  newAccessToken,
+  newAccount,
+  newSession,
+  reservationOf,
+  sessionByHashSql,
+  signInTablesSql,
+  toAccount,
+  toSessionWithAccount,
+  toToken,
+  TOKEN_COLUMNS,
+  toUsageRow,
+} from "./storeRows.js";
 import type { AccountColumns, SessionWithAccountColumns, TokenColumns, UsageColumns } from "./storeRows.js";
 
 /**
@@ -136,7 +161,9 @@ export class SqliteAccessStore implements AccessStore {
     );
     this.#selectAccounts = db.prepare("SELECT * FROM accounts ORDER BY name");
     this.#selectAccount = db.prepare(ACCOUNT_BY_KEY);
-    this.#updateDisabled = db.prepare(`UPDATE accounts SET disabled = @disabled WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`);
+    this.#updateDisabled = db.prepare(
+      `UPDATE accounts SET disabled = @disabled WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`,
+    );
     this.#updateTier = db.prepare(`UPDATE accounts SET tier = @tier WHERE id = (SELECT id FROM (${ACCOUNT_BY_KEY})) RETURNING *`);
     this.#insertToken = db.prepare(
       `INSERT INTO access_tokens (id, account_id, name, prefix, hash, created_at, expires_at)
@@ -183,7 +210,9 @@ export class SqliteAccessStore implements AccessStore {
       return account;
     });
     this.#selectPassword = db.prepare("SELECT * FROM accounts WHERE name = ?");
-    const insertSession = db.prepare("INSERT INTO sessions (id, hash, account_id, created_at, last_seen_at) VALUES (@id, @hash, @accountId, @createdAt, @lastSeenAt)");
+    const insertSession = db.prepare(
+      "INSERT INTO sessions (id, hash, account_id, created_at, last_seen_at) VALUES (@id, @hash, @accountId, @createdAt, @lastSeenAt)",
+    );
     const deleteEnded = db.prepare("DELETE FROM sessions WHERE created_at < @createdBefore OR last_seen_at < @idleBefore");
     this.#insertSession = db.transaction((session, ended) => {
       deleteEnded.run(ended);
@@ -199,7 +228,9 @@ export class SqliteAccessStore implements AccessStore {
       insertLink.run(link);
     });
     // One statement: of two requests presenting the same link at once, exactly one gets its account.
-    this.#useLink = db.prepare("UPDATE sign_in_links SET used_at = @at WHERE hash = @hash AND used_at IS NULL AND expires_at > @at RETURNING account_id");
+    this.#useLink = db.prepare(
+      "UPDATE sign_in_links SET used_at = @at WHERE hash = @hash AND used_at IS NULL AND expires_at > @at RETURNING account_id",
+    );
     const forgetAttempts = db.prepare("DELETE FROM sign_in_failures WHERE at < ?");
     const countAttempts = db.prepare<[string, number], { key: string; count: number; oldest: number }>(
       "SELECT key, count(*) AS count, min(at) AS oldest FROM sign_in_failures WHERE key IN (SELECT value FROM json_each(?)) AND at >= ? GROUP BY key",
@@ -210,7 +241,9 @@ export class SqliteAccessStore implements AccessStore {
     this.#reserveAttempt = db.transaction((attempt) => {
       forgetAttempts.run(attempt.since);
       const keys = attempt.limits.map(({ key }) => key);
-      const counts = new Map(countAttempts.all(JSON.stringify(keys), attempt.since).map(({ key, count, oldest }) => [key, { count, oldest }]));
+      const counts = new Map(
+        countAttempts.all(JSON.stringify(keys), attempt.since).map(({ key, count, oldest }) => [key, { count, oldest }]),
+      );
       const reservation = reservationOf(attempt, counts);
       if (reservation.reserved) for (const key of keys) insertAttempt.run(key, attempt.at, attempt.id);
       return reservation;
@@ -224,7 +257,13 @@ export class SqliteAccessStore implements AccessStore {
 
   /** Opens (creating if needed) the store in `file`, bringing its schema up to date. */
   static open(file: string): SqliteAccessStore {
-    const options = { component: SCHEMA_COMPONENT, migrations: MIGRATIONS, busyTimeoutMs: BUSY_TIMEOUT_MS, synchronous: "FULL", foreignKeys: true } as const;
+    const options = {
+      component: SCHEMA_COMPONENT,
+      migrations: MIGRATIONS,
+      busyTimeoutMs: BUSY_TIMEOUT_MS,
+      synchronous: "FULL",
+      foreignKeys: true,
+    } as const;
     return openSqlite(file, options, (db) => new SqliteAccessStore(db));
   }
 
@@ -333,9 +372,11 @@ export class SqliteAccessStore implements AccessStore {
 
   async recordUsage(rows: readonly Omit<UsageRow, "accountName">[]): Promise<void> {
     // One transaction, so one fsync, for the whole batch.
-    this.#db.transaction(() => {
-      for (const row of rows) this.#upsertUsage.run(row);
-    }).immediate();
+    this.#db
+      .transaction(() => {
+        for (const row of rows) this.#upsertUsage.run(row);
+      })
+      .immediate();
   }
 
   async usage(query: UsageQuery): Promise<UsageRow[]> {

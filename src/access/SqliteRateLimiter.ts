@@ -1,7 +1,17 @@
 import { randomUUID } from "node:crypto";
 import Database from "better-sqlite3";
 import type { Database as Connection, Statement, Transaction } from "better-sqlite3";
-import { assertTokenCount, CONCURRENCY_RETRY_MS, LEASE_MS, MINUTE_MS, msUntilUtcMidnight, RESERVATION_TTL_MS, retryAfterSeconds, stateOf, utcDay } from "./limitFigures.js";
+import {
+  assertTokenCount,
+  CONCURRENCY_RETRY_MS,
+  LEASE_MS,
+  MINUTE_MS,
+  msUntilUtcMidnight,
+  RESERVATION_TTL_MS,
+  retryAfterSeconds,
+  stateOf,
+  utcDay,
+} from "./limitFigures.js";
 import type { Figures, LimiterTimings } from "./limitFigures.js";
 import { LimiterUnavailableError } from "./RateLimiter.js";
 import type { Admission, LimitName, LimitPolicy, LimitState, RateLimiter, Reservation } from "./RateLimiter.js";
@@ -135,7 +145,9 @@ export class SqliteRateLimiter implements RateLimiter {
     this.#reservationTtlMs = options.reservationTtlMs ?? RESERVATION_TTL_MS;
     this.#leaseMs = options.leaseMs ?? LEASE_MS;
     this.#statements = prepareStatements(db);
-    this.#admit = db.transaction((key: string, policy: LimitPolicy, tokens: number, promptTokens: number) => this.#admitNow(key, policy, tokens, promptTokens));
+    this.#admit = db.transaction((key: string, policy: LimitPolicy, tokens: number, promptTokens: number) =>
+      this.#admitNow(key, policy, tokens, promptTokens),
+    );
     this.#settle = db.transaction((key: string, id: string, usedTokens: number) => this.#settleNow(key, id, usedTokens));
     this.#peek = db.transaction((key: string, policy: LimitPolicy) => {
       const figures = this.#figures(key, policy, this.#now());
@@ -197,7 +209,12 @@ export class SqliteRateLimiter implements RateLimiter {
     const figures = this.#figures(key, policy, now);
     const refused = refusal(policy, figures, tokens);
     if (refused) {
-      return { allowed: false, limit: refused.limit, retryAfterSeconds: retryAfterSeconds(refused.waitMs), state: stateOf(policy, figures) };
+      return {
+        allowed: false,
+        limit: refused.limit,
+        retryAfterSeconds: retryAfterSeconds(refused.waitMs),
+        state: stateOf(policy, figures),
+      };
     }
     const id = randomUUID();
     this.#statements.logRequest.run(key, now, id);
@@ -284,8 +301,12 @@ function prepareStatements(db: Connection) {
   return {
     pruneWindow: db.prepare<[string, number]>("DELETE FROM rate_requests WHERE key = ? AND at <= ?"),
     countWindow: db.prepare<[string, number], number>("SELECT count(*) FROM rate_requests WHERE key = ? AND at > ?").pluck(),
-    windowEntry: db.prepare<[string, number, number], number>("SELECT at FROM rate_requests WHERE key = ? AND at > ? ORDER BY at LIMIT 1 OFFSET ?").pluck(),
-    dayRow: db.prepare<[string, number], { requests: number; tokens: number }>("SELECT requests, tokens FROM rate_days WHERE key = ? AND day = ?"),
+    windowEntry: db
+      .prepare<[string, number, number], number>("SELECT at FROM rate_requests WHERE key = ? AND at > ? ORDER BY at LIMIT 1 OFFSET ?")
+      .pluck(),
+    dayRow: db.prepare<[string, number], { requests: number; tokens: number }>(
+      "SELECT requests, tokens FROM rate_days WHERE key = ? AND day = ?",
+    ),
     countOpen: db.prepare<[string, number], number>("SELECT count(*) FROM rate_reservations WHERE key = ? AND at > ?").pluck(),
     logRequest: db.prepare<[string, number, string]>("INSERT INTO rate_requests (key, at, id) VALUES (?, ?, ?)"),
     chargeDay: db.prepare<[string, number, number]>(

@@ -78,6 +78,10 @@ export class UsageBuffer {
 
   backlog(): LedgerBacklog {
     const oldest = this.#oldestPending;
-    return { pendingRows: this.#pending.size, lagMs: oldest === undefined ? 0 : performance.now() - oldest, failedFlushes: this.#failedFlushes };
+    return {
+      pendingRows: this.#pending.size,
+      lagMs: oldest === undefined ? 0 : performance.now() - oldest,
+      failedFlushes: this.#failedFlushes,
+    };
   }
 }

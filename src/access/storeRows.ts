@@ -133,8 +133,17 @@ export function newSession(session: NewSession): Session {
 }
 
 export function toSessionWithAccount(row: SessionWithAccountColumns): { session: Session; account: Account } {
-  const account = toAccount({ id: row.account_id, name: row.account_name, tier: row.account_tier, disabled: row.account_disabled, created_at: row.account_created_at });
-  return { session: { id: row.id, accountId: row.account_id, createdAt: Number(row.created_at), lastSeenAt: Number(row.last_seen_at) }, account };
+  const account = toAccount({
+    id: row.account_id,
+    name: row.account_name,
+    tier: row.account_tier,
+    disabled: row.account_disabled,
+    created_at: row.account_created_at,
+  });
+  return {
+    session: { id: row.id, accountId: row.account_id, createdAt: Number(row.created_at), lastSeenAt: Number(row.last_seen_at) },
+    account,
+  };
 }
 
 export function toAccount(row: AccountColumns): Account {

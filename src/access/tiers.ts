@@ -86,7 +86,8 @@ export function resolveLimits(tiers: TiersConfig, accountId: string, tierName: s
   if (!tier) return { key: accountId, policy: {} };
   const { models, ...base } = tier;
   const { endpoint, model } = target;
-  const matches = ([pattern]: [string, TierLimits]) => (pattern.startsWith("@") ? pattern === `@${endpoint}` : model !== undefined && globMatches(pattern, model));
+  const matches = ([pattern]: [string, TierLimits]) =>
+    pattern.startsWith("@") ? pattern === `@${endpoint}` : model !== undefined && globMatches(pattern, model);
   const match = Object.entries(models).find(matches);
   const limits: TierLimits = match ? { ...base, ...match[1] } : base;
   const { maxInputTokens, maxOutputTokens, ...policy } = limits;
@@ -94,6 +95,11 @@ export function resolveLimits(tiers: TiersConfig, accountId: string, tierName: s
 }
 
 function globMatches(pattern: string, name: string): boolean {
-  const regex = new RegExp(`^${pattern.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`);
+  const regex = new RegExp(
+    `^${pattern
+      .split("*")
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+      .join(".*")}$`,
+  );
   return regex.test(name);
 }

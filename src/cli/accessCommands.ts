@@ -30,7 +30,12 @@ database as the server, also while it runs):
 --json prints the records as a JSON array, for scripts (times in milliseconds since the epoch).`;
 
 /** Runs `account …`, `token …` or `usage …`; returns what to print. */
-export async function accessCommand(command: "account" | "token" | "usage", args: string[], config: Config, input: PasswordInput = terminalInput): Promise<string> {
+export async function accessCommand(
+  command: "account" | "token" | "usage",
+  args: string[],
+  config: Config,
+  input: PasswordInput = terminalInput,
+): Promise<string> {
   const { values, positionals } = parseArgs({
     args,
     options: {
@@ -76,7 +81,10 @@ export async function accessCommand(command: "account" | "token" | "usage", args
         return [`One-time sign-in link for ${account.name}, valid until ${date(expiresAt)} UTC (15 minutes), once:`, link].join("\n");
       }
       case "token create": {
-        const { secret, token } = await service.createToken(required(values.account, "--account"), { name: values.name, expires: values.expires });
+        const { secret, token } = await service.createToken(required(values.account, "--account"), {
+          name: values.name,
+          expires: values.expires,
+        });
         // The secret is alone on the last line, so scripts can capture it with `tail -n 1`.
         return [formatTokens([token]), "", "Copy the token now: it is not stored and cannot be shown again.", secret].join("\n");
       }
@@ -146,7 +154,9 @@ const terminalInput: PasswordInput = {
   async readStdin() {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(Buffer.from(chunk as Buffer));
-    return Buffer.concat(chunks).toString("utf8").replace(/\r?\n$/, "");
+    return Buffer.concat(chunks)
+      .toString("utf8")
+      .replace(/\r?\n$/, "");
   },
 };
 
@@ -168,11 +178,18 @@ function date(ms: number | null): string {
 }
 
 function formatAccounts(accounts: Account[], json = false): string {
-  return formatListing(accounts, json, ["NAME", "ID", "TIER", "STATUS", "CREATED"], (a) => [a.name, a.id, a.tier, a.disabled ? "disabled" : "active", date(a.createdAt)]);
+  return formatListing(accounts, json, ["NAME", "ID", "TIER", "STATUS", "CREATED"], (a) => [
+    a.name,
+    a.id,
+    a.tier,
+    a.disabled ? "disabled" : "active",
+    date(a.createdAt),
+  ]);
 }
 
 function formatTokens(tokens: AccessToken[], json = false): string {
-  const status = (t: AccessToken) => (t.revokedAt !== null ? "revoked" : t.expiresAt !== null && t.expiresAt <= Date.now() ? "expired" : "active");
+  const status = (t: AccessToken) =>
+    t.revokedAt !== null ? "revoked" : t.expiresAt !== null && t.expiresAt <= Date.now() ? "expired" : "active";
   return formatListing(tokens, json, ["ID", "PREFIX", "NAME", "STATUS", "CREATED", "EXPIRES", "LAST USED"], (t) => [
     t.id,
     `${t.prefix}…`,

@@ -15,7 +15,10 @@ const jsonOption: [string, string] = ["--json", "Print JSON for scripts instead 
 
 /** Each command's summary and usage; `options` lists its own options, beside the settings' flags. */
 const commands: Record<string, { summary: string; usage: string; options?: [string, string][] }> = {
-  serve: { summary: "Start the API server (OpenAI-compatible under /v1, Ollama's native API under /api).", usage: "modelhost serve [options]" },
+  serve: {
+    summary: "Start the API server (OpenAI-compatible under /v1, Ollama's native API under /api).",
+    usage: "modelhost serve [options]",
+  },
   pull: {
     summary: "Download a model from Hugging Face (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf) or a URL.",
     usage: "modelhost pull REF [--alias NAME]… [options]",
@@ -66,12 +69,22 @@ function mainHelp(): string {
 }
 
 /** The settings each model command accepts (`run` may start a server, so it takes serve's). */
-const modelCommandSettings = { pull: "pull", run: "serve", list: "models", models: "models", show: "models", rm: "models", ps: "client" } as const;
+const modelCommandSettings = {
+  pull: "pull",
+  run: "serve",
+  list: "models",
+  models: "models",
+  show: "models",
+  rm: "models",
+  ps: "client",
+} as const;
 
 function commandHelp(name: string, settingsOf: CommandName = name as CommandName): string {
   const command = commands[name];
   const own = (command?.options ?? []).map(([flag, description]) => `  ${flag}\n      ${description}`);
-  return [command?.summary ?? "", "", `Usage: ${command?.usage ?? name}`, "", "Options:", ...own, formatSettingsHelp(settingsOf)].join("\n");
+  return [command?.summary ?? "", "", `Usage: ${command?.usage ?? name}`, "", "Options:", ...own, formatSettingsHelp(settingsOf)].join(
+    "\n",
+  );
 }
 
 /** Parses the flags a command accepts, from its settings; unknown flags are an error. */
@@ -167,7 +180,14 @@ async function main(argv: string[]): Promise<number> {
         return runCommand(others, config);
       }
       const modelCommands = await import("./modelCommands.js");
-      const run = { pull: modelCommands.pullCommand, list: modelCommands.listCommand, models: modelCommands.listCommand, show: modelCommands.showCommand, rm: modelCommands.rmCommand, ps: modelCommands.psCommand }[command];
+      const run = {
+        pull: modelCommands.pullCommand,
+        list: modelCommands.listCommand,
+        models: modelCommands.listCommand,
+        show: modelCommands.showCommand,
+        rm: modelCommands.rmCommand,
+        ps: modelCommands.psCommand,
+      }[command];
       return print(await run(others, config));
     }
     case "engine": {
@@ -207,7 +227,11 @@ main(process.argv.slice(2)).then(
   (error: unknown) => {
     // A user's mistake, or a failure they can act on (a server's error answer): the message alone.
     // Anything else is a bug: the stack too.
-    if (error instanceof CodedError || error instanceof ServerResponseError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+    if (
+      error instanceof CodedError ||
+      error instanceof ServerResponseError ||
+      (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")
+    ) {
       console.error(`modelhost: ${(error as Error).message}`);
       process.exitCode = 2;
     } else {

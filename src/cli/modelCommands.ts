@@ -62,20 +62,31 @@ export async function listCommand(args: string[], config: Config): Promise<strin
   if (values.json) return JSON.stringify(models, null, 2);
   const partial = await partialDownloads(config.modelsDir);
   if (partial.count > 0) {
-    warnings.push(`${partial.count} interrupted download(s) (${formatBytes(partial.bytes)}) wait in ${config.modelsDir} as .*.partial files: pull again to resume, or delete them.`);
+    warnings.push(
+      `${partial.count} interrupted download(s) (${formatBytes(partial.bytes)}) wait in ${config.modelsDir} as .*.partial files: pull again to resume, or delete them.`,
+    );
   }
-  if (models.length === 0) return [...warnings, `No models in ${config.modelsDir}. Pull one (modelhost pull hf.co/OWNER/REPO:QUANT) or copy a .gguf file there.`].join("\n");
-  const table = formatListing(models, false, ["ID", "ALIASES", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SIZE", "TEMPLATE", "SERVES"], (model) => [
-    model.id,
-    model.aliases.join(",") || "-",
-    model.architecture,
-    model.parameterCount ? formatParameterCount(model.parameterCount) : "-",
-    model.quantization ?? "-",
-    model.contextLength ? String(model.contextLength) : "-",
-    formatBytes(model.sizeBytes),
-    model.hasChatTemplate ? "yes" : "no",
-    model.capabilities.join(","),
-  ]);
+  if (models.length === 0)
+    return [
+      ...warnings,
+      `No models in ${config.modelsDir}. Pull one (modelhost pull hf.co/OWNER/REPO:QUANT) or copy a .gguf file there.`,
+    ].join("\n");
+  const table = formatListing(
+    models,
+    false,
+    ["ID", "ALIASES", "ARCH", "PARAMS", "QUANT", "CONTEXT", "SIZE", "TEMPLATE", "SERVES"],
+    (model) => [
+      model.id,
+      model.aliases.join(",") || "-",
+      model.architecture,
+      model.parameterCount ? formatParameterCount(model.parameterCount) : "-",
+      model.quantization ?? "-",
+      model.contextLength ? String(model.contextLength) : "-",
+      formatBytes(model.sizeBytes),
+      model.hasChatTemplate ? "yes" : "no",
+      model.capabilities.join(","),
+    ],
+  );
   return [...warnings, table].join("\n");
 }
 
@@ -135,7 +146,11 @@ export async function pullCommand(args: string[], config: Config): Promise<strin
   const usage = "modelhost pull REF [--alias NAME]… [--models-dir DIR] [--hf-endpoint URL] [--allow-http-pull true]";
   const { values, positionals } = parseCommandArgs(args, usage, { alias: true });
   const aliases = ((values.alias as string[] | undefined) ?? []).map((alias) => validName(alias, usage));
-  const reference = one(positionals, "REF (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf or an https:// URL)", usage);
+  const reference = one(
+    positionals,
+    "REF (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf or an https:// URL)",
+    usage,
+  );
   const progress = progressPrinter(process.stderr);
   const controller = new AbortController();
   const interrupt = () => controller.abort(new UsageError("Interrupted. Run the same command again to resume the download."));
@@ -189,7 +204,11 @@ function until(expiresAt: string | undefined): string {
   if (!Number.isFinite(ms) || ms > 100 * 365 * 86_400_000) return "forever";
   if (ms <= 0) return "now";
   const minutes = Math.round(ms / 60_000);
-  return minutes < 1 ? `${Math.ceil(ms / 1000)} seconds from now` : minutes < 120 ? `${minutes} minutes from now` : `${Math.round(minutes / 60)} hours from now`;
+  return minutes < 1
+    ? `${Math.ceil(ms / 1000)} seconds from now`
+    : minutes < 120
+      ? `${minutes} minutes from now`
+      : `${Math.round(minutes / 60)} hours from now`;
 }
 
 async function partialDownloads(directory: string): Promise<{ count: number; bytes: number }> {
@@ -199,17 +218,27 @@ async function partialDownloads(directory: string): Promise<{ count: number; byt
   } catch {
     return { count: 0, bytes: 0 };
   }
-  const sizes = await Promise.all(names.map((name) => stat(path.join(directory, name)).then((stats) => stats.size, () => 0)));
+  const sizes = await Promise.all(
+    names.map((name) =>
+      stat(path.join(directory, name)).then(
+        (stats) => stats.size,
+        () => 0,
+      ),
+    ),
+  );
   return { count: names.length, bytes: sizes.reduce((sum, size) => sum + size, 0) };
 }
 
 /** A name given on the command line, refused (with the grammar) unless it is a valid model name. */
 function validName(name: string, usage: string): string {
   const problem = modelNameProblem(name);
-  if (problem !== undefined) throw new UsageError(`${JSON.stringify(name.slice(0, 200))} is not a model name: ${problem}.\n\nUsage: ${usage}`);
+  if (problem !== undefined)
+    throw new UsageError(`${JSON.stringify(name.slice(0, 200))} is not a model name: ${problem}.\n\nUsage: ${usage}`);
   return name;
 }
 
 function notInstalled(name: string, config: Config): UsageError {
-  return new UsageError(`No model "${name}" in ${config.modelsDir}. \`modelhost list\` shows the installed ones; \`modelhost pull REF\` adds one.`);
+  return new UsageError(
+    `No model "${name}" in ${config.modelsDir}. \`modelhost list\` shows the installed ones; \`modelhost pull REF\` adds one.`,
+  );
 }

@@ -44,7 +44,13 @@ export async function runCommand(args: string[], config: Config): Promise<number
     const { serve } = await import("./serve.js");
     // This command's own server: local profile, loopback, a free port, and quiet, since this
     // terminal is for the conversation.
-    server = await serve({ ...config, profile: "local", host: "127.0.0.1", port: 0, logLevel: config.logLevel === "info" ? "error" : config.logLevel });
+    server = await serve({
+      ...config,
+      profile: "local",
+      host: "127.0.0.1",
+      port: 0,
+      logLevel: config.logLevel === "info" ? "error" : config.logLevel,
+    });
     client = new ServerClient(server.url);
   }
   try {
@@ -68,7 +74,8 @@ async function pullIfMissing(client: ServerClient, model: string): Promise<void>
     for await (const event of client.stream("/api/pull", { model, stream: true })) progress.update(event as unknown as PullProgress);
   } catch (error) {
     // Most often a name typed wrong: say first that no such model is installed.
-    if (error instanceof ServerResponseError && error.status === 400) throw new UsageError(`No model "${model}" is installed. ${error.message}`);
+    if (error instanceof ServerResponseError && error.status === 400)
+      throw new UsageError(`No model "${model}" is installed. ${error.message}`);
     throw error;
   } finally {
     progress.finish();

@@ -39,7 +39,10 @@ export interface ServeOptions {
 }
 
 export async function serve(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
-  const logger = createLogger(config.logLevel, { format: config.logFormat, ...(options.logDestination ? { destination: options.logDestination } : {}) });
+  const logger = createLogger(config.logLevel, {
+    format: config.logFormat,
+    ...(options.logDestination ? { destination: options.logDestination } : {}),
+  });
   const { llama, backend, threads } = await loadLlama({
     engine: config.engine,
     gpu: config.gpu,
@@ -107,12 +110,18 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models }, "modelhost listening");
 
   let closing: Promise<void> | undefined;
-  const close = () => (closing ??= app.close().then(() => Promise.all([engine.close(), access?.close(), responses.close()])).then(() => undefined));
+  const close = () =>
+    (closing ??= app
+      .close()
+      .then(() => Promise.all([engine.close(), access?.close(), responses.close()]))
+      .then(() => undefined));
   let shuttingDown: Promise<DrainReport> | undefined;
   const shutdown = () =>
     (shuttingDown ??= (async () => {
       logger.info({ graceMs: config.shutdownGrace }, "shutting down: draining requests in flight");
-      const report = await drain.finish(config.shutdownGrace, () => engine.status().loaded.every((model) => model.active === 0 && model.queued === 0));
+      const report = await drain.finish(config.shutdownGrace, () =>
+        engine.status().loaded.every((model) => model.active === 0 && model.queued === 0),
+      );
       // A request still waiting on a scan of the models folder ends with it, so close() need not wait for it.
       registry.stop();
       await close();

@@ -47,7 +47,12 @@ export class ServerClient {
    * (an error after the stream began) is thrown, as an error status is.
    */
   async *stream(path: string, body: unknown, signal?: AbortSignal): AsyncGenerator<Record<string, unknown>> {
-    const response = await this.#fetch(path, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" }, signal: signal ?? null });
+    const response = await this.#fetch(path, {
+      method: "POST",
+      body: JSON.stringify(body),
+      headers: { "content-type": "application/json" },
+      signal: signal ?? null,
+    });
     if (!response.body) return;
     const decoder = new TextDecoder();
     let buffered = "";

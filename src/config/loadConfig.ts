@@ -28,7 +28,11 @@ export function loadConfig(sources: ConfigSources = {}): Config {
     const fromFlag = flags[spec.flag];
     const fromEnv = env[spec.env];
     const [text, origin] =
-      fromFlag !== undefined ? [fromFlag, `--${spec.flag}`] : fromEnv !== undefined && fromEnv !== "" ? [fromEnv, spec.env] : [spec.default, `the default of --${spec.flag}`];
+      fromFlag !== undefined
+        ? [fromFlag, `--${spec.flag}`]
+        : fromEnv !== undefined && fromEnv !== ""
+          ? [fromEnv, spec.env]
+          : [spec.default, `the default of --${spec.flag}`];
     const parsed = spec.schema.safeParse(text);
     if (!parsed.success) {
       const reason = parsed.error.issues[0]?.message ?? "is invalid";

@@ -25,7 +25,12 @@ function setting<T>(spec: Setting<T>): Setting<T> {
 }
 
 const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.string().trim().regex(/^-?\d+$/, "must be an integer").transform(Number).pipe(z.number().int().min(min).max(max));
+  z
+    .string()
+    .trim()
+    .regex(/^-?\d+$/, "must be an integer")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
 
 const duration = z.string().transform((text, ctx) => {
   const ms = parseDuration(text);
@@ -45,9 +50,11 @@ const timeout = duration.refine((ms) => ms > 0 && Number.isFinite(ms), 'must be 
 /** A time limit that may be turned off with "0". */
 const optionalTimeout = duration.refine((ms) => ms >= 0 && Number.isFinite(ms), 'must be a duration such as "30s", or "0" for none');
 
-const directory = z.string().trim().min(1).transform((text) =>
-  path.resolve(text === "~" || text.startsWith("~/") ? path.join(os.homedir(), text.slice(1)) : text),
-);
+const directory = z
+  .string()
+  .trim()
+  .min(1)
+  .transform((text) => path.resolve(text === "~" || text.startsWith("~/") ? path.join(os.homedir(), text.slice(1)) : text));
 
 const boolean = z.string().transform((text, ctx) => {
   const value = { true: true, false: false }[text.trim().toLowerCase()];
@@ -55,7 +62,12 @@ const boolean = z.string().transform((text, ctx) => {
   return value ?? false;
 });
 
-const list = z.string().transform((text) => text.split(",").map((item) => item.trim()).filter(Boolean));
+const list = z.string().transform((text) =>
+  text
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean),
+);
 
 export const settings = {
   profile: setting({
@@ -95,7 +107,8 @@ export const settings = {
     flag: "pull",
     env: "MODELHOST_PULL",
     default: "",
-    description: "Models to pull before serving, comma-separated (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf or an https:// URL); ones already present are not fetched again.",
+    description:
+      "Models to pull before serving, comma-separated (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf or an https:// URL); ones already present are not fetched again.",
     schema: list,
     commands: ["serve"],
   }),
@@ -112,7 +125,7 @@ export const settings = {
     env: "MODELHOST_ALLOW_HTTP_PULL",
     default: "false",
     description:
-      "\"true\" lets `pull`, --pull and POST /api/pull fetch plain http:// URLs (and follow redirects to http://), which anyone on the way can alter. Off, only https is fetched, unless --hf-endpoint is itself http://.",
+      '"true" lets `pull`, --pull and POST /api/pull fetch plain http:// URLs (and follow redirects to http://), which anyone on the way can alter. Off, only https is fetched, unless --hf-endpoint is itself http://.',
     schema: boolean,
     commands: ["serve", "pull"],
   }),
@@ -120,7 +133,8 @@ export const settings = {
     flag: "hf-token",
     env: "HF_TOKEN",
     default: "",
-    description: "Hugging Face access token, for gated or private repositories. Prefer the variable: a flag shows in process listings. Never logged.",
+    description:
+      "Hugging Face access token, for gated or private repositories. Prefer the variable: a flag shows in process listings. Never logged.",
     schema: z.string().trim(),
     commands: ["serve", "pull"],
   }),
@@ -128,7 +142,8 @@ export const settings = {
     flag: "data-dir",
     env: "MODELHOST_DATA_DIR",
     default: "~/.modelhost",
-    description: "State: the SQLite database of stored responses (Responses API) and, in the hosted profile, of accounts, tokens, usage and rate-limit counters, unless --database-url/--redis-url say otherwise.",
+    description:
+      "State: the SQLite database of stored responses (Responses API) and, in the hosted profile, of accounts, tokens, usage and rate-limit counters, unless --database-url/--redis-url say otherwise.",
     schema: directory,
     commands: ["serve", "access"],
   }),
@@ -136,7 +151,8 @@ export const settings = {
     flag: "database-url",
     env: "MODELHOST_DATABASE_URL",
     default: "",
-    description: "PostgreSQL URL (postgres://…) for accounts, tokens, usage and (hosted profile) stored responses, shared by several replicas. Empty: SQLite in --data-dir.",
+    description:
+      "PostgreSQL URL (postgres://…) for accounts, tokens, usage and (hosted profile) stored responses, shared by several replicas. Empty: SQLite in --data-dir.",
     schema: z.string().trim(),
     commands: ["serve", "access"],
   }),
@@ -144,7 +160,8 @@ export const settings = {
     flag: "redis-url",
     env: "MODELHOST_REDIS_URL",
     default: "",
-    description: "Redis URL (redis://…) for rate-limit counters shared by several replicas. If Redis is unreachable, requests get 503 (fail closed). Empty: SQLite in --data-dir.",
+    description:
+      "Redis URL (redis://…) for rate-limit counters shared by several replicas. If Redis is unreachable, requests get 503 (fail closed). Empty: SQLite in --data-dir.",
     schema: z.string().trim(),
     commands: ["serve"],
   }),
@@ -152,7 +169,8 @@ export const settings = {
     flag: "tiers-file",
     env: "MODELHOST_TIERS_FILE",
     default: "",
-    description: 'JSON file of tiers and their limits (see docs/hosted.md). Empty: one tier, "free": 15 requests per minute, 150,000 tokens per day.',
+    description:
+      'JSON file of tiers and their limits (see docs/hosted.md). Empty: one tier, "free": 15 requests per minute, 150,000 tokens per day.',
     schema: z.string().trim(),
     commands: ["serve", "access"],
   }),
@@ -169,7 +187,8 @@ export const settings = {
     flag: "public-url",
     env: "MODELHOST_PUBLIC_URL",
     default: "",
-    description: "The server's address as browsers reach it (https://models.example.com), for the one-time sign-in links `modelhost account sign-in-link` prints. Empty: http://--host:--port.",
+    description:
+      "The server's address as browsers reach it (https://models.example.com), for the one-time sign-in links `modelhost account sign-in-link` prints. Empty: http://--host:--port.",
     schema: z.union([z.literal(""), z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, ""))]),
     commands: ["serve", "access"],
   }),
@@ -399,7 +418,8 @@ export const settings = {
     flag: "log-format",
     env: "MODELHOST_LOG_FORMAT",
     default: "auto",
-    description: "Log format: pretty (one short line per request, for a person), json (one JSON object per line, for a log collector), or auto: pretty when stdout is a terminal, else json.",
+    description:
+      "Log format: pretty (one short line per request, for a person), json (one JSON object per line, for a log collector), or auto: pretty when stdout is a terminal, else json.",
     schema: z.enum(["auto", "pretty", "json"]),
     commands: ["serve"],
   }),

@@ -27,9 +27,7 @@ export type ToolChoice = { type: "auto" } | { type: "none" } | { type: "required
 
 /** The shape of the reply's text: free, any JSON object, or JSON valid against a schema. */
 export type ResponseFormat =
-  | { type: "text" }
-  | { type: "json_object" }
-  | { type: "json_schema"; name: string; schema: Record<string, unknown> | boolean };
+  { type: "text" } | { type: "json_object" } | { type: "json_schema"; name: string; schema: Record<string, unknown> | boolean };
 
 export interface SamplingOptions {
   /** 0 means greedy decoding: deterministic, whatever the seed. */
@@ -57,9 +55,7 @@ export interface SamplingOptions {
  * fill-in-the-middle model for what goes between prefix and suffix.
  */
 export type PromptOverride =
-  | { type: "raw"; text: string }
-  | { type: "tokens"; tokens: readonly number[] }
-  | { type: "infill"; prefix: string; suffix: string };
+  { type: "raw"; text: string } | { type: "tokens"; tokens: readonly number[] } | { type: "infill"; prefix: string; suffix: string };
 
 export interface ChatRequest {
   /** The id or alias the caller asked for; echoed back in replies. */

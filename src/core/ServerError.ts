@@ -69,8 +69,7 @@ const defaultMessages: Record<ErrorCode, (d: ErrorDetails) => string> = {
   limiter_unavailable: () => "Rate limiting is unavailable, so requests are refused for now. Retry shortly.",
   overloaded: () => "The server is overloaded: too many requests are waiting. Retry shortly.",
   model_load_failed: (d) => `The model \`${d.model ?? ""}\` could not be loaded.`,
-  engine_unavailable: () =>
-    "The inference engine is unavailable: no llama.cpp binary could be loaded. Run `modelhost engine build`.",
+  engine_unavailable: () => "The inference engine is unavailable: no llama.cpp binary could be loaded. Run `modelhost engine build`.",
   download_failed: () => "The model could not be downloaded. Try again; the download resumes where it stopped.",
   invalid_model_file: () => "The downloaded file is not a GGUF model llama.cpp could load; it was not installed.",
   insufficient_storage: () => "There is not enough free disk space in the models directory for this model.",

@@ -30,7 +30,8 @@ export function jsonTextDepth(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i);
     if (inString) {
-      if (code === 0x5c) i++; // backslash: skip the escaped character
+      if (code === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (code === 0x22) inString = false;
     } else if (code === 0x22) inString = true;
     else if (code === 0x5b || code === 0x7b) deepest = Math.max(deepest, ++depth);
@@ -47,7 +48,8 @@ export function countJsonObjects(value: unknown, limit: number): number {
     const next = pending.pop();
     if (typeof next !== "object" || next === null) continue;
     if (!Array.isArray(next)) count++;
-    for (const child of Array.isArray(next) ? next : Object.values(next)) if (typeof child === "object" && child !== null) pending.push(child);
+    for (const child of Array.isArray(next) ? next : Object.values(next))
+      if (typeof child === "object" && child !== null) pending.push(child);
   }
   return count;
 }

@@ -222,7 +222,11 @@ export function allowedLiterals(schema: SchemaObject): readonly JsonScalar[] | u
   );
   const types = declaredTypes(schema);
   const allowed = values.filter(
-    (value) => (!types || types.some((type) => hasType(value, type))) && fitsLength(value, schema) && fitsRange(value, schema) && fitsPattern(value, schema),
+    (value) =>
+      (!types || types.some((type) => hasType(value, type))) &&
+      fitsLength(value, schema) &&
+      fitsRange(value, schema) &&
+      fitsPattern(value, schema),
   );
   return [...new Map(allowed.map((value) => [JSON.stringify(value), value])).values()];
 }
@@ -448,7 +452,7 @@ class SupportCheck {
    */
   #infiniteReference(): UnsupportedSchemaFeature | undefined {
     const finite = new Set<string>();
-    for (let grown = true; grown; ) {
+    for (let grown = true; grown;) {
       grown = false;
       for (const [key, schema] of this.#targets) {
         if (!finite.has(key) && this.#hasFiniteValue(schema, finite)) {
@@ -582,7 +586,8 @@ function mayOverlap(a: Shape, b: Shape): boolean {
   const tags = b.tags;
   if (!a.tags || !tags) return true;
   // Told apart by a tag: a required property of both whose values have nothing in common.
-  const disjoint = (name: string, values: ReadonlySet<string>) => tags.has(name) && ![...values].some((value) => tags.get(name)?.has(value));
+  const disjoint = (name: string, values: ReadonlySet<string>) =>
+    tags.has(name) && ![...values].some((value) => tags.get(name)?.has(value));
   return ![...a.tags].some(([name, values]) => disjoint(name, values));
 }
 

@@ -145,7 +145,12 @@ function complement(set: CharSet): CharSet {
 
 const char = (code: number): CharSet => [[code, code]];
 const DIGIT: CharSet = [[0x30, 0x39]];
-const WORD: CharSet = normalize([[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]]);
+const WORD: CharSet = normalize([
+  [0x30, 0x39],
+  [0x41, 0x5a],
+  [0x5f, 0x5f],
+  [0x61, 0x7a],
+]);
 const SPACE: CharSet = normalize([
   [0x09, 0x0d],
   [0x20, 0x20],
@@ -159,7 +164,13 @@ const SPACE: CharSet = normalize([
   [0xfeff, 0xfeff],
 ]);
 /** `.`: any character but the line terminators. */
-const DOT = complement(normalize([[0x0a, 0x0a], [0x0d, 0x0d], [0x2028, 0x2029]]));
+const DOT = complement(
+  normalize([
+    [0x0a, 0x0a],
+    [0x0d, 0x0d],
+    [0x2028, 0x2029],
+  ]),
+);
 
 // ---- parsing ----
 
@@ -176,7 +187,8 @@ class Parser {
   }
 
   parse(): Node {
-    if (this.#source.length > MAX_PATTERN_LENGTH) throw new PatternError(`patterns longer than ${MAX_PATTERN_LENGTH} characters are not supported`);
+    if (this.#source.length > MAX_PATTERN_LENGTH)
+      throw new PatternError(`patterns longer than ${MAX_PATTERN_LENGTH} characters are not supported`);
     const node = this.#alternation(true);
     if (this.#index < this.#end) throw new PatternError(`unbalanced ")" at position ${this.#index}`);
     return node;
@@ -237,7 +249,8 @@ class Parser {
     this.#index += match[0].length;
     const min = Number(match[1]);
     const max = match[2] === undefined ? min : match[3] === "" ? undefined : Number(match[3]);
-    if (min > MAX_QUANTIFIER || (max ?? 0) > MAX_QUANTIFIER) throw new PatternError(`quantifier counts above ${MAX_QUANTIFIER} are not supported`);
+    if (min > MAX_QUANTIFIER || (max ?? 0) > MAX_QUANTIFIER)
+      throw new PatternError(`quantifier counts above ${MAX_QUANTIFIER} are not supported`);
     if (max !== undefined && max < min) throw new PatternError(`quantifier {${min},${max}} is out of order`);
     return { min, max };
   }
@@ -487,7 +500,9 @@ function product(components: readonly EpsilonFree[], minLength: number, maxLengt
     let id = keys.get(key);
     if (id === undefined) {
       if (tuples.length >= MAX_AUTOMATON_STATES) {
-        throw new PatternError(`the pattern, format and length keywords of this schema together are too complex to enforce (over ${MAX_AUTOMATON_STATES} states)`);
+        throw new PatternError(
+          `the pattern, format and length keywords of this schema together are too complex to enforce (over ${MAX_AUTOMATON_STATES} states)`,
+        );
       }
       id = tuples.length;
       keys.set(key, id);
@@ -526,7 +541,7 @@ function product(components: readonly EpsilonFree[], minLength: number, maxLengt
   }
   // Keep the states from which an accepting state can be reached.
   const live = accepting.map((value) => value);
-  for (let changed = true; changed; ) {
+  for (let changed = true; changed;) {
     changed = false;
     for (const [id, out] of edges.entries()) {
       if (!live[id] && [...out.keys()].some((to) => live[to])) {
@@ -541,7 +556,9 @@ function product(components: readonly EpsilonFree[], minLength: number, maxLengt
   const states: AutomatonState[] = [];
   for (const [id, isLive] of live.entries()) {
     if (!isLive) continue;
-    const moves = [...(edges[id] as Map<number, CharSet>)].filter(([to]) => live[to]).map(([to, set]) => ({ set, to: renumbered.get(to) as number }));
+    const moves = [...(edges[id] as Map<number, CharSet>)]
+      .filter(([to]) => live[to])
+      .map(([to, set]) => ({ set, to: renumbered.get(to) as number }));
     states.push({ accepting: accepting[id] as boolean, moves });
   }
   return { states };

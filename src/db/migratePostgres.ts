@@ -22,7 +22,9 @@ export async function migratePostgres(pool: Pool, component: string, migrations:
     const result = await client.query<{ version: number }>("SELECT version FROM schema_versions WHERE component = $1", [component]);
     const version = result.rows[0]?.version ?? 0;
     if (version > migrations.length) {
-      throw new Error(`The database has ${component} schema version ${version}; this modelhost knows up to ${migrations.length}: upgrade modelhost.`);
+      throw new Error(
+        `The database has ${component} schema version ${version}; this modelhost knows up to ${migrations.length}: upgrade modelhost.`,
+      );
     }
     for (const [offset, migration] of migrations.slice(version).entries()) {
       await client.query(migration);

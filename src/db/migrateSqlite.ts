@@ -16,15 +16,16 @@ export function migrateSqlite(db: Database.Database, component: string, migratio
     db.exec("CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, version INTEGER NOT NULL) STRICT");
     const version = sqliteSchemaVersion(db, component);
     if (version > migrations.length) {
-      throw new Error(`${db.name} has ${component} schema version ${version}; this modelhost knows up to ${migrations.length}: upgrade modelhost.`);
+      throw new Error(
+        `${db.name} has ${component} schema version ${version}; this modelhost knows up to ${migrations.length}: upgrade modelhost.`,
+      );
     }
     const migration = migrations[version];
     if (migration === undefined) return false;
     db.exec(migration);
-    db.prepare("INSERT INTO schema_versions (component, version) VALUES (?, ?) ON CONFLICT (component) DO UPDATE SET version = excluded.version").run(
-      component,
-      version + 1,
-    );
+    db.prepare(
+      "INSERT INTO schema_versions (component, version) VALUES (?, ?) ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+    ).run(component, version + 1);
     return true;
   });
   let applied = true;

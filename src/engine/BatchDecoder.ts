@@ -187,7 +187,9 @@ export class BatchDecoder {
   /** Decodes `tokens` after what the sequence holds, in the batches of the other sequences' steps. */
   evaluate(sequence: DecoderSequence, tokens: readonly Token[], signal?: AbortSignal): Promise<void> {
     if (tokens.length === 0) return Promise.resolve();
-    return new Promise((resolve, reject) => this.#enqueue({ sequence, input: [...tokens], sampleAt: "none", signal, done: () => resolve(), fail: reject }));
+    return new Promise((resolve, reject) =>
+      this.#enqueue({ sequence, input: [...tokens], sampleAt: "none", signal, done: () => resolve(), fail: reject }),
+    );
   }
 
   /**
@@ -221,7 +223,12 @@ export class BatchDecoder {
    * last (`setup.isLast`). Returning the iterator waits for a step still decoding this sequence,
    * so its cache is settled before anyone else uses the sequence.
    */
-  generate(sequence: DecoderSequence, input: readonly Token[], setup: GenerationSetup, signal?: AbortSignal): AsyncGenerator<Sampled, void, undefined> {
+  generate(
+    sequence: DecoderSequence,
+    input: readonly Token[],
+    setup: GenerationSetup,
+    signal?: AbortSignal,
+  ): AsyncGenerator<Sampled, void, undefined> {
     return new Generation(this, sequence, input, setup, signal).iterate();
   }
 
@@ -362,7 +369,11 @@ export class BatchDecoder {
       if (count <= 0) break;
       const finishes = count === job.input.length;
       const logitIndexes =
-        job.sampleAt === "every" ? Uint32Array.from({ length: count }, (_, i) => i) : job.sampleAt === "last" && finishes ? Uint32Array.of(count - 1) : new Uint32Array(0);
+        job.sampleAt === "every"
+          ? Uint32Array.from({ length: count }, (_, i) => i)
+          : job.sampleAt === "last" && finishes
+            ? Uint32Array.of(count - 1)
+            : new Uint32Array(0);
       batch.push({ job, count, position: job.sequence.tokens.length, logitIndexes });
       this.#take(job);
       size += count;
@@ -381,17 +392,25 @@ export class BatchDecoder {
     let outcomes: Array<Sampled[] | { error: unknown }>;
     try {
       native.initBatch(size);
-      const batchIndexes = batch.map(({ job, count, position, logitIndexes }) => native.addToBatch(job.sequence.id, position, Uint32Array.from(job.input.slice(0, count)), logitIndexes));
+      const batchIndexes = batch.map(({ job, count, position, logitIndexes }) =>
+        native.addToBatch(job.sequence.id, position, Uint32Array.from(job.input.slice(0, count)), logitIndexes),
+      );
       // Generation steps without metadata are sampled in the native step when the binary has it;
       // the rest (logprobs, scoring) by node-llama-cpp's sampleToken after the decode.
       const steps = this.#steps;
-      const combined = steps ? batch.flatMap((item, i) => (item.job.sampler && !item.job.metadata && item.logitIndexes.length === 1 ? [i] : [])) : [];
+      const combined = steps
+        ? batch.flatMap((item, i) => (item.job.sampler && !item.job.metadata && item.logitIndexes.length === 1 ? [i] : []))
+        : [];
       // A batch of nothing but such generations goes on in the native loop.
       const ahead = combined.length === batch.length ? Math.min(...batch.map(({ job }) => job.generation?.ahead() ?? 0)) : 0;
       if (steps && ahead > 0) return await this.#generate(steps, batch, batchIndexes, ahead);
       const natively = new Map<number, number>();
       if (combined.length > 0) {
-        const tokens = await steps!.decodeAndSample(native, Int32Array.from(combined, (i) => batchIndexes[i]![0]!), combined.map((i) => batch[i]!.job.sampler!));
+        const tokens = await steps!.decodeAndSample(
+          native,
+          Int32Array.from(combined, (i) => batchIndexes[i]![0]!),
+          combined.map((i) => batch[i]!.job.sampler!),
+        );
         combined.forEach((i, k) => natively.set(i, tokens[k]!));
       } else {
         await native.decodeBatch();
@@ -445,7 +464,8 @@ export class BatchDecoder {
     // Every step decoded since the last call: batch.length tokens a step.
     const onSteps = (tokens: Int32Array) => {
       try {
-        for (let at = 0; at < tokens.length; at += batch.length) this.#loopStep(batch, tokens.subarray(at, at + batch.length), step++, previous, active);
+        for (let at = 0; at < tokens.length; at += batch.length)
+          this.#loopStep(batch, tokens.subarray(at, at + batch.length), step++, previous, active);
       } catch (error) {
         control[0] = 1;
         fault ??= { error };
@@ -523,7 +543,11 @@ export class BatchDecoder {
     if (!metadata) return { token: checked(await this.#native.sampleToken(batchIndex, sampler)) };
     const [token, probabilities, confidence] = await this.#native.sampleToken(batchIndex, sampler, metadata.probabilities, true);
     const distribution = probabilityMap(probabilities);
-    return { token: checked(token), ...(distribution ? { probabilities: distribution } : {}), ...(confidence === undefined ? {} : { confidence }) };
+    return {
+      token: checked(token),
+      ...(distribution ? { probabilities: distribution } : {}),
+      ...(confidence === undefined ? {} : { confidence }),
+    };
   }
 }
 
@@ -554,7 +578,13 @@ class Generation {
   #finished = false;
   #error: unknown;
 
-  constructor(decoder: BatchDecoder, sequence: DecoderSequence, input: readonly Token[], setup: GenerationSetup, signal: AbortSignal | undefined) {
+  constructor(
+    decoder: BatchDecoder,
+    sequence: DecoderSequence,
+    input: readonly Token[],
+    setup: GenerationSetup,
+    signal: AbortSignal | undefined,
+  ) {
     this.#decoder = decoder;
     this.#setup = setup;
     this.#job = {

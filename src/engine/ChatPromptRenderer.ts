@@ -83,7 +83,9 @@ export class ChatPromptRenderer {
       }
     }
     // A continued message is the answer already begun: no thought is opened after it, nor closed.
-    const { text, thought } = continuing ? { text: state.contextText, thought: undefined } : this.#withThought(state.contextText, request.thinking);
+    const { text, thought } = continuing
+      ? { text: state.contextText, thought: undefined }
+      : this.#withThought(state.contextText, request.thinking);
     return { text, tokens: text.tokenize(this.#model.tokenizer), stopTokens, stopTexts, ...(thought ? { thought } : {}) };
   }
 
@@ -146,7 +148,8 @@ export class ChatPromptRenderer {
       default:
         return prompt satisfies never;
     }
-    if (tokens.length === 0) throw new ServerError("invalid_request", { param: "prompt", message: "Invalid value for 'prompt': the prompt is empty." });
+    if (tokens.length === 0)
+      throw new ServerError("invalid_request", { param: "prompt", message: "Invalid value for 'prompt': the prompt is empty." });
     return { text: LlamaText([]), tokens, stopTokens: new Set(), stopTexts: [], givenText };
   }
 

@@ -147,7 +147,10 @@ export class LlamaEngine implements Engine {
    * The loaded model for a request, loading it if needed, with the time this request waited for
    * a load (0 if it was resident). Applies the request's keep-alive, if it has one.
    */
-  async #acquire(info: ModelInfo, { signal, keepAliveMs }: LoadOptions): Promise<{ model: LoadedModel; loadMs: number; unpin: () => void }> {
+  async #acquire(
+    info: ModelInfo,
+    { signal, keepAliveMs }: LoadOptions,
+  ): Promise<{ model: LoadedModel; loadMs: number; unpin: () => void }> {
     const started = performance.now();
     const resident = this.#resident.get(info.path)?.model !== undefined;
     for (;;) {
@@ -175,7 +178,9 @@ export class LlamaEngine implements Engine {
 
   status(): EngineStatus {
     const loaded = [...this.#resident.values()].flatMap((resident) =>
-      resident.model ? [{ ...resident.model.status(), keepAliveMs: resident.keepAliveMs ?? this.#options.keepAliveMs, loadMs: resident.loadMs ?? 0 }] : [],
+      resident.model
+        ? [{ ...resident.model.status(), keepAliveMs: resident.keepAliveMs ?? this.#options.keepAliveMs, loadMs: resident.loadMs ?? 0 }]
+        : [],
     );
     return { ready: !this.#closed, backend: this.#options.backend, loaded, counters: { ...this.#counters } };
   }

@@ -76,7 +76,12 @@ export class LoadedModel {
     // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
     this.#decoder = context
-      ? new BatchDecoder(nativeContextOf(context), { batchSize: options.batchSize, threads: options.threads, holdMs: options.streamHoldMs, native: nativeSteps(model.llama) })
+      ? new BatchDecoder(nativeContextOf(context), {
+          batchSize: options.batchSize,
+          threads: options.threads,
+          holdMs: options.streamHoldMs,
+          native: nativeSteps(model.llama),
+        })
       : undefined;
     this.#pool = new SlotPool(
       sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence), sequence)),
@@ -102,11 +107,15 @@ export class LoadedModel {
     const canChat = info.capabilities.includes("chat");
     // A decoder model declares no pooling; mean pooling over its hidden states makes it embed, as
     // llama-server's `--pooling mean` does. Pooling applies to embedding contexts only, not to chat.
-    const metadataOverrides = canChat && info.poolingType === undefined ? { [info.architecture]: { pooling_type: MEAN_POOLING } } : undefined;
+    const metadataOverrides =
+      canChat && info.poolingType === undefined ? { [info.architecture]: { pooling_type: MEAN_POOLING } } : undefined;
     // Checked again here, the last step before llama.cpp (and node-llama-cpp's own GGUF reader)
     // opens it: the file may have been replaced since the registry listed it.
     await checkModelFile(info.path);
-    const model = await llama.loadModel({ modelPath: info.path, ...(metadataOverrides ? { metadataOverrides: metadataOverrides as never } : {}) });
+    const model = await llama.loadModel({
+      modelPath: info.path,
+      ...(metadataOverrides ? { metadataOverrides: metadataOverrides as never } : {}),
+    });
     try {
       if (!canChat) return new LoadedModel(info, model, undefined, options);
       const contextSize = Math.min(options.contextSize, model.trainContextSize);
@@ -320,12 +329,22 @@ export class LoadedModel {
     const echo = request.echo && prompt.givenText !== undefined ? prompt.givenText : undefined;
     return completions.map(
       (completion, choice) =>
-        new SequenceLease(echo === undefined ? completion.events : withEcho({ type: "text", text: echo, ...(promptLogprobs ? { logprobs: promptLogprobs } : {}) }, completion.events), () => {
-          this.#pool.release(sequences[choice]!);
-          if (--open > 0) return;
-          // What was really used, also when the client left mid-stream.
-          ticket?.settle({ promptTokens: tokens.length, completionTokens: completions.reduce((sum, each) => sum + each.completionTokens, 0) });
-        }, signal, tokens.length),
+        new SequenceLease(
+          echo === undefined
+            ? completion.events
+            : withEcho({ type: "text", text: echo, ...(promptLogprobs ? { logprobs: promptLogprobs } : {}) }, completion.events),
+          () => {
+            this.#pool.release(sequences[choice]!);
+            if (--open > 0) return;
+            // What was really used, also when the client left mid-stream.
+            ticket?.settle({
+              promptTokens: tokens.length,
+              completionTokens: completions.reduce((sum, each) => sum + each.completionTokens, 0),
+            });
+          },
+          signal,
+          tokens.length,
+        ),
     );
   }
 
@@ -334,7 +353,13 @@ export class LoadedModel {
    * other sequences. Each choice then decodes the last prompt token itself, the n of them in one
    * batch, since those logits give each choice its first token.
    */
-  async #sharePrompt(leader: DecoderSequence, followers: DecoderSequence[], prefix: Token[], signal: AbortSignal, evaluated: boolean): Promise<void> {
+  async #sharePrompt(
+    leader: DecoderSequence,
+    followers: DecoderSequence[],
+    prefix: Token[],
+    signal: AbortSignal,
+    evaluated: boolean,
+  ): Promise<void> {
     const counters = this.#options.counters;
     const decoder = this.#decoder!;
     // Counted already when the prompt was scored.
@@ -422,7 +447,10 @@ function choiceSeed(seed: number | undefined, index: number): number | undefined
 }
 
 /** A completion whose first text event is its prompt (legacy completions' `echo`), with the prompt's logprobs when scored. */
-async function* withEcho(echo: ChatEvent & { type: "text" }, events: AsyncGenerator<ChatEvent, void, undefined>): AsyncGenerator<ChatEvent, void, undefined> {
+async function* withEcho(
+  echo: ChatEvent & { type: "text" },
+  events: AsyncGenerator<ChatEvent, void, undefined>,
+): AsyncGenerator<ChatEvent, void, undefined> {
   try {
     if (echo.text || echo.logprobs?.length) yield echo;
     yield* events;

@@ -192,7 +192,8 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     hasChatTemplate: typeof value("tokenizer.chat_template") === "string",
     quantization: fileType === undefined ? undefined : fileTypeName(fileType),
     // The current key names, and the older ones llama.cpp still reads.
-    fillInTheMiddle: ["pre", "suf", "mid"].every((part) => value(`tokenizer.ggml.fim_${part}_token_id`) !== undefined) ||
+    fillInTheMiddle:
+      ["pre", "suf", "mid"].every((part) => value(`tokenizer.ggml.fim_${part}_token_id`) !== undefined) ||
       ["prefix", "suffix", "middle"].every((part) => value(`tokenizer.ggml.${part}_token_id`) !== undefined),
     capabilities: capabilitiesOf(architecture, typeof causal === "boolean" ? causal : undefined, poolingType),
     poolingType,
@@ -232,7 +233,17 @@ function asNumber<T>(value: T): T | number {
 }
 
 /** Encoder architectures (BERT and kin) attend both ways: they embed, but cannot generate text. */
-const encoderArchitectures = new Set(["bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "eurobert", "t5encoder"]);
+const encoderArchitectures = new Set([
+  "bert",
+  "nomic-bert",
+  "nomic-bert-moe",
+  "jina-bert-v2",
+  "jina-bert-v3",
+  "modern-bert",
+  "neo-bert",
+  "eurobert",
+  "t5encoder",
+]);
 
 function isEncoder(architecture: string, causal: boolean | undefined): boolean {
   return causal === false || encoderArchitectures.has(architecture);

@@ -26,7 +26,10 @@ export abstract class SingleBatchRunner<Context> {
   /** The one context, lent to one request at a time: the model counts it in its activity. */
   readonly contexts: LazyContextPool<Context>;
 
-  constructor(options: SingleBatchOptions, create: (settings: { contextSize: number; batchSize: number; threads: number }) => Promise<Context>) {
+  constructor(
+    options: SingleBatchOptions,
+    create: (settings: { contextSize: number; batchSize: number; threads: number }) => Promise<Context>,
+  ) {
     this.contextSize = options.contextSize;
     this.contexts = new LazyContextPool(
       () => create({ contextSize: options.contextSize, batchSize: options.contextSize, threads: options.threads }),

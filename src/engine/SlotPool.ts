@@ -61,7 +61,9 @@ export class SlotPool<T> {
   acquireMany(count: number, signal: AbortSignal, rank?: (item: T) => number): Promise<T[]> {
     signal.throwIfAborted();
     if (count > this.#size) {
-      return Promise.reject(new ServerError("invalid_request", { message: `${count} slots were asked for at once; there are ${this.#size}.` }));
+      return Promise.reject(
+        new ServerError("invalid_request", { message: `${count} slots were asked for at once; there are ${this.#size}.` }),
+      );
     }
     if (this.#queue.length === 0 && this.#free.length >= count) {
       const items = this.#take(count, rank);

@@ -25,7 +25,12 @@ export class TokenBytes {
     this.#model = model;
     const tokenizer = model.fileInfo.metadata.tokenizer?.ggml;
     this.#vocabulary = tokenizer?.tokens;
-    this.#decode = tokenizer?.model === "gpt2" ? decodeByteLevel : PHANTOM_SPACE_VOCABULARIES.has(tokenizer?.model ?? "") ? decodeSentencePiece : undefined;
+    this.#decode =
+      tokenizer?.model === "gpt2"
+        ? decodeByteLevel
+        : PHANTOM_SPACE_VOCABULARIES.has(tokenizer?.model ?? "")
+          ? decodeSentencePiece
+          : undefined;
   }
 
   /**

@@ -83,7 +83,8 @@ export function utf8Shape(bytes: readonly number[]): "invalid" | { first?: numbe
   const shape = at > 0 ? { first: bytes[0]! } : {};
   while (at < bytes.length) {
     const lead = bytes[at]!;
-    const length = lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
+    const length =
+      lead < 0x80 ? 1 : lead >= 0xc2 && lead <= 0xdf ? 2 : lead >= 0xe0 && lead <= 0xef ? 3 : lead >= 0xf0 && lead <= 0xf4 ? 4 : 0;
     if (length === 0) return "invalid";
     const [low, high] = SECOND_BYTE_RANGE.get(lead) ?? [0x80, 0xbf];
     for (let next = 1; next < length; next++) {
@@ -158,7 +159,10 @@ export class Utf8Guard {
       keys.push(token);
       values.push(-Infinity);
     }
-    const config: NativeSamplerConfig = { ...this.#config, ...(this.#history ? { repeatPenaltyTokens: Uint32Array.from(this.#history) } : {}) };
+    const config: NativeSamplerConfig = {
+      ...this.#config,
+      ...(this.#history ? { repeatPenaltyTokens: Uint32Array.from(this.#history) } : {}),
+    };
     if (keys.length === 0) return config;
     return { ...config, tokenBiasKeys: Uint32Array.from(keys), tokenBiasValues: Float32Array.from(values) };
   }

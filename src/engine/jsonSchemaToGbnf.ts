@@ -206,7 +206,10 @@ class GrammarBuilder {
     const name = this.#prefix + rule;
     if (!this.#rules.has(name)) {
       this.#rules.set(name, "");
-      this.define(name, LIBRARY[rule].replace(/<([a-z0-9-]+)>/g, (_, used: string) => this.library(used as LibraryRule)));
+      this.define(
+        name,
+        LIBRARY[rule].replace(/<([a-z0-9-]+)>/g, (_, used: string) => this.library(used as LibraryRule)),
+      );
     }
     return name;
   }
@@ -319,7 +322,13 @@ class SchemaConverter {
       text: `${gbnfLiteral(`${JSON.stringify(name)}: `)} ${this.#rule(property, `${hint}-${ruleWord(name)}`)}`,
     }));
     const first = members.findIndex((member) => member.required);
-    const body = first === -1 ? this.#optionalMembers(members.map((member) => member.text), hint) : aroundRequired(members, first);
+    const body =
+      first === -1
+        ? this.#optionalMembers(
+            members.map((member) => member.text),
+            hint,
+          )
+        : aroundRequired(members, first);
     return `"{" ${body} "}"`;
   }
 
@@ -493,7 +502,10 @@ const SHORT_ESCAPES = new Map([
 function jsonCharacters(set: CharSet): string {
   const alternatives: string[] = [];
   const raw = intersect(set, RAW_JSON);
-  if (raw.length > 0) alternatives.push(`[${raw.map(([lo, hi]) => (lo === hi ? classCharacter(lo) : `${classCharacter(lo)}-${classCharacter(hi)}`)).join("")}]`);
+  if (raw.length > 0)
+    alternatives.push(
+      `[${raw.map(([lo, hi]) => (lo === hi ? classCharacter(lo) : `${classCharacter(lo)}-${classCharacter(hi)}`)).join("")}]`,
+    );
   if (intersect(set, [[0x22, 0x22]]).length > 0) alternatives.push(gbnfLiteral('\\"'));
   if (intersect(set, [[0x5c, 0x5c]]).length > 0) alternatives.push(gbnfLiteral("\\\\"));
   const controls = intersect(set, [[0, 0x1f]]).flatMap(([lo, hi]) => Array.from({ length: hi - lo + 1 }, (_, index) => lo + index));

@@ -25,7 +25,12 @@ export interface NativeContext {
    * most likely first.
    */
   sampleToken(batchIndex: number, sampler: NativeSampler): Promise<number>;
-  sampleToken(batchIndex: number, sampler: NativeSampler, probabilities: boolean, confidence: boolean): Promise<[number, number[] | undefined, number | undefined]>;
+  sampleToken(
+    batchIndex: number,
+    sampler: NativeSampler,
+    probabilities: boolean,
+    confidence: boolean,
+  ): Promise<[number, number[] | undefined, number | undefined]>;
   /** llama_memory_seq_rm: false when the memory cannot remove part of a sequence (recurrent models). */
   removeTokenCellsFromSequence(sequenceId: number, start: number, end: number): boolean;
   /** llama_memory_seq_cp of all of `source` into `target`; resolves to the last position copied. */
@@ -72,7 +77,15 @@ interface GrammarStateInternals {
   _state?: unknown;
 }
 
-const contextMethods = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "removeTokenCellsFromSequence", "copySequenceStateFromOtherSequence", "setThreads"] as const;
+const contextMethods = [
+  "initBatch",
+  "addToBatch",
+  "decodeBatch",
+  "sampleToken",
+  "removeTokenCellsFromSequence",
+  "copySequenceStateFromOtherSequence",
+  "setThreads",
+] as const;
 
 function mismatch(what: string): Error {
   return new Error(`node-llama-cpp's internal ${what} is not what modelhost expects: install the version package.json pins (npm ci).`);

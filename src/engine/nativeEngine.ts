@@ -16,7 +16,9 @@ export const NATIVE_CMAKE_OPTIONS: Readonly<Record<string, string>> = { GGML_NAT
  * (llama/gitRelease.bundle): offline, with the system's cmake and C++ compiler. Takes minutes.
  * The result lives in node_modules/node-llama-cpp/llama/localBuilds, so a fresh `npm ci` drops it.
  */
-export async function buildNativeEngine(log: (line: string) => void = console.error): Promise<{ seconds: number; systemInfo: string; nativeSteps: boolean }> {
+export async function buildNativeEngine(
+  log: (line: string) => void = console.error,
+): Promise<{ seconds: number; systemInfo: string; nativeSteps: boolean }> {
   const started = performance.now();
   // With modelhost's native steps (decode and sample in one task, the generation loop: see native/addonPatch.ts).
   const llama = await withAddonPatch(

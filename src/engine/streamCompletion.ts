@@ -332,7 +332,11 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
       sampler,
       ...(job.logprobs ? { metadata: { probabilities: job.logprobs.top > 0 } } : {}),
       isLast: isEnd,
-      endTokens: [...job.stopTokens, ...[model.tokens.eos, model.tokens.eot].filter((token) => token !== null), ...(guard?.pauseTokens ?? [])],
+      endTokens: [
+        ...job.stopTokens,
+        ...[model.tokens.eos, model.tokens.eot].filter((token) => token !== null),
+        ...(guard?.pauseTokens ?? []),
+      ],
       ...(guard ? { sampled: (token: Token) => guard.sampled(sampler, token) } : {}),
       limit: job.maxTokens - state.completionTokens,
     },
@@ -404,7 +408,12 @@ function toChatEvent(event: ToolCallParserEvent): ChatEvent | undefined {
  * the same seed. Logit bias: -100 or less bans a token; a bias on an end-of-generation token is
  * ignored, as node-llama-cpp's TokenBias does (so a reply can always end).
  */
-function samplerConfig(model: LlamaModel, sampling: SamplingOptions, generated: readonly Token[], grammar: LlamaGrammar | undefined): NativeSamplerConfig {
+function samplerConfig(
+  model: LlamaModel,
+  sampling: SamplingOptions,
+  generated: readonly Token[],
+  grammar: LlamaGrammar | undefined,
+): NativeSamplerConfig {
   const config: NativeSamplerConfig = {
     temperature: sampling.temperature,
     topP: sampling.topP,

@@ -237,7 +237,10 @@ async function parseHeader(reader: ChunkReader): Promise<GgufHeader> {
 
 function checkCount(reader: ChunkReader, count: bigint, minBytes: number, what: string): void {
   if (count * BigInt(minBytes) > BigInt(reader.left)) {
-    throw new GgufRefusal("count_past_end", `${what} ${count} needs at least ${count * BigInt(minBytes)} bytes at offset ${reader.position}, but ${reader.left} are left`);
+    throw new GgufRefusal(
+      "count_past_end",
+      `${what} ${count} needs at least ${count * BigInt(minBytes)} bytes at offset ${reader.position}, but ${reader.left} are left`,
+    );
   }
 }
 
@@ -261,7 +264,12 @@ async function readValueType(reader: ChunkReader, what: string): Promise<ValueTy
  * Array items are read without an `await` per item unless a read (or a turn of the event loop,
  * see ChunkReader.need) is due: a chain of 250,000 awaits is itself ~50 ms that nothing else runs in.
  */
-async function readValue(reader: ChunkReader, type: ValueType, key: string, arrayLengths: Map<string, number>): Promise<GgufMetadataValue | undefined> {
+async function readValue(
+  reader: ChunkReader,
+  type: ValueType,
+  key: string,
+  arrayLengths: Map<string, number>,
+): Promise<GgufMetadataValue | undefined> {
   if (type === "string") {
     return readString(reader, `"${key}"`, key.startsWith("tokenizer.chat_template") ? MAX_CHAT_TEMPLATE_BYTES : MAX_STRING_BYTES);
   }
@@ -273,12 +281,16 @@ async function readValue(reader: ChunkReader, type: ValueType, key: string, arra
   const itemType = await readValueType(reader, `the item type of "${key}"`);
   // The format allows arrays of arrays; llama.cpp refuses them (gguf.cpp: "invalid GGUF type"), so do we.
   if (itemType === "array") throw new GgufRefusal("nested_array", `"${key}" is an array of arrays`);
-  if (key === TOKENS_KEY && itemType !== "string") throw new GgufRefusal("wrong_key_type", `"${key}" is an array of ${itemType}, not of strings`);
+  if (key === TOKENS_KEY && itemType !== "string")
+    throw new GgufRefusal("wrong_key_type", `"${key}" is an array of ${itemType}, not of strings`);
   await reader.need(8, `the length of "${key}"`);
   const count = reader.u64();
   const itemBytes = MIN_VALUE_BYTES[itemType];
   if (count * BigInt(itemBytes) > BigInt(reader.left)) {
-    throw new GgufRefusal("count_past_end", `"${key}" claims ${count} items of at least ${itemBytes} bytes at offset ${reader.position}, but ${reader.left} bytes are left`);
+    throw new GgufRefusal(
+      "count_past_end",
+      `"${key}" claims ${count} items of at least ${itemBytes} bytes at offset ${reader.position}, but ${reader.left} bytes are left`,
+    );
   }
   const length = Number(count);
   arrayLengths.set(key, length);
@@ -357,7 +369,8 @@ async function readString(reader: ChunkReader, what: string, maxBytes: number): 
 /** Reads a string's u64 length (its 8 bytes are in the buffer) and checks it against the file and `maxBytes`. */
 function stringLength(reader: ChunkReader, what: string, maxBytes: number): number {
   const length = reader.u64AsNumber();
-  if (length > reader.left) throw new GgufRefusal("length_past_end", `${what} claims ${length} bytes at offset ${reader.position}, but ${reader.left} are left`);
+  if (length > reader.left)
+    throw new GgufRefusal("length_past_end", `${what} claims ${length} bytes at offset ${reader.position}, but ${reader.left} are left`);
   if (length > maxBytes) {
     const code = maxBytes === MAX_CHAT_TEMPLATE_BYTES ? "chat_template_too_long" : "string_too_long";
     throw new GgufRefusal(code, `${what} is ${length} bytes, more than the ${maxBytes} allowed`);
@@ -369,7 +382,10 @@ async function readTensorInfo(reader: ChunkReader, index: number): Promise<GgufT
   await reader.need(8, `the name length of tensor ${index}`);
   const nameLength = stringLength(reader, `the name of tensor ${index}`, MAX_STRING_BYTES);
   if (nameLength > MAX_TENSOR_NAME_BYTES) {
-    throw new GgufRefusal("bad_tensor_name", `the name of tensor ${index} is ${nameLength} bytes, more than llama.cpp's ${MAX_TENSOR_NAME_BYTES}`);
+    throw new GgufRefusal(
+      "bad_tensor_name",
+      `the name of tensor ${index} is ${nameLength} bytes, more than llama.cpp's ${MAX_TENSOR_NAME_BYTES}`,
+    );
   }
   await reader.need(nameLength, `the name of tensor ${index}`);
   const name = reader.utf8(nameLength);
@@ -393,7 +409,10 @@ async function readTensorInfo(reader: ChunkReader, index: number): Promise<GgufT
   if (!type) throw new GgufRefusal("unknown_tensor_type", `"${name}" has ggml type ${typeId}, which llama.cpp does not know`);
   const rowLength = dims[0] ?? 1n;
   if (rowLength % BigInt(type.blockSize) !== 0n) {
-    throw new GgufRefusal("partial_block", `"${name}" (${type.name}) has rows of ${rowLength} elements, not a multiple of its block size ${type.blockSize}`);
+    throw new GgufRefusal(
+      "partial_block",
+      `"${name}" (${type.name}) has rows of ${rowLength} elements, not a multiple of its block size ${type.blockSize}`,
+    );
   }
   return { name, dims, type: type.name, offset, bytes: (elements / BigInt(type.blockSize)) * BigInt(type.blockBytes) };
 }
@@ -401,7 +420,8 @@ async function readTensorInfo(reader: ChunkReader, index: number): Promise<GgufT
 function alignmentOf(value: GgufMetadataValue | undefined): number {
   if (value === undefined) return DEFAULT_ALIGNMENT;
   const alignment = value as number; // a uint32, checked as the key was read
-  if (alignment === 0 || (alignment & (alignment - 1)) !== 0) throw new GgufRefusal("bad_alignment", `general.alignment ${alignment} is not a power of two`);
+  if (alignment === 0 || (alignment & (alignment - 1)) !== 0)
+    throw new GgufRefusal("bad_alignment", `general.alignment ${alignment} is not a power of two`);
   return alignment;
 }
 
@@ -414,11 +434,27 @@ function checkTensorPlacement(tensors: readonly GgufTensorInfo[], alignment: num
   const align = BigInt(alignment);
   let expected = 0n;
   for (const tensor of tensors) {
-    if (tensor.offset % align !== 0n) throw new GgufRefusal("tensor_misaligned", `"${tensor.name}" is at data offset ${tensor.offset}, not a multiple of the alignment ${alignment}`);
-    if (tensor.offset < expected) throw new GgufRefusal("tensor_overlap", `"${tensor.name}" at data offset ${tensor.offset} overlaps the tensor before it, which ends at ${expected}`);
-    if (tensor.offset > expected) throw new GgufRefusal("tensor_gap", `"${tensor.name}" is at data offset ${tensor.offset}, not at ${expected} right after the tensor before it`);
+    if (tensor.offset % align !== 0n)
+      throw new GgufRefusal(
+        "tensor_misaligned",
+        `"${tensor.name}" is at data offset ${tensor.offset}, not a multiple of the alignment ${alignment}`,
+      );
+    if (tensor.offset < expected)
+      throw new GgufRefusal(
+        "tensor_overlap",
+        `"${tensor.name}" at data offset ${tensor.offset} overlaps the tensor before it, which ends at ${expected}`,
+      );
+    if (tensor.offset > expected)
+      throw new GgufRefusal(
+        "tensor_gap",
+        `"${tensor.name}" is at data offset ${tensor.offset}, not at ${expected} right after the tensor before it`,
+      );
     const end = BigInt(dataOffset) + tensor.offset + tensor.bytes;
-    if (end > BigInt(fileSize)) throw new GgufRefusal("tensor_past_end", `"${tensor.name}" (${tensor.bytes} bytes) ends at byte ${end}, past the end of the ${fileSize}-byte file`);
+    if (end > BigInt(fileSize))
+      throw new GgufRefusal(
+        "tensor_past_end",
+        `"${tensor.name}" (${tensor.bytes} bytes) ends at byte ${end}, past the end of the ${fileSize}-byte file`,
+      );
     expected += ((tensor.bytes + align - 1n) / align) * align;
   }
 }
@@ -475,7 +511,8 @@ class ChunkReader {
       if (++this.#calls % 64 === 0 && performance.now() - this.#lastYield > SLICE_MS) return this.#yield();
       return undefined;
     }
-    if (bytes > this.left) throw new GgufRefusal("truncated", `the file ends at byte ${this.size}, inside ${what} (${bytes} bytes at offset ${this.#position})`);
+    if (bytes > this.left)
+      throw new GgufRefusal("truncated", `the file ends at byte ${this.size}, inside ${what} (${bytes} bytes at offset ${this.#position})`);
     this.#checkBound(this.#position + bytes);
     return this.#fill(bytes, what);
   }

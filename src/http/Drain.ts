@@ -48,7 +48,10 @@ export class Drain {
       // Probes and monitoring go on answering (/health says "draining"); everything else is refused.
       if (this.#draining && access !== "public" && access !== "monitor") {
         reply.header("connection", "close");
-        throw new ServerError("engine_unavailable", { retryAfter: 1, message: "The server is shutting down. Retry the request: another instance, or this one restarted, will take it." });
+        throw new ServerError("engine_unavailable", {
+          retryAfter: 1,
+          message: "The server is shutting down. Retry the request: another instance, or this one restarted, will take it.",
+        });
       }
     });
   }

@@ -49,7 +49,8 @@ export class SseWriter extends StreamingResponse {
     if (!this.#options.namedEvents) return data;
     const name = (payload as { type?: unknown } | null)?.type;
     // A line break would end the field early and forge another one (WHATWG: a field is one line).
-    if (typeof name !== "string" || /[\r\n]/.test(name)) throw new Error(`A named SSE event needs a one-line string type, got ${JSON.stringify(name)}.`);
+    if (typeof name !== "string" || /[\r\n]/.test(name))
+      throw new Error(`A named SSE event needs a one-line string type, got ${JSON.stringify(name)}.`);
     return `event: ${name}\n${data}`;
   }
 }

@@ -26,7 +26,14 @@ import { errorStatus } from "./errorStatus.js";
 import { ServerMetrics } from "./metrics.js";
 import { ApiDescription } from "./openapi.js";
 import { requestIdOf, returnRequestId } from "./requestId.js";
-import { authenticateCallers, errorShapeOf, guardMonitoring, guardPlayground, requireAdmission, requireRouteAccess } from "./routePolicy.js";
+import {
+  authenticateCallers,
+  errorShapeOf,
+  guardMonitoring,
+  guardPlayground,
+  requireAdmission,
+  requireRouteAccess,
+} from "./routePolicy.js";
 import { anthropicRoutes } from "./routes/anthropicRoutes.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
 import { llamaServerRoutes } from "./routes/llamaServerRoutes.js";
@@ -108,7 +115,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   drain.install(app);
   app.decorate("streamLimits", options.streamLimits ?? { keepaliveMs: 0, stallMs: 0 });
   returnRequestId(app);
-  const metrics = new ServerMetrics({ engine: options.engine, ...(options.access ? { ledger: () => options.access!.ledgerBacklog() } : {}) });
+  const metrics = new ServerMetrics({
+    engine: options.engine,
+    ...(options.access ? { ledger: () => options.access!.ledgerBacklog() } : {}),
+  });
   metrics.install(app);
 
   // Every body is parsed as JSON whatever its Content-Type: curl users often forget the header,
@@ -119,7 +129,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     if (body === "" && request.method !== "POST") return done(null, undefined);
     // Checked before parsing: everything after (schema checks, templates) recurses over the value.
     if (jsonTextDepth(body as string) > MAX_JSON_DEPTH) {
-      return done(new ServerError("invalid_request", { message: `The JSON body nests deeper than ${MAX_JSON_DEPTH} levels, the most accepted.` }), undefined);
+      return done(
+        new ServerError("invalid_request", { message: `The JSON body nests deeper than ${MAX_JSON_DEPTH} levels, the most accepted.` }),
+        undefined,
+      );
     }
     defaultJson(request, body as string, done);
   });
@@ -188,7 +201,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   llamaServerRoutes(app, routeOptions);
   modelManagementRoutes(app, routeOptions);
   const playgroundDir = options.playgroundDir ?? DEFAULT_PLAYGROUND_DIR;
-  const hosted = sessions && options.playground && options.access ? { sessions, accounts: options.playground.accounts, gate: options.access } : undefined;
+  const hosted =
+    sessions && options.playground && options.access
+      ? { sessions, accounts: options.playground.accounts, gate: options.access }
+      : undefined;
   await playgroundRoutes(app, { engine: routeOptions.engine, playgroundDir, localCsrfToken, ...(hosted ? { hosted } : {}) });
   return app;
 }

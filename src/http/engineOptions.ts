@@ -22,10 +22,16 @@ export function engineOptions(
   const signal = abortSignalOf(reply);
   // The generation's summary line goes to this request's log (with its id) and names the account.
   const account = request.caller?.account.name;
-  const origin = { log: (fields: object, message: string) => request.log.info(fields, message), ...(account === undefined ? {} : { account }) };
+  const origin = {
+    log: (fields: object, message: string) => request.log.info(fields, message),
+    ...(account === undefined ? {} : { account }),
+  };
   const base: RequestOptions = keepAliveMs === undefined ? { signal, origin } : { signal, origin, keepAliveMs };
   if (!access) return base;
   const caller = request.caller;
-  if (!caller) throw new ServerError("internal_error", { cause: new Error(`Hosted profile: ${request.method} ${request.url} reached the engine without a caller.`) });
+  if (!caller)
+    throw new ServerError("internal_error", {
+      cause: new Error(`Hosted profile: ${request.method} ${request.url} reached the engine without a caller.`),
+    });
   return { ...base, admit: (size) => access.admit(caller, model, endpoint, size, (state) => setRateLimitHeaders(reply, state)) };
 }

@@ -8,7 +8,9 @@ type Pulled = { choice: number; result: IteratorResult<ChatEvent, void> } | { ch
  * consumer is writing. The first failure of any stream is thrown; closing the streams stays with
  * their owner.
  */
-export async function* interleaveChoices(streams: readonly ChatStream[]): AsyncGenerator<{ choice: number; event: ChatEvent }, void, undefined> {
+export async function* interleaveChoices(
+  streams: readonly ChatStream[],
+): AsyncGenerator<{ choice: number; event: ChatEvent }, void, undefined> {
   if (streams.length === 1) {
     // One choice (the common case): no racing.
     const stream = streams[0]!;

@@ -36,7 +36,7 @@ export class ServerMetrics {
   readonly #knownModels = new Set<string>();
   readonly #requests = new Counter({
     name: "modelhost_http_requests_total",
-    help: "HTTP requests by route pattern, method, status and model (\"\" for requests that name none or an unknown one).",
+    help: 'HTTP requests by route pattern, method, status and model ("" for requests that name none or an unknown one).',
     labelNames: ["route", "method", "status", "model"] as const,
     registers: [this.registry],
   });
@@ -202,7 +202,9 @@ export class ServerMetrics {
         const started = performance.now();
         const streams = await engine.chatChoices(request, options);
         this.#knownModels.add(request.model);
-        return streams.map((stream, index) => new ObservedStream(stream, request.model, started, options, this, { index, countsPrompt: index === 0 }));
+        return streams.map(
+          (stream, index) => new ObservedStream(stream, request.model, started, options, this, { index, countsPrompt: index === 0 }),
+        );
       },
       embed: async (request, options) => {
         const result = await engine.embed(request, options);
@@ -235,7 +237,12 @@ export class ServerMetrics {
     this.#itl.observe({ model }, seconds);
   }
 
-  recordEnd(model: string, finishReason: string, usage?: { promptTokens: number; completionTokens: number }, tokensPerSecond?: number): void {
+  recordEnd(
+    model: string,
+    finishReason: string,
+    usage?: { promptTokens: number; completionTokens: number },
+    tokensPerSecond?: number,
+  ): void {
     this.#generations.inc({ model, finish_reason: finishReason });
     if (usage) {
       this.#promptTokens.inc({ model }, usage.promptTokens);
@@ -267,7 +274,14 @@ class ObservedStream implements ChatStream {
   readonly #choice: { index: number; countsPrompt: boolean } | undefined;
 
   /** `choice`: one of a request's n choices (only the first counts the shared prompt). */
-  constructor(inner: ChatStream, model: string, started: number, options: RequestOptions, metrics: ServerMetrics, choice?: { index: number; countsPrompt: boolean }) {
+  constructor(
+    inner: ChatStream,
+    model: string,
+    started: number,
+    options: RequestOptions,
+    metrics: ServerMetrics,
+    choice?: { index: number; countsPrompt: boolean },
+  ) {
     this.#inner = inner;
     this.#choice = choice;
     this.#model = model;
@@ -330,7 +344,8 @@ class ObservedStream implements ChatStream {
     this.#ended = true;
     const { usage, timings, finishReason } = event;
     // Tokens after the first, over the time they took (the first one's time is the prompt's).
-    const tokensPerSecond = usage.completionTokens > 1 && timings.generationMs > 0 ? (usage.completionTokens - 1) / (timings.generationMs / 1000) : undefined;
+    const tokensPerSecond =
+      usage.completionTokens > 1 && timings.generationMs > 0 ? (usage.completionTokens - 1) / (timings.generationMs / 1000) : undefined;
     const counted = this.#choice?.countsPrompt === false ? { ...usage, promptTokens: 0 } : usage;
     this.#metrics.recordEnd(this.#model, finishReason, counted, tokensPerSecond);
     const ttftMs = this.#firstAt === undefined ? undefined : Math.round(this.#firstAt - this.#started);
@@ -356,7 +371,13 @@ class ObservedStream implements ChatStream {
     this.#ended = true;
     this.#metrics.recordEnd(this.#model, how);
     this.#origin?.log(
-      { model: this.#model, finishReason: how, totalMs: Math.round(performance.now() - this.#started), ...(this.#origin.account === undefined ? {} : { account: this.#origin.account }), ...fields },
+      {
+        model: this.#model,
+        finishReason: how,
+        totalMs: Math.round(performance.now() - this.#started),
+        ...(this.#origin.account === undefined ? {} : { account: this.#origin.account }),
+        ...fields,
+      },
       `generation ${how}`,
     );
   }

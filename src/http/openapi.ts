@@ -106,7 +106,12 @@ export class ApiDescription {
       const { doc } = route;
       const path = openApiPath(route.url);
       const operation: Record<string, unknown> = { summary: doc.summary, operationId: `${route.method.toLowerCase()} ${path}` };
-      const parameters = [...path.matchAll(/\{([A-Za-z0-9_]+)\}/g)].map((match) => ({ name: match[1], in: "path", required: true, schema: { type: "string" } }));
+      const parameters = [...path.matchAll(/\{([A-Za-z0-9_]+)\}/g)].map((match) => ({
+        name: match[1],
+        in: "path",
+        required: true,
+        schema: { type: "string" },
+      }));
       if (doc.query) {
         const query = jsonSchemaOf(doc.query, "input") as { properties?: Record<string, unknown>; required?: string[] };
         for (const [name, schema] of Object.entries(query.properties ?? {})) {
@@ -114,16 +119,22 @@ export class ApiDescription {
         }
       }
       if (parameters.length > 0) operation.parameters = parameters;
-      if (doc.body) operation.requestBody = { required: true, content: { "application/json": { schema: jsonSchemaOf(doc.body, "input") } } };
+      if (doc.body)
+        operation.requestBody = { required: true, content: { "application/json": { schema: jsonSchemaOf(doc.body, "input") } } };
 
       const success: Record<string, unknown> = {};
       if (doc.response) success["application/json"] = { schema: ref(schemaName(route), doc.response, "output") };
       for (const type of doc.produces ?? []) {
         success[type] = doc.streamEvent ? { schema: ref(`${schemaName(route)}Event`, doc.streamEvent, "output") } : {};
       }
-      const responses: Record<string, unknown> = { [doc.status ?? 200]: { description: doc.summary, ...(Object.keys(success).length > 0 ? { content: success } : {}) } };
+      const responses: Record<string, unknown> = {
+        [doc.status ?? 200]: { description: doc.summary, ...(Object.keys(success).length > 0 ? { content: success } : {}) },
+      };
       const errors = route.errorShape ? this.#errorSchemas.get(route.errorShape) : undefined;
-      responses.default = { description: "An error, in the route's protocol's shape (docs/errors.md).", ...(errors ? { content: { "application/json": { schema: ref(errors.name, errors.schema, "output") } } } : {}) };
+      responses.default = {
+        description: "An error, in the route's protocol's shape (docs/errors.md).",
+        ...(errors ? { content: { "application/json": { schema: ref(errors.name, errors.schema, "output") } } } : {}),
+      };
       operation.responses = responses;
       if (route.access === "caller") operation.security = [{ bearer: [] }];
       if (route.access === "monitor") operation.security = [{ metricsToken: [] }, {}];
@@ -132,12 +143,20 @@ export class ApiDescription {
     }
     return {
       openapi: "3.1.0",
-      info: { ...this.#info, description: "modelhost: OpenAI-compatible, Anthropic Messages, Ollama-native and llama-server APIs. Generated from the zod schemas the server validates requests with." },
+      info: {
+        ...this.#info,
+        description:
+          "modelhost: OpenAI-compatible, Anthropic Messages, Ollama-native and llama-server APIs. Generated from the zod schemas the server validates requests with.",
+      },
       paths,
       components: {
         schemas: components,
         securitySchemes: {
-          bearer: { type: "http", scheme: "bearer", description: "Hosted profile: a personal access token. The local profile checks none." },
+          bearer: {
+            type: "http",
+            scheme: "bearer",
+            description: "Hosted profile: a personal access token. The local profile checks none.",
+          },
           metricsToken: { type: "http", scheme: "bearer", description: "The operator's --metrics-token." },
         },
       },

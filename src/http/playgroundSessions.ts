@@ -45,7 +45,9 @@ export class PlaygroundSessions implements PlaygroundDoor {
 
   /** Either cookie's token: the session's, or before sign-in (or after it ended) the pre-session's. */
   csrfTokensOf(request: FastifyRequest): string[] {
-    return [request.cookies[SESSION_COOKIE], request.cookies[PRESESSION_COOKIE]].filter((secret) => secret !== undefined && secret !== "").map((secret) => csrfTokenFor(secret!));
+    return [request.cookies[SESSION_COOKIE], request.cookies[PRESESSION_COOKIE]]
+      .filter((secret) => secret !== undefined && secret !== "")
+      .map((secret) => csrfTokenFor(secret!));
   }
 
   /** The signed-in account and its CSRF token, or undefined (and a stale session cookie is cleared). */

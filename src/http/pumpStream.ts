@@ -18,7 +18,12 @@ export interface PumpOptions {
  * request was aborted. The writer is ended on every way out; closing the events (their decoding
  * slots) stays with the route that opened them.
  */
-export async function pumpStream<Event, Chunk>(writer: StreamingResponse, events: AsyncIterable<Event>, translator: StreamTranslator<Event, Chunk>, { signal, log }: PumpOptions): Promise<void> {
+export async function pumpStream<Event, Chunk>(
+  writer: StreamingResponse,
+  events: AsyncIterable<Event>,
+  translator: StreamTranslator<Event, Chunk>,
+  { signal, log }: PumpOptions,
+): Promise<void> {
   writer.start();
   try {
     for (const chunk of translator.start()) if (!(await writer.send(chunk))) return;

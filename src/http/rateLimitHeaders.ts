@@ -14,7 +14,10 @@ export function formatResetDuration(seconds: number): string {
 
 /** The x-ratelimit-* headers of a limited key, on every response (set before a stream's first byte). */
 export function setRateLimitHeaders(reply: FastifyReply, state: LimitState): void {
-  for (const [kind, limit] of [["requests", state.requests], ["tokens", state.tokens]] as const) {
+  for (const [kind, limit] of [
+    ["requests", state.requests],
+    ["tokens", state.tokens],
+  ] as const) {
     if (!limit) continue;
     reply.header(`x-ratelimit-limit-${kind}`, String(limit.limit));
     reply.header(`x-ratelimit-remaining-${kind}`, String(Math.max(0, limit.remaining)));

@@ -91,7 +91,9 @@ export function requireRouteAccess(app: FastifyInstance): void {
     }
     const access = route.config?.access;
     if (access === undefined || !routeAccessKinds.has(access)) {
-      throw new Error(`Route ${String(route.method)} ${route.url} declares no config.access (${[...routeAccessKinds].map((kind) => `"${kind}"`).join(", ")}).`);
+      throw new Error(
+        `Route ${String(route.method)} ${route.url} declares no config.access (${[...routeAccessKinds].map((kind) => `"${kind}"`).join(", ")}).`,
+      );
     }
     declared.push({ methods, url: route.url, access });
   });
@@ -160,7 +162,8 @@ function singleCredential(request: FastifyRequest): string | undefined {
   // The same token in both (clients that set both from one variable) is one credential.
   if (authorization !== undefined && bearerToken(authorization) !== apiKey.trim()) {
     throw new ServerError("invalid_api_key", {
-      message: "The request has both an Authorization and an x-api-key header with different credentials, which is ambiguous. Send exactly one.",
+      message:
+        "The request has both an Authorization and an x-api-key header with different credentials, which is ambiguous. Send exactly one.",
     });
   }
   return fromKey;
@@ -177,7 +180,8 @@ function bearerToken(authorization: string): string | undefined {
  */
 export function requireAdmission(engine: Engine): Engine {
   const admitted = (options: RequestOptions): RequestOptions => {
-    if (!options.admit) throw new ServerError("internal_error", { cause: new Error("Hosted profile: an engine call reached the engine without admission.") });
+    if (!options.admit)
+      throw new ServerError("internal_error", { cause: new Error("Hosted profile: an engine call reached the engine without admission.") });
     return options;
   };
   return {
@@ -211,7 +215,9 @@ export function guardMonitoring(app: FastifyInstance, metricsToken: string): voi
     const credential = singleCredential(request);
     const presented = credential === undefined ? undefined : bearerToken(credential);
     if (presented === undefined || !sameSecret(presented, metricsToken)) {
-      throw new ServerError("invalid_api_key", { message: "GET /metrics needs the operator's metrics token: `Authorization: Bearer <--metrics-token>`." });
+      throw new ServerError("invalid_api_key", {
+        message: "GET /metrics needs the operator's metrics token: `Authorization: Bearer <--metrics-token>`.",
+      });
     }
   });
 }
@@ -259,10 +265,14 @@ function checkCsrf(request: FastifyRequest, expected: readonly string[]): void {
   }
   const presented = request.headers["x-csrf-token"];
   if (typeof presented !== "string" || presented === "") {
-    throw new ServerError("csrf_rejected", { message: "The request has no x-csrf-token header: send the csrf_token of GET /playground/api/session." });
+    throw new ServerError("csrf_rejected", {
+      message: "The request has no x-csrf-token header: send the csrf_token of GET /playground/api/session.",
+    });
   }
   if (!expected.some((token) => sameSecret(presented, token))) {
-    throw new ServerError("csrf_rejected", { message: "The x-csrf-token header does not match this session: read it again from GET /playground/api/session." });
+    throw new ServerError("csrf_rejected", {
+      message: "The x-csrf-token header does not match this session: read it again from GET /playground/api/session.",
+    });
   }
 }
 

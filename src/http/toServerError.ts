@@ -21,7 +21,10 @@ export function toServerError(error: unknown): ServerError {
       return new ServerError("invalid_json", { cause: error });
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       // Bodies are read as JSON whatever the Content-Type; only a header that is not a media type at all is refused.
-      return new ServerError("invalid_request", { cause: error, message: "The Content-Type header is not a valid media type. Send `Content-Type: application/json` or leave it out." });
+      return new ServerError("invalid_request", {
+        cause: error,
+        message: "The Content-Type header is not a valid media type. Send `Content-Type: application/json` or leave it out.",
+      });
     case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
       return new ServerError("invalid_request", { cause: error, message: "The Content-Length header does not match the body." });
   }

@@ -39,8 +39,16 @@ export function chooseRepoFiles(repo: string, files: RepoFile[], wanted: { file?
   }
   if (wanted.file !== undefined) {
     const name = wanted.file.toLowerCase();
-    const hit = candidates.find((candidate) => candidate.parts.some((part) => part.path.toLowerCase() === name || (!name.includes("/") && path.posix.basename(part.path).toLowerCase() === name)));
-    if (!hit) throw new ServerError("model_not_found", { model: repo, message: `The repository ${repo} has no file "${wanted.file}". ${available()}` });
+    const hit = candidates.find((candidate) =>
+      candidate.parts.some(
+        (part) => part.path.toLowerCase() === name || (!name.includes("/") && path.posix.basename(part.path).toLowerCase() === name),
+      ),
+    );
+    if (!hit)
+      throw new ServerError("model_not_found", {
+        model: repo,
+        message: `The repository ${repo} has no file "${wanted.file}". ${available()}`,
+      });
     return hit.parts;
   }
   if (wanted.quant !== undefined) {
@@ -50,7 +58,10 @@ export function chooseRepoFiles(repo: string, files: RepoFile[], wanted: { file?
       return candidate.quant.toLowerCase() === tag || stem === tag || stem.endsWith(`-${tag}`) || stem.endsWith(`.${tag}`);
     });
     if (hits.length === 0) {
-      throw new ServerError("model_not_found", { model: repo, message: `The repository ${repo} has no file in quantization "${wanted.quant}". ${available()}` });
+      throw new ServerError("model_not_found", {
+        model: repo,
+        message: `The repository ${repo} has no file in quantization "${wanted.quant}". ${available()}`,
+      });
     }
     if (hits.length > 1) {
       const names = hits.map((hit) => hit.parts[0]!.path).join(", ");
@@ -89,7 +100,10 @@ function candidatesOf(files: RepoFile[]): Candidate[] {
 }
 
 function stemOf(file: string): string {
-  return path.posix.basename(file).replace(splitPartPattern, "").replace(/\.gguf$/i, "");
+  return path.posix
+    .basename(file)
+    .replace(splitPartPattern, "")
+    .replace(/\.gguf$/i, "");
 }
 
 function describeAvailable(repo: string, candidates: Candidate[]): string {

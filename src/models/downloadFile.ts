@@ -76,7 +76,9 @@ export async function downloadFile(request: DownloadRequest): Promise<DownloadRe
 
   if (state.total !== undefined && state.have !== state.total) {
     await rm(request.partialPath, { force: true });
-    throw new ServerError("download_failed", { message: `${displayUrl(request.url)} is ${state.have} bytes, not the ${state.total} announced.` });
+    throw new ServerError("download_failed", {
+      message: `${displayUrl(request.url)} is ${state.have} bytes, not the ${state.total} announced.`,
+    });
   }
   const sha256 = state.hash.digest("hex");
   if (state.sha256 !== undefined && sha256 !== state.sha256) {
@@ -180,7 +182,9 @@ async function transfer(request: DownloadRequest, state: TransferState): Promise
         state.hash.update(chunk);
         state.have += chunk.byteLength;
         if (state.total !== undefined && state.have > state.total) {
-          throw new ServerError("download_failed", { message: `${displayUrl(request.url)} sent more bytes than the ${state.total} announced.` });
+          throw new ServerError("download_failed", {
+            message: `${displayUrl(request.url)} sent more bytes than the ${state.total} announced.`,
+          });
         }
         batch.push(chunk);
         batchBytes += chunk.byteLength;

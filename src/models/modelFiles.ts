@@ -27,7 +27,10 @@ export function modelFileParts(file: string): string[] {
  * `model-` (`model-con`), so every listed model can be named in a request, copied and deleted.
  */
 export function defaultModelId(file: string): string {
-  const stem = path.basename(file).replace(splitPartPattern, "").replace(/\.gguf$/i, "");
+  const stem = path
+    .basename(file)
+    .replace(splitPartPattern, "")
+    .replace(/\.gguf$/i, "");
   if (isValidModelName(stem)) return stem;
   let id = stem
     .replace(/[^A-Za-z0-9._-]+/g, "-")
@@ -47,7 +50,8 @@ export function defaultModelId(file: string): string {
  */
 export function isPlainFileName(name: string): boolean {
   // eslint-disable-next-line no-control-regex
-  return name.length > 0 && name.length <= 255 && !/[/\\\u0000-\u001f\u007f]/.test(name) && !name.startsWith(".") && !isWindowsDeviceName(name);
+  const separatorOrControl = /[/\\\u0000-\u001f\u007f]/;
+  return name.length > 0 && name.length <= 255 && !separatorOrControl.test(name) && !name.startsWith(".") && !isWindowsDeviceName(name);
 }
 
 /** Whether the registry lists this directory entry as a model: `.gguf`, and a split model once, by its first part. */

@@ -2,8 +2,7 @@ import { ServerError } from "../core/ServerError.js";
 
 /** What `pull` was asked for: a file or quantization in a hub repository, or a plain URL. */
 export type ModelRef =
-  | { kind: "hub"; name: string; repo: string; file?: string; quant?: string }
-  | { kind: "url"; name: string; url: string };
+  { kind: "hub"; name: string; repo: string; file?: string; quant?: string } | { kind: "url"; name: string; url: string };
 
 const hubHosts = /^(?:https?:\/\/)?(?:hf\.co|huggingface\.co)\//i;
 const repoPart = "[A-Za-z0-9][A-Za-z0-9._-]*";
@@ -46,7 +45,10 @@ function parseUrl(name: string): ModelRef {
     throw new ServerError("invalid_request", { param: "model", message: `"${name}" is not a valid URL.` });
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw new ServerError("invalid_request", { param: "model", message: `Only https:// URLs (http:// where --allow-http-pull allows it) can be pulled, not ${url.protocol}.` });
+    throw new ServerError("invalid_request", {
+      param: "model",
+      message: `Only https:// URLs (http:// where --allow-http-pull allows it) can be pulled, not ${url.protocol}.`,
+    });
   }
   if (!/\.gguf$/i.test(url.pathname)) {
     throw new ServerError("invalid_request", { param: "model", message: `"${name}" does not name a .gguf file.` });

@@ -22,7 +22,10 @@ const entrySchema = z.looseObject({
   /** Where `pull` fetched the file from (`hf.co/OWNER/REPO/FILE.gguf` or a URL). */
   source: z.string().optional(),
   /** SHA-256 of the file (of the first part of a split model), hex, recorded by `pull`. */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/)
+    .optional(),
 });
 
 const manifestSchema = z.looseObject({ models: z.array(entrySchema) });
@@ -33,7 +36,8 @@ export type ManifestEntry = z.infer<typeof entrySchema>;
  * A manifest as read: its entries, or the problem that made it unreadable. `warnings` say what was
  * left out of a readable one (see `readManifest`).
  */
-export type ManifestRead = { entries: ManifestEntry[]; problem?: undefined; warnings?: string[] } | { entries: []; problem: string; warnings?: undefined };
+export type ManifestRead =
+  { entries: ManifestEntry[]; problem?: undefined; warnings?: string[] } | { entries: []; problem: string; warnings?: undefined };
 
 /** Parses the manifest's text; a problem is described, never thrown, so a reader can warn and go on. */
 function parseManifest(text: string): ManifestRead {
@@ -65,10 +69,15 @@ function checkEntries(entries: ManifestEntry[]): ManifestRead {
   for (const [index, entry] of entries.entries()) {
     const where = `${MANIFEST_FILE}: models.${index}`;
     if (!isPlainFileName(entry.file)) {
-      warnings.push(`${where} is skipped: its file ${JSON.stringify(entry.file.slice(0, 100))} is not a plain file name in the models directory.`);
+      warnings.push(
+        `${where} is skipped: its file ${JSON.stringify(entry.file.slice(0, 100))} is not a plain file name in the models directory.`,
+      );
       continue;
     }
-    const checked = { ...entry, aliases: entry.aliases.filter((alias, aliasIndex) => nameIsValid(alias, `${where}.aliases.${aliasIndex}`, warnings)) };
+    const checked = {
+      ...entry,
+      aliases: entry.aliases.filter((alias, aliasIndex) => nameIsValid(alias, `${where}.aliases.${aliasIndex}`, warnings)),
+    };
     if (checked.id !== undefined && !nameIsValid(checked.id, `${where}.id`, warnings)) delete checked.id;
     kept.push(checked);
   }
@@ -233,7 +242,14 @@ function sameFile(a: string, b: string): boolean {
 /** Drops what the reader would default anyway, so the file stays as short as a person would write it. */
 function tidy(entry: ManifestEntry): Record<string, unknown> {
   const { file, id, aliases, source, sha256, ...rest } = entry;
-  return { file, ...(id === undefined ? {} : { id }), ...(aliases.length > 0 ? { aliases } : {}), ...rest, ...(source === undefined ? {} : { source }), ...(sha256 === undefined ? {} : { sha256 }) };
+  return {
+    file,
+    ...(id === undefined ? {} : { id }),
+    ...(aliases.length > 0 ? { aliases } : {}),
+    ...rest,
+    ...(source === undefined ? {} : { source }),
+    ...(sha256 === undefined ? {} : { sha256 }),
+  };
 }
 
 async function writeManifest(directory: string, models: Record<string, unknown>[]): Promise<void> {
@@ -265,7 +281,13 @@ async function withManifestLock<T>(directory: string, work: () => Promise<T>): P
   const run = previous
     .catch(() => {})
     // An update takes milliseconds: a lock older than 10 s is a crash's leftover.
-    .then(() => withFileLock(lock, { waitMs: 15_000, staleAfterMs: 10_000, busyMessage: `${MANIFEST_FILE} is locked by another modelhost process; try again.` }, work));
+    .then(() =>
+      withFileLock(
+        lock,
+        { waitMs: 15_000, staleAfterMs: 10_000, busyMessage: `${MANIFEST_FILE} is locked by another modelhost process; try again.` },
+        work,
+      ),
+    );
   inProcess.set(key, run);
   try {
     return await run;

@@ -151,7 +151,10 @@ async function planFiles(
  */
 function targetName(name: string, from: string): string {
   if (isPlainFileName(name)) return name;
-  throw new ServerError("invalid_request", { param: "model", message: `${JSON.stringify(from.slice(0, 200))} does not end in a plain .gguf file name.` });
+  throw new ServerError("invalid_request", {
+    param: "model",
+    message: `${JSON.stringify(from.slice(0, 200))} does not end in a plain .gguf file name.`,
+  });
 }
 
 /** The decoded last segment of a URL's path; "" when it does not decode. */
@@ -164,7 +167,12 @@ function urlFileName(url: string): string {
 }
 
 /** The repository's files, through the hub's file-list API (`/api/models/OWNER/REPO/tree/main`). */
-async function listRepoFiles(repo: string, hfEndpoint: string, hubFetch: typeof fetch, signal: AbortSignal | undefined): Promise<RepoFile[]> {
+async function listRepoFiles(
+  repo: string,
+  hfEndpoint: string,
+  hubFetch: typeof fetch,
+  signal: AbortSignal | undefined,
+): Promise<RepoFile[]> {
   // Imported here: only a pull needs it, and the server starts without it.
   const { listFiles } = await import("@huggingface/hub");
   const signalled: typeof fetch = (input, init) => hubFetch(input, { ...init, signal: signal ?? null });
@@ -192,7 +200,8 @@ async function listRepoFiles(repo: string, hfEndpoint: string, hubFetch: typeof 
         cause: error,
       });
     }
-    const reason = status === undefined ? ((error as Error).cause as Error | undefined)?.message ?? (error as Error).message : `HTTP ${status}`;
+    const reason =
+      status === undefined ? (((error as Error).cause as Error | undefined)?.message ?? (error as Error).message) : `HTTP ${status}`;
     throw new ServerError("download_failed", { message: `Could not list the files of ${repo} on ${hfEndpoint}: ${reason}.`, cause: error });
   }
   return files;
@@ -224,7 +233,12 @@ async function isPresent(directory: string, files: PlannedFile[], source: string
   return true;
 }
 
-async function ensureSpace(directory: string, files: PlannedFile[], partials: string[], freeSpace: (directory: string) => Promise<FreeSpace>): Promise<void> {
+async function ensureSpace(
+  directory: string,
+  files: PlannedFile[],
+  partials: string[],
+  freeSpace: (directory: string) => Promise<FreeSpace>,
+): Promise<void> {
   let needed = 0;
   for (const [index, file] of files.entries()) {
     if (file.size !== undefined) needed += Math.max(0, file.size - ((await sizeOf(partials[index]!)) ?? 0));
@@ -278,7 +292,10 @@ async function downloadPart(
  * Calls `emit` at most once per interval with the latest values, and once more at the end of an
  * interval that had news, so a stalled download shows where it stands.
  */
-function throttled<A extends unknown[]>(intervalMs: number, emit: (...args: A) => void): { update: (...args: A) => void; flush: () => void } {
+function throttled<A extends unknown[]>(
+  intervalMs: number,
+  emit: (...args: A) => void,
+): { update: (...args: A) => void; flush: () => void } {
   let last = 0;
   let pending: A | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -339,7 +356,8 @@ function partialName(file: PlannedFile): string {
 async function removeStalePartials(directory: string, files: PlannedFile[]): Promise<void> {
   const names = await readdir(directory);
   for (const file of files) {
-    for (const name of names) if (name.startsWith(`.${file.target}.`) && name.endsWith(".partial")) await rm(path.join(directory, name), { force: true });
+    for (const name of names)
+      if (name.startsWith(`.${file.target}.`) && name.endsWith(".partial")) await rm(path.join(directory, name), { force: true });
   }
 }
 

@@ -21,7 +21,8 @@ export function pullTransport(hfEndpoint: string, allowHttp: boolean | undefined
 /** Refuses (400) a URL a pull may not fetch: anything but https, or http when it is not allowed. */
 export function assertPullUrl(url: URL, transport: PullTransport, redirectedFrom?: URL): void {
   if (url.protocol === "https:" || (url.protocol === "http:" && transport.allowHttp)) return;
-  const origin = redirectedFrom === undefined ? "" : `${redirectedFrom.origin}${redirectedFrom.pathname} redirects to ${url.protocol}//${url.host}; `;
+  const origin =
+    redirectedFrom === undefined ? "" : `${redirectedFrom.origin}${redirectedFrom.pathname} redirects to ${url.protocol}//${url.host}; `;
   const message =
     url.protocol === "http:"
       ? `${origin}models are pulled over https only: a file fetched over plain http:// can be altered on the way. Use an https:// URL, or allow plain http with ${HTTP_PULL_SETTING}.`

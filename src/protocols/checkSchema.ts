@@ -16,5 +16,8 @@ export function checkSchema(schema: unknown, param: string, owner: string): void
 /** Tool arguments and results are JSON texts that the prompt template renders recursively: their nesting is limited like the body's. */
 export function checkJsonDepth(text: string, param: string): string {
   if (jsonTextDepth(text) <= MAX_JSON_DEPTH) return text;
-  throw new ServerError("invalid_request", { param, message: `Invalid value for '${param}': the JSON nests deeper than ${MAX_JSON_DEPTH} levels, the most accepted.` });
+  throw new ServerError("invalid_request", {
+    param,
+    message: `Invalid value for '${param}': the JSON nests deeper than ${MAX_JSON_DEPTH} levels, the most accepted.`,
+  });
 }

@@ -6,9 +6,7 @@ type PathKey = PropertyKey;
 
 /** `["messages", 2, "content"]` → `messages[2].content`, the form OpenAI uses in `error.param`. */
 export function formatParam(path: readonly PathKey[]): string {
-  return path
-    .map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
-    .join("");
+  return path.map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`)).join("");
 }
 
 /**

@@ -40,7 +40,11 @@ export function toToolDefinitions(specs: readonly FunctionSpec[], paramOf: (inde
  * The engine's tool choice: `{name}` is a named function, which must be one of the tools
  * (`nameParam` is its wire path). Absent: OpenAI's default, "none" without tools, "auto" with them.
  */
-export function toToolChoice(wire: "none" | "auto" | "required" | { name: string } | null | undefined, tools: readonly ToolDefinition[], nameParam: string): ToolChoice {
+export function toToolChoice(
+  wire: "none" | "auto" | "required" | { name: string } | null | undefined,
+  tools: readonly ToolDefinition[],
+  nameParam: string,
+): ToolChoice {
   if (wire == null) return { type: tools.length > 0 ? "auto" : "none" };
   if ((wire === "required" || typeof wire === "object") && tools.length === 0) {
     throw new ServerError("invalid_request", {
@@ -50,7 +54,10 @@ export function toToolChoice(wire: "none" | "auto" | "required" | { name: string
   }
   if (typeof wire === "string") return { type: wire };
   if (!tools.some((tool) => tool.name === wire.name)) {
-    throw new ServerError("invalid_request", { param: nameParam, message: `Invalid value for '${nameParam}': no tool named '${wire.name}' is in 'tools'.` });
+    throw new ServerError("invalid_request", {
+      param: nameParam,
+      message: `Invalid value for '${nameParam}': no tool named '${wire.name}' is in 'tools'.`,
+    });
   }
   return { type: "function", name: wire.name };
 }

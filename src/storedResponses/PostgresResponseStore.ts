@@ -1,6 +1,15 @@
 import type { Pool, PoolClient } from "pg";
 import { inTransaction, openMigratedPool } from "../db/migratePostgres.js";
-import { ITEM_COLUMNS, RESPONSE_COLUMNS, toItemColumns, toItemMap, toResponseColumns, toStoredResponse, type ItemColumns, type ResponseColumns } from "./responseRows.js";
+import {
+  ITEM_COLUMNS,
+  RESPONSE_COLUMNS,
+  toItemColumns,
+  toItemMap,
+  toResponseColumns,
+  toStoredResponse,
+  type ItemColumns,
+  type ResponseColumns,
+} from "./responseRows.js";
 import type { ResponseStore, StoredItem, StoredResponse } from "./ResponseStore.js";
 
 /** Migration n takes the schema from version n to n + 1. Never edit a released one: append a new one. */
@@ -42,7 +51,8 @@ const SQL = {
   // All of a response's items in one statement: its columns as parallel arrays, unnested.
   insertItems: `INSERT INTO stored_response_items (${ITEM_COLUMNS.join(", ")})
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[]) ON CONFLICT DO NOTHING`,
-  selectItems: "SELECT item_id, item FROM stored_response_items WHERE item_id = ANY($1::text[]) AND owner IS NOT DISTINCT FROM $2 AND expires_at > $3 ORDER BY created_at",
+  selectItems:
+    "SELECT item_id, item FROM stored_response_items WHERE item_id = ANY($1::text[]) AND owner IS NOT DISTINCT FROM $2 AND expires_at > $3 ORDER BY created_at",
   removeItems: "DELETE FROM stored_response_items WHERE response_id = $1",
   removeExpiredItems: "DELETE FROM stored_response_items WHERE expires_at <= $1",
 } as const;
@@ -74,7 +84,11 @@ export class PostgresResponseStore implements ResponseStore {
     }
     await inTransaction(this.#pool, async (client) => {
       await this.#query("insert", values, client);
-      await this.#query("insertItems", ITEM_COLUMNS.map((column) => rows.map((row) => row[column])), client);
+      await this.#query(
+        "insertItems",
+        ITEM_COLUMNS.map((column) => rows.map((row) => row[column])),
+        client,
+      );
     });
   }
 
@@ -85,7 +99,11 @@ export class PostgresResponseStore implements ResponseStore {
 
   async findItems(ids: readonly string[], owner: string | null, now: number): Promise<Map<string, object>> {
     if (ids.length === 0) return new Map();
-    const { rows } = await this.#pool.query<Pick<ItemColumns, "item_id" | "item">>({ name: "responses_selectItems", text: SQL.selectItems, values: [ids, owner, now] });
+    const { rows } = await this.#pool.query<Pick<ItemColumns, "item_id" | "item">>({
+      name: "responses_selectItems",
+      text: SQL.selectItems,
+      values: [ids, owner, now],
+    });
     return toItemMap(rows);
   }
 

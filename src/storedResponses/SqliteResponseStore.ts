@@ -1,6 +1,15 @@
 import type { Database as Connection, Statement } from "better-sqlite3";
 import { openSqlite } from "../db/migrateSqlite.js";
-import { ITEM_COLUMNS, RESPONSE_COLUMNS, toItemColumns, toItemMap, toResponseColumns, toStoredResponse, type ItemColumns, type ResponseColumns } from "./responseRows.js";
+import {
+  ITEM_COLUMNS,
+  RESPONSE_COLUMNS,
+  toItemColumns,
+  toItemMap,
+  toResponseColumns,
+  toStoredResponse,
+  type ItemColumns,
+  type ResponseColumns,
+} from "./responseRows.js";
 import type { ResponseStore, StoredItem, StoredResponse } from "./ResponseStore.js";
 
 /** Migration n takes the schema from version n to n + 1. Never edit a released one: append a new one. */
@@ -55,8 +64,12 @@ export class SqliteResponseStore implements ResponseStore {
 
   private constructor(db: Connection) {
     this.#db = db;
-    this.#insert = db.prepare(`INSERT INTO stored_responses (${RESPONSE_COLUMNS.join(", ")}) VALUES (${RESPONSE_COLUMNS.map((column) => `@${column}`).join(", ")})`);
-    this.#insertItem = db.prepare(`INSERT OR IGNORE INTO stored_response_items (${ITEM_COLUMNS.join(", ")}) VALUES (${ITEM_COLUMNS.map((column) => `@${column}`).join(", ")})`);
+    this.#insert = db.prepare(
+      `INSERT INTO stored_responses (${RESPONSE_COLUMNS.join(", ")}) VALUES (${RESPONSE_COLUMNS.map((column) => `@${column}`).join(", ")})`,
+    );
+    this.#insertItem = db.prepare(
+      `INSERT OR IGNORE INTO stored_response_items (${ITEM_COLUMNS.join(", ")}) VALUES (${ITEM_COLUMNS.map((column) => `@${column}`).join(", ")})`,
+    );
     this.#select = db.prepare(`SELECT * FROM stored_responses WHERE ${OWNED}`);
     // The ids come as one JSON array, so that one prepared statement serves any number of them.
     this.#selectItems = db.prepare(

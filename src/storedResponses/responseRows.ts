@@ -57,7 +57,14 @@ export function toItemColumns(record: StoredResponse, items: readonly StoredItem
   const rows = new Map<string, ItemColumns>();
   for (const { id, item } of items) {
     if (rows.has(id)) continue;
-    rows.set(id, { item_id: id, response_id: record.id, owner: record.owner, created_at: record.createdAt, expires_at: record.expiresAt, item: JSON.stringify(item) });
+    rows.set(id, {
+      item_id: id,
+      response_id: record.id,
+      owner: record.owner,
+      created_at: record.createdAt,
+      expires_at: record.expiresAt,
+      item: JSON.stringify(item),
+    });
   }
   return [...rows.values()];
 }

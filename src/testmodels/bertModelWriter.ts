@@ -2,7 +2,18 @@
 // convert_hf_to_gguf.py writes all-MiniLM or bge (BertModel), with the project's WordPiece
 // vocabulary and seeded random weights.
 import { GgufWriter } from "../gguf/GgufWriter.js";
-import { addGeneralMetadata, addShapeMetadata, addSpecialTokenIds, addVocabulary, bool, constantTensor, f32, matrixMaker, u32, type BlockGains } from "./modelWriterParts.js";
+import {
+  addGeneralMetadata,
+  addShapeMetadata,
+  addSpecialTokenIds,
+  addVocabulary,
+  bool,
+  constantTensor,
+  f32,
+  matrixMaker,
+  u32,
+  type BlockGains,
+} from "./modelWriterParts.js";
 import type { BertPreset } from "./presets.js";
 import { randomTensor } from "./randomTensor.js";
 import type { WordPieceVocabulary } from "./wordPieceVocabulary.js";
@@ -24,7 +35,13 @@ const POOLING_TYPES: Record<BertPreset["poolingType"], number> = { mean: 1, cls:
 /** The keys llama.cpp reads for the bert architecture. */
 function addModelMetadata(writer: GgufWriter, preset: BertPreset, vocabularySize: number): void {
   addGeneralMetadata(writer, "bert", preset);
-  addShapeMetadata(writer, "bert", preset, ["context_length", "embedding_length", "feed_forward_length", "block_count", "attention.head_count"]);
+  addShapeMetadata(writer, "bert", preset, [
+    "context_length",
+    "embedding_length",
+    "feed_forward_length",
+    "block_count",
+    "attention.head_count",
+  ]);
   writer
     .set("bert.attention.layer_norm_epsilon", f32(preset.layerNormEpsilon))
     // Both default to a causal model without pooling, which would make this a decoder.

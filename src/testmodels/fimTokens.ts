@@ -9,7 +9,10 @@ export const FIM_SUFFIX = "<|fim_suffix|>";
 export const FIM_MIDDLE = "<|fim_middle|>";
 
 /** The vocabulary with the three FIM tokens appended, and their ids under the GGUF key names. */
-export function withFimTokens(vocabulary: TestVocabulary): { vocabulary: TestVocabulary; ids: { fim_pre: number; fim_suf: number; fim_mid: number } } {
+export function withFimTokens(vocabulary: TestVocabulary): {
+  vocabulary: TestVocabulary;
+  ids: { fim_pre: number; fim_suf: number; fim_mid: number };
+} {
   const first = vocabulary.tokens.length;
   return {
     vocabulary: {

@@ -1,7 +1,19 @@
 // Writes the chat test models: GGUF files in llama.cpp's `llama` architecture with the project's
 // byte-level BPE vocabulary, a ChatML chat template with tool calling, and seeded random weights.
 import { GgufWriter, type GgufTensor } from "../gguf/GgufWriter.js";
-import { addGeneralMetadata, addShapeMetadata, addSpecialTokenIds, addVocabulary, bool, constantTensor, f32, matrixMaker, text, u32, type BlockGains } from "./modelWriterParts.js";
+import {
+  addGeneralMetadata,
+  addShapeMetadata,
+  addSpecialTokenIds,
+  addVocabulary,
+  bool,
+  constantTensor,
+  f32,
+  matrixMaker,
+  text,
+  u32,
+  type BlockGains,
+} from "./modelWriterParts.js";
 import type { LlamaPreset } from "./presets.js";
 import { randomTensor } from "./randomTensor.js";
 import { TEST_MODEL_CHAT_TEMPLATE, TEST_MODEL_THINKING_CHAT_TEMPLATE } from "./testChatTemplate.js";
@@ -25,7 +37,13 @@ export function llamaModelWriter(preset: LlamaPreset, baseVocabulary: TestVocabu
 /** The keys llama.cpp reads for the llama architecture. */
 function addModelMetadata(writer: GgufWriter, preset: LlamaPreset, vocabularySize: number): void {
   addGeneralMetadata(writer, "llama", preset);
-  addShapeMetadata(writer, "llama", preset, ["context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count"]);
+  addShapeMetadata(writer, "llama", preset, [
+    "context_length",
+    "embedding_length",
+    "block_count",
+    "feed_forward_length",
+    "attention.head_count",
+  ]);
   writer
     .set("llama.attention.head_count_kv", u32(preset.headCountKv))
     // llama.cpp rejects a llama model whose rotary dimension differs from the head size.
@@ -45,9 +63,7 @@ function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary, ch
     eot: vocabulary.eotId,
     padding: vocabulary.padId,
   });
-  writer
-    .set("tokenizer.ggml.add_bos_token", bool(false))
-    .set("tokenizer.chat_template", text(chatTemplate));
+  writer.set("tokenizer.ggml.add_bos_token", bool(false)).set("tokenizer.chat_template", text(chatTemplate));
 }
 
 /**
@@ -60,7 +76,14 @@ function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary, ch
  * The output gain makes sampled distributions peaky, like a trained model's, rather than nearly
  * uniform (it does not change which token is greedy).
  */
-const WEIGHT_GAINS: BlockGains & { embedding: number; output: number } = { embedding: 1, queryKey: 3, value: 1, feedForward: 1, residual: 0.5, output: 8 };
+const WEIGHT_GAINS: BlockGains & { embedding: number; output: number } = {
+  embedding: 1,
+  queryKey: 3,
+  value: 1,
+  feedForward: 1,
+  residual: 0.5,
+  output: 8,
+};
 
 /** Tensor names and shapes as llama.cpp's llama architecture loads them (dims in ggml order: [in, out]). */
 function addLlamaTensors(writer: GgufWriter, preset: LlamaPreset, vocabulary: TestVocabulary, seed: number): void {

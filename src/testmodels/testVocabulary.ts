@@ -135,4 +135,3 @@ function learnMerges(text: string, count: number): string[] {
 
   return trainPairMerges(words, count).map(([left, right]) => `${left} ${right}`);
 }
-

@@ -51,7 +51,11 @@ export function thoughtWiring(vocabulary: TestVocabulary, hidden: number) {
     if (id < 0) throw new Error(`The thought chain's token ${token} is not in the vocabulary.`);
     return id;
   };
-  const links = CHAIN.slice(1).map((target, i) => ({ source: idOf(CHAIN[i]!), target: idOf(target), dimension: hidden - CHAIN.length + 1 + i }));
+  const links = CHAIN.slice(1).map((target, i) => ({
+    source: idOf(CHAIN[i]!),
+    target: idOf(target),
+    dimension: hidden - CHAIN.length + 1 + i,
+  }));
   const reserved = links.map((link) => link.dimension);
   const wrap = (tensor: GgufTensor, edit: (values: Float32Array) => void): GgufTensor => ({
     ...tensor,

@@ -9,7 +9,11 @@ export interface TrainingWord {
  * stopping early if no pair occurs twice. `join` spells a merged pair (WordPiece drops the "##" of
  * the right symbol). Returns the pairs in the order they were learned; `words` is consumed.
  */
-export function trainPairMerges(words: TrainingWord[], count: number, join: (left: string, right: string) => string = (left, right) => left + right): Array<[string, string]> {
+export function trainPairMerges(
+  words: TrainingWord[],
+  count: number,
+  join: (left: string, right: string) => string = (left, right) => left + right,
+): Array<[string, string]> {
   const pairs: Array<[string, string]> = [];
   while (pairs.length < count) {
     const best = mostFrequentPair(words);

@@ -143,4 +143,3 @@ function learnPieces(text: string, count: number): string[] {
 function joinPieces(left: string, right: string): string {
   return left + right.slice(CONTINUATION.length);
 }
-

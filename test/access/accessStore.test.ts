@@ -86,7 +86,11 @@ function newToken(accountId: string, overrides: Partial<NewToken> = {}): NewToke
   return { accountId, name: "laptop", prefix, hash, expiresAt: null, ...overrides };
 }
 
-function usageRow(accountId: string, tokenId: string, overrides: Partial<Omit<UsageRow, "accountName">> = {}): Omit<UsageRow, "accountName"> {
+function usageRow(
+  accountId: string,
+  tokenId: string,
+  overrides: Partial<Omit<UsageRow, "accountName">> = {},
+): Omit<UsageRow, "accountName"> {
   return { accountId, tokenId, model: "tiny", day: "2025-03-01", requests: 1, promptTokens: 10, completionTokens: 5, ...overrides };
 }
 
@@ -187,7 +191,17 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
       expect((await store.listTokens(alice.id)).map((token) => token.id)).toEqual([a2.id, a1.id]);
       expect(await store.listTokens("acct_missing")).toEqual([]);
       expect(all[0]).toEqual(a2);
-      for (const token of all) expect(Object.keys(token).sort()).toEqual(["accountId", "createdAt", "expiresAt", "id", "lastUsedAt", "name", "prefix", "revokedAt"]);
+      for (const token of all)
+        expect(Object.keys(token).sort()).toEqual([
+          "accountId",
+          "createdAt",
+          "expiresAt",
+          "id",
+          "lastUsedAt",
+          "name",
+          "prefix",
+          "revokedAt",
+        ]);
     });
 
     it("revokes by id and by display prefix, keeping the first revocation time", async () => {
@@ -232,7 +246,13 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
       const a = await store.createToken(newToken(alice.id));
       const b = await store.createToken(newToken(alice.id));
       await store.touchTokens(new Map());
-      await store.touchTokens(new Map([[a.id, 2_000], [b.id, 3_000], ["tok_missing", 4_000]]));
+      await store.touchTokens(
+        new Map([
+          [a.id, 2_000],
+          [b.id, 3_000],
+          ["tok_missing", 4_000],
+        ]),
+      );
       await store.touchTokens(new Map([[a.id, 1_000]]));
       const lastUsed = Object.fromEntries((await store.listTokens()).map((token) => [token.id, token.lastUsedAt]));
       expect(lastUsed).toEqual({ [a.id]: 2_000, [b.id]: 3_000 });
@@ -248,9 +268,36 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
       await store.recordUsage([usageRow(alice.id, token.id, { model: "other" })]);
       await store.recordUsage([usageRow(alice.id, token.id, { day: "2025-03-02" })]);
       expect(await store.usage({})).toEqual([
-        { accountId: alice.id, accountName: "alice", tokenId: token.id, model: "other", day: "2025-03-01", requests: 1, promptTokens: 10, completionTokens: 5 },
-        { accountId: alice.id, accountName: "alice", tokenId: token.id, model: "tiny", day: "2025-03-01", requests: 3, promptTokens: 110, completionTokens: 55 },
-        { accountId: alice.id, accountName: "alice", tokenId: token.id, model: "tiny", day: "2025-03-02", requests: 1, promptTokens: 10, completionTokens: 5 },
+        {
+          accountId: alice.id,
+          accountName: "alice",
+          tokenId: token.id,
+          model: "other",
+          day: "2025-03-01",
+          requests: 1,
+          promptTokens: 10,
+          completionTokens: 5,
+        },
+        {
+          accountId: alice.id,
+          accountName: "alice",
+          tokenId: token.id,
+          model: "tiny",
+          day: "2025-03-01",
+          requests: 3,
+          promptTokens: 110,
+          completionTokens: 55,
+        },
+        {
+          accountId: alice.id,
+          accountName: "alice",
+          tokenId: token.id,
+          model: "tiny",
+          day: "2025-03-02",
+          requests: 1,
+          promptTokens: 10,
+          completionTokens: 5,
+        },
       ]);
     });
 
@@ -265,9 +312,20 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
       await store.recordUsage([usageRow(zed.id, zedToken.id, { day: "2025-03-01", model: "c" })]);
       await store.recordUsage([usageRow(amy.id, amyToken.id, { day: "2025-02-28", model: "a" })]);
       const key = (row: UsageRow) => `${row.day} ${row.accountName} ${row.model}`;
-      expect((await store.usage({})).map(key)).toEqual(["2025-02-28 amy a", "2025-03-01 zed c", "2025-03-02 amy b", "2025-03-02 zed a", "2025-03-02 zed b"]);
+      expect((await store.usage({})).map(key)).toEqual([
+        "2025-02-28 amy a",
+        "2025-03-01 zed c",
+        "2025-03-02 amy b",
+        "2025-03-02 zed a",
+        "2025-03-02 zed b",
+      ]);
       expect((await store.usage({ accountId: zed.id })).map(key)).toEqual(["2025-03-01 zed c", "2025-03-02 zed a", "2025-03-02 zed b"]);
-      expect((await store.usage({ since: "2025-03-01" })).map(key)).toEqual(["2025-03-01 zed c", "2025-03-02 amy b", "2025-03-02 zed a", "2025-03-02 zed b"]);
+      expect((await store.usage({ since: "2025-03-01" })).map(key)).toEqual([
+        "2025-03-01 zed c",
+        "2025-03-02 amy b",
+        "2025-03-02 zed a",
+        "2025-03-02 zed b",
+      ]);
       expect((await store.usage({ accountId: amy.id, since: "2025-03-01" })).map(key)).toEqual(["2025-03-02 amy b"]);
       expect(await store.usage({ since: "2025-03-03" })).toEqual([]);
     });
@@ -275,7 +333,9 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
     it("sums 50 concurrent additions to one row exactly", async () => {
       const alice = await store.createAccount("alice", "free");
       const token = await store.createToken(newToken(alice.id));
-      const calls = Array.from({ length: 50 }, (_, i) => store.recordUsage([usageRow(alice.id, token.id, { promptTokens: i, completionTokens: 2 * i })]));
+      const calls = Array.from({ length: 50 }, (_, i) =>
+        store.recordUsage([usageRow(alice.id, token.id, { promptTokens: i, completionTokens: 2 * i })]),
+      );
       await Promise.all(calls);
       expect(await store.usage({ accountId: alice.id })).toMatchObject([{ requests: 50, promptTokens: 1_225, completionTokens: 2_450 }]);
     });
@@ -307,7 +367,9 @@ describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
       const second = await backend.open(location);
       try {
         const one = [{ key: "account:carol", limit: 5 }];
-        const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? store : second).reserveSignInAttempt(attempt(`x${i}`, 5000, one))));
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? store : second).reserveSignInAttempt(attempt(`x${i}`, 5000, one))),
+        );
         expect(results.filter((result) => result.reserved)).toHaveLength(5);
       } finally {
         await second.close();

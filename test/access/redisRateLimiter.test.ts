@@ -47,7 +47,8 @@ describe.skipIf(!redisInstalled)("Redis rate limiter", () => {
   it("names each UTC day's counters by the day, in Redis's clock", async () => {
     const redis = new Redis(redisServer.url);
     try {
-      const dayKey = async (ms: number) => redis.eval(`${LIMITER_LUA} return {day_key(ARGV[1], tonumber(ARGV[2])), until_midnight(tonumber(ARGV[2]))}`, 0, "k:day:", ms);
+      const dayKey = async (ms: number) =>
+        redis.eval(`${LIMITER_LUA} return {day_key(ARGV[1], tonumber(ARGV[2])), until_midnight(tonumber(ARGV[2]))}`, 0, "k:day:", ms);
       const midnight = Date.UTC(2030, 0, 2);
       const day = midnight / DAY_MS;
       expect(await dayKey(midnight - 1)).toEqual([`k:day:${day - 1}`, 1]);

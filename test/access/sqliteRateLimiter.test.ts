@@ -172,7 +172,9 @@ async function childAdmitter(file: string): Promise<{ race(run: Race): Promise<n
     await limiter.close();
     console.log(allowed);
     process.exit(0);`;
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "--eval", script], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "--eval", script], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   let output = "";
   child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((resolve, reject) => {

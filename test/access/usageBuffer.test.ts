@@ -7,7 +7,15 @@ import { USAGE_FLUSH_MS, UsageBuffer } from "../../src/access/UsageBuffer.js";
 
 type Rows = Parameters<AccessStore["recordUsage"]>[0];
 
-const row = (tokens: number) => ({ accountId: "a1", tokenId: "t1", model: "tiny", day: "2025-01-01", requests: 1, promptTokens: tokens, completionTokens: tokens });
+const row = (tokens: number) => ({
+  accountId: "a1",
+  tokenId: "t1",
+  model: "tiny",
+  day: "2025-01-01",
+  requests: 1,
+  promptTokens: tokens,
+  completionTokens: tokens,
+});
 
 describe("UsageBuffer backlog", () => {
   beforeEach(() => vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] }));

@@ -31,7 +31,8 @@ function documentedSite(ports: { listen: number; replicas: readonly [number, num
   const site = block
     .replace(/listen 127\.0\.0\.1:8080;/, `listen 127.0.0.1:${ports.listen};`)
     .replace(/server 127\.0\.0\.1:1143[45]/g, () => `server 127.0.0.1:${ports.replicas[replica++]}`);
-  if (replica !== 2 || !site.includes(`listen 127.0.0.1:${ports.listen};`)) throw new Error("docs/deploy.md's nginx block changed shape: update this test");
+  if (replica !== 2 || !site.includes(`listen 127.0.0.1:${ports.listen};`))
+    throw new Error("docs/deploy.md's nginx block changed shape: update this test");
   return site;
 }
 
@@ -83,9 +84,23 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
     await store.close();
 
     replicaPorts = [await freePort(), await freePort()];
-    replicaArgs = ["--profile", "hosted", "--models-dir", modelsDir, "--database-url", postgres.url, "--redis-url", redis.url, "--tiers-file", tiersFile, "--parallel", "4",
+    replicaArgs = [
+      "--profile",
+      "hosted",
+      "--models-dir",
+      modelsDir,
+      "--database-url",
+      postgres.url,
+      "--redis-url",
+      redis.url,
+      "--tiers-file",
+      tiersFile,
+      "--parallel",
+      "4",
       // Each token written as it is decoded, so the stream test below sees the proxy's buffering alone.
-      "--stream-hold", "0"];
+      "--stream-hold",
+      "0",
+    ];
     replicas.push(await startReplica(0), await startReplica(1));
 
     const listen = await freePort();
@@ -106,9 +121,17 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
     // buffer.
     for (let i = 0; i < 2; i++) {
       // Both replicas load the model first (round robin), so the stream measures generation only.
-      await (await post(proxyUrl, "/v1/chat/completions", { model: "bench", messages: [{ role: "user", content: "hi" }], max_tokens: 1 })).text();
+      await (
+        await post(proxyUrl, "/v1/chat/completions", { model: "bench", messages: [{ role: "user", content: "hi" }], max_tokens: 1 })
+      ).text();
     }
-    const body = { model: "bench", messages: [{ role: "user", content: "Count to a hundred." }], max_tokens: 96, temperature: 0, stream: true };
+    const body = {
+      model: "bench",
+      messages: [{ role: "user", content: "Count to a hundred." }],
+      max_tokens: 96,
+      temperature: 0,
+      stream: true,
+    };
     const response = await post(proxyUrl, "/v1/chat/completions", body);
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
@@ -128,7 +151,9 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
 
   it("holds a limit exactly across both replicas: 15 of 60 simultaneous requests admitted", async () => {
     const responses = await Promise.all(
-      Array.from({ length: 60 }, () => post(proxyUrl, "/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }, strictToken)),
+      Array.from({ length: 60 }, () =>
+        post(proxyUrl, "/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }, strictToken),
+      ),
     );
     const statuses = responses.map((response) => response.status);
     await Promise.all(responses.map((response) => response.text()));
@@ -165,14 +190,20 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
   /** Both replicas have the tiny model loaded (nginx alternates between them). */
   const warmBoth = async () => {
     for (const port of replicaPorts) {
-      const response = await post(`http://127.0.0.1:${port}`, "/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 1 });
+      const response = await post(`http://127.0.0.1:${port}`, "/v1/chat/completions", {
+        model: "tiny",
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 1,
+      });
       expect(response.status).toBe(200);
       await response.text();
     }
   };
 
   const waitUntilServing = async (port: number) => {
-    await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status, { timeout: 30_000 }).toBe(200);
+    await expect
+      .poll(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined))?.status, { timeout: 30_000 })
+      .toBe(200);
   };
 
   /**
@@ -195,13 +226,17 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
       await replicas[0]!.kill();
       // From here on the replica's port refuses connections.
       killedAt = performance.now();
-      await expect.poll(() => outcomes.filter((outcome) => outcome.sentAt > killedAt).length, { timeout: 60_000 }).toBeGreaterThanOrEqual(40);
+      await expect
+        .poll(() => outcomes.filter((outcome) => outcome.sentAt > killedAt).length, { timeout: 60_000 })
+        .toBeGreaterThanOrEqual(40);
     })();
     await load(6, scenario, false, outcomes);
     await scenario;
     const after = outcomes.filter((outcome) => outcome.sentAt > killedAt);
     const during = outcomes.filter((outcome) => outcome.sentAt <= killedAt && outcome.status !== 200);
-    console.log(`replica killed under load: ${outcomes.length} requests, ${after.length} sent after the kill (all must be 200), ${during.length} in flight on it that failed`);
+    console.log(
+      `replica killed under load: ${outcomes.length} requests, ${after.length} sent after the kill (all must be 200), ${during.length} in flight on it that failed`,
+    );
     expect(after.map((outcome) => outcome.status).filter((status) => status !== 200)).toEqual([]);
 
     replicas[0] = await startReplica(0);
@@ -234,7 +269,9 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
     await load(6, scenario, true, outcomes);
     await scenario;
     const lost = outcomes.filter((outcome) => outcome.status !== 200 || !outcome.complete);
-    console.log(`rolling restart: ${outcomes.length} streamed requests, ${lost.length} lost; replicas exited with ${exitCodes.join(", ")} after ${stopMs.join(", ")} ms`);
+    console.log(
+      `rolling restart: ${outcomes.length} streamed requests, ${lost.length} lost; replicas exited with ${exitCodes.join(", ")} after ${stopMs.join(", ")} ms`,
+    );
     expect(outcomes.length).toBeGreaterThan(20);
     expect(lost).toEqual([]);
     expect(exitCodes).toEqual([0, 0]);

@@ -71,7 +71,14 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
   });
 
   it("serves chats, sampling in its native step what node-llama-cpp's own calls sample on the prebuilt binary", async () => {
-    const request = (model: string) => ({ model, messages: [{ role: "user" as const, content: "Tell me about the sea." }], max_tokens: 48, temperature: 0.9, seed: 42, presence_penalty: 0.5 });
+    const request = (model: string) => ({
+      model,
+      messages: [{ role: "user" as const, content: "Tell me about the sea." }],
+      max_tokens: 48,
+      temperature: 0.9,
+      seed: 42,
+      presence_penalty: 0.5,
+    });
     const answers: string[] = [];
     for (const engine of ["native", "prebuilt"] as const) {
       const server = await startTestServer({ models: { tiny: path.join(modelsDir, "tiny.gguf") }, config: { engine } });
@@ -97,15 +104,27 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
         }),
       );
     const server = await startTestServer({
-      models: { tiny: path.join(modelsDir, "tiny.gguf"), embed: await testModelPath("embed-tiny"), rerank: await testModelPath("rerank-tiny") },
+      models: {
+        tiny: path.join(modelsDir, "tiny.gguf"),
+        embed: await testModelPath("embed-tiny"),
+        rerank: await testModelPath("rerank-tiny"),
+      },
       config: { engine: "native", threads: 2 },
     });
-    const post = (route: string, body: unknown) => fetch(`${server.url}${route}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-    const embed = async () => expect((await server.client.embeddings.create({ model: "embed", input: ["the sea", "a lighthouse keeper"] })).data).toHaveLength(2);
+    const post = (route: string, body: unknown) =>
+      fetch(`${server.url}${route}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const embed = async () =>
+      expect((await server.client.embeddings.create({ model: "embed", input: ["the sea", "a lighthouse keeper"] })).data).toHaveLength(2);
     const everything = async () => {
-      await server.client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Tell me about the sea." }], max_tokens: 24 });
+      await server.client.chat.completions.create({
+        model: "tiny",
+        messages: [{ role: "user", content: "Tell me about the sea." }],
+        max_tokens: 24,
+      });
       await embed();
-      expect((await post("/v1/rerank", { model: "rerank", query: "lighthouse", documents: ["a lighthouse keeper", "soup"] })).status).toBe(200);
+      expect((await post("/v1/rerank", { model: "rerank", query: "lighthouse", documents: ["a lighthouse keeper", "soup"] })).status).toBe(
+        200,
+      );
     };
     try {
       await everything();
@@ -151,7 +170,12 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       };
       // Looped with a hold of 1 s: steps go over in bursts (see below).
       const generate = (native: NativeSteps | undefined) =>
-        generateNatively(model, native, { limit: 64, holdMs: 1000, contextSize: 512, sampling: { temperature: 0.9, topK: 40, topP: 0.95, minP: 0, seed: 42 } });
+        generateNatively(model, native, {
+          limit: 64,
+          holdMs: 1000,
+          contextSize: 512,
+          sampling: { temperature: 0.9, topK: 40, topP: 0.95, minP: 0, seed: 42 },
+        });
       const looped = await generate(counted);
       const separate = await generate(undefined);
       expect(looped).toHaveLength(64);
@@ -193,11 +217,25 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       // Generates `limit` tokens on a model, counting the native loop's calls; `onToken` sees each token.
       const generate = async (model: (typeof models)[number], limit: number, onToken?: (count: number) => void) => {
         let calls = 0;
-        const counted: NativeSteps = { decodeAndSample: steps.decodeAndSample, generate: (...args: Parameters<NativeGenerate>) => (calls++, steps.generate(...args)) };
+        const counted: NativeSteps = {
+          decodeAndSample: steps.decodeAndSample,
+          generate: (...args: Parameters<NativeGenerate>) => (calls++, steps.generate(...args)),
+        };
         const started = performance.now();
-        const tokens = await generateNatively(model, counted, { limit, holdMs: 16, contextSize: 4096, sampling: GREEDY, ...(onToken ? { onToken } : {}) });
+        const tokens = await generateNatively(model, counted, {
+          limit,
+          holdMs: 16,
+          contextSize: 4096,
+          sampling: GREEDY,
+          ...(onToken ? { onToken } : {}),
+        });
         // A call also ends after an end-of-generation token (the loop cannot know the caller goes on).
-        return { calls, ends: tokens.filter((token) => model.isEogToken(token)).length, ms: performance.now() - started, tokens: tokens.length };
+        return {
+          calls,
+          ends: tokens.filter((token) => model.isEogToken(token)).length,
+          ms: performance.now() - started,
+          tokens: tokens.length,
+        };
       };
 
       // Alone: ~35 µs a step here, so 4,000 steps outlast several 50 ms slices, and ending a call
@@ -223,7 +261,9 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       const doneAtShortEnd = longDone;
       expect(short.tokens).toBe(8);
       expect((await long).tokens).toBe(4000);
-      console.log(`with another model: the long generation was at ${doneAtShortEnd} of 4000 tokens when the short one ended, ${short.ms.toFixed(0)} ms after it asked`);
+      console.log(
+        `with another model: the long generation was at ${doneAtShortEnd} of 4000 tokens when the short one ended, ${short.ms.toFixed(0)} ms after it asked`,
+      );
       expect(doneAtShortEnd).toBeLessThan(4000);
       for (const model of models) await model.dispose();
     } finally {

@@ -1,6 +1,12 @@
 import type { LlamaModel, Token } from "node-llama-cpp";
 import { BatchDecoder, DecoderSequence } from "../../src/engine/BatchDecoder.js";
-import { createNativeSampler, nativeContextOf, sequenceIdOf, type NativeSamplerConfig, type NativeSteps } from "../../src/engine/llamaInternals.js";
+import {
+  createNativeSampler,
+  nativeContextOf,
+  sequenceIdOf,
+  type NativeSamplerConfig,
+  type NativeSteps,
+} from "../../src/engine/llamaInternals.js";
 
 /** Temperature 0: the same tokens every run. */
 export const GREEDY: NativeSamplerConfig = { temperature: 0, topK: 40, topP: 0.95, minP: 0, seed: 42 };
@@ -28,7 +34,11 @@ export async function generateNatively(model: LlamaModel, native: NativeSteps | 
     const owner = context.getSequence();
     const tokens: Token[] = [];
     const setup = { sampler, isLast: () => false, limit: options.limit };
-    for await (const { token } of decoder.generate(new DecoderSequence(sequenceIdOf(owner), owner), model.tokenize("Tell me about the sea."), setup)) {
+    for await (const { token } of decoder.generate(
+      new DecoderSequence(sequenceIdOf(owner), owner),
+      model.tokenize("Tell me about the sea."),
+      setup,
+    )) {
       tokens.push(token);
       options.onToken?.(tokens.length);
     }

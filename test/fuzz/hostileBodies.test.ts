@@ -20,7 +20,14 @@ const RSS_LIMIT_BYTES = 2 * 1024 ** 3;
 const SEED = Number(process.env.FUZZ_SEED ?? 20261123);
 
 const user = { role: "user" as const, content: "hi" };
-const tool = { type: "function", function: { name: "lookup", description: "Looks up a word.", parameters: { type: "object", properties: { word: { type: "string" } }, required: ["word"] } } };
+const tool = {
+  type: "function",
+  function: {
+    name: "lookup",
+    description: "Looks up a word.",
+    parameters: { type: "object", properties: { word: { type: "string" } }, required: ["word"] },
+  },
+};
 
 const chatCompletion = {
   model: "tiny",
@@ -51,7 +58,9 @@ const seeds: Record<string, unknown> = {
     max_tokens: 2,
     system: [{ type: "text", text: "Be brief." }],
     messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
-    tools: [{ name: "lookup", description: "Looks up a word.", input_schema: { type: "object", properties: { word: { type: "string" } } } }],
+    tools: [
+      { name: "lookup", description: "Looks up a word.", input_schema: { type: "object", properties: { word: { type: "string" } } } },
+    ],
     tool_choice: { type: "auto" },
     stop_sequences: ["\n"],
     temperature: 0.5,
@@ -67,7 +76,15 @@ const seeds: Record<string, unknown> = {
       { type: "function_call", call_id: "call_1", name: "lookup", arguments: '{"word":"hi"}' },
       { type: "function_call_output", call_id: "call_1", output: "a greeting" },
     ],
-    tools: [{ type: "function", name: "lookup", description: "Looks up a word.", parameters: { type: "object", properties: { word: { type: "string" } } }, strict: false }],
+    tools: [
+      {
+        type: "function",
+        name: "lookup",
+        description: "Looks up a word.",
+        parameters: { type: "object", properties: { word: { type: "string" } } },
+        strict: false,
+      },
+    ],
     tool_choice: "auto",
     max_output_tokens: 2,
     text: { format: { type: "json_schema", name: "r", schema: { type: "object", properties: { a: { type: "integer" } } } } },
@@ -75,18 +92,49 @@ const seeds: Record<string, unknown> = {
     metadata: { k: "v" },
     stream: true,
   },
-  "POST /v1/completions": { model: "tiny", prompt: ["hi", [1, 2, 3]], max_tokens: 2, echo: true, logprobs: 2, n: 2, stop: ["\n"], stream: true },
+  "POST /v1/completions": {
+    model: "tiny",
+    prompt: ["hi", [1, 2, 3]],
+    max_tokens: 2,
+    echo: true,
+    logprobs: 2,
+    n: 2,
+    stop: ["\n"],
+    stream: true,
+  },
   "POST /v1/tokenize": { model: "tiny", content: "hi there", add_special: true, with_pieces: true },
   "POST /tokenize": { model: "tiny", content: "hi there", add_special: false, with_pieces: false },
   "POST /v1/detokenize": { model: "tiny", tokens: [1, 2, 3] },
   "POST /detokenize": { model: "tiny", tokens: [4, 5] },
-  "POST /v1/rerank": { model: "rerank", query: "lamp", documents: ["the keeper lit the lamp", { text: "a boat" }], top_n: 1, return_documents: true },
+  "POST /v1/rerank": {
+    model: "rerank",
+    query: "lamp",
+    documents: ["the keeper lit the lamp", { text: "a boat" }],
+    top_n: 1,
+    return_documents: true,
+  },
   "POST /rerank": { model: "rerank", query: "lamp", documents: ["the keeper lit the lamp", "a boat"] },
   "POST /playground/api/sign-in": { account: "fuzz", password: "not-the-password" },
   "POST /playground/api/tokens": { name: "fuzz", expires_at: null },
   "POST /v1/embeddings": { model: "embed", input: ["hi", "there"], encoding_format: "float" },
-  "POST /api/chat": { model: "tiny", messages: [user], stream: true, format: "json", options: { num_predict: 2, temperature: 0.5, top_k: 10, stop: ["\n"] }, tools: [tool], keep_alive: "5m" },
-  "POST /api/generate": { model: "tiny", prompt: "hi", system: "Be brief.", stream: false, options: { num_predict: 2 }, raw: false, keep_alive: 60 },
+  "POST /api/chat": {
+    model: "tiny",
+    messages: [user],
+    stream: true,
+    format: "json",
+    options: { num_predict: 2, temperature: 0.5, top_k: 10, stop: ["\n"] },
+    tools: [tool],
+    keep_alive: "5m",
+  },
+  "POST /api/generate": {
+    model: "tiny",
+    prompt: "hi",
+    system: "Be brief.",
+    stream: false,
+    options: { num_predict: 2 },
+    raw: false,
+    keep_alive: 60,
+  },
   "POST /api/embed": { model: "embed", input: ["hi"], truncate: true },
   "POST /api/embeddings": { model: "embed", prompt: "hi" },
   "POST /api/show": { model: "tiny", verbose: false },
@@ -133,9 +181,39 @@ const hostileSchemas = fc.constantFrom<unknown>(
 );
 
 const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom<unknown>(null, true, false, 0, -1, 1.5, 1e308, -1e308, 2 ** 53 + 1, 5e-324, "", [], {}, "\u0000", "\ud800", "\udfff", "a\u0000b\ud83d", "__proto__", "constructor") },
+  {
+    weight: 6,
+    arbitrary: fc.constantFrom<unknown>(
+      null,
+      true,
+      false,
+      0,
+      -1,
+      1.5,
+      1e308,
+      -1e308,
+      2 ** 53 + 1,
+      5e-324,
+      "",
+      [],
+      {},
+      "\u0000",
+      "\ud800",
+      "\udfff",
+      "a\u0000b\ud83d",
+      "__proto__",
+      "constructor",
+    ),
+  },
   { weight: 3, arbitrary: fc.string({ unit: "binary", maxLength: 64 }) },
-  { weight: 2, arbitrary: fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map((n) => Number(n))) },
+  {
+    weight: 2,
+    arbitrary: fc.oneof(
+      fc.integer(),
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map((n) => Number(n)),
+    ),
+  },
   { weight: 2, arbitrary: fc.anything({ maxDepth: 3, maxKeys: 5, withObjectString: true, withNullPrototype: true }) },
   { weight: 2, arbitrary: hostileSchemas },
   { weight: 1, arbitrary: fc.integer({ min: 20, max: 300 }).map((depth) => nested(depth, 1)) },
@@ -149,7 +227,8 @@ const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
 function paths(value: unknown, prefix: (string | number)[] = []): (string | number)[][] {
   const found = [prefix];
   if (Array.isArray(value)) value.forEach((item, index) => found.push(...paths(item, [...prefix, index])));
-  else if (value !== null && typeof value === "object") for (const [key, item] of Object.entries(value)) found.push(...paths(item, [...prefix, key]));
+  else if (value !== null && typeof value === "object")
+    for (const [key, item] of Object.entries(value)) found.push(...paths(item, [...prefix, key]));
   return found;
 }
 
@@ -165,14 +244,22 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ kind: fc.constant("delete" as const), at: fc.nat() }) },
   {
     weight: 3,
-    arbitrary: fc.record({ kind: fc.constant("addKey" as const), at: fc.nat(), key: fc.oneof(fc.constantFrom("__proto__", "constructor", "prototype", "", "\u0000"), fc.string({ maxLength: 12 })), value: hostileValue }),
+    arbitrary: fc.record({
+      kind: fc.constant("addKey" as const),
+      at: fc.nat(),
+      key: fc.oneof(fc.constantFrom("__proto__", "constructor", "prototype", "", "\u0000"), fc.string({ maxLength: 12 })),
+      value: hostileValue,
+    }),
   },
   // Whole bodies that are not the JSON they claim to be.
   {
     weight: 2,
     arbitrary: fc.record({
       kind: fc.constant("text" as const),
-      text: fc.oneof(fc.constantFrom("", "{", "[", "{}}", '{"model":', "null", "true", "1e999999", "-", '"\\ud800"', "{\"a\":1,\"a\":2}", "\u0000"), fc.string({ unit: "binary", maxLength: 200 })),
+      text: fc.oneof(
+        fc.constantFrom("", "{", "[", "{}}", '{"model":', "null", "true", "1e999999", "-", '"\\ud800"', '{"a":1,"a":2}', "\u0000"),
+        fc.string({ unit: "binary", maxLength: 200 }),
+      ),
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("bytes" as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 200 }) }) },
@@ -180,7 +267,19 @@ const mutation: fc.Arbitrary<Mutation> = fc.oneof(
 
 const contentType = fc.oneof(
   { weight: 8, arbitrary: fc.constant("application/json") },
-  { weight: 1, arbitrary: fc.constantFrom("text/plain", "text/html", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=utf-16", "application/octet-stream", "x", "") },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      "text/plain",
+      "text/html",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/json; charset=utf-16",
+      "application/octet-stream",
+      "x",
+      "",
+    ),
+  },
 );
 
 /** Applies a mutation to a copy of the seed and returns the request body to send. */
@@ -194,7 +293,10 @@ function bodyOf(seed: unknown, change: Mutation): string | Uint8Array {
     if (change.kind === "set") return JSON.stringify(change.value) ?? "";
     if (change.kind === "delete") return "";
   }
-  const parent = target.slice(0, -1).reduce<unknown>((node, key) => (node as Record<string | number, unknown>)[key], copy) as Record<string | number, unknown>;
+  const parent = target.slice(0, -1).reduce<unknown>((node, key) => (node as Record<string | number, unknown>)[key], copy) as Record<
+    string | number,
+    unknown
+  >;
   const key = target.at(-1)!;
   switch (change.kind) {
     case "set":
@@ -236,7 +338,10 @@ interface Result {
 }
 
 /** Fills `:param` and `*` segments of a route's URL with hostile text. */
-const pathArgument = fc.oneof(fc.constantFrom("tiny", "embed", "..", "%2e%2e", "%00", "%ff", "a".repeat(5000), "sha256:" + "0".repeat(64), "x/y/z", ""), fc.string({ maxLength: 20 }).map(encodeURIComponent));
+const pathArgument = fc.oneof(
+  fc.constantFrom("tiny", "embed", "..", "%2e%2e", "%00", "%ff", "a".repeat(5000), "sha256:" + "0".repeat(64), "x/y/z", ""),
+  fc.string({ maxLength: 20 }).map(encodeURIComponent),
+);
 
 describe("fuzz: hostile requests against every route", () => {
   let server: TestServer;
@@ -253,7 +358,10 @@ describe("fuzz: hostile requests against every route", () => {
       // takes long on a loaded machine: the operator's time limit bounds it, as in production.
       config: { hfEndpoint: hub.url, parallel: 4, maxQueue: 64, maxGenerationTime: 5_000, logLevel: "error" },
       // What the server logs as an error explains a failure found here.
-      logDestination: { write: (line) => void (serverErrors.length < 20 && !line.includes(`"code":"not_implemented"`) && serverErrors.push(line.slice(0, 2500))) },
+      logDestination: {
+        write: (line) =>
+          void (serverErrors.length < 20 && !line.includes(`"code":"not_implemented"`) && serverErrors.push(line.slice(0, 2500))),
+      },
     });
     const session = (await (await fetch(`${server.url}/playground/api/session`)).json()) as { csrf_token?: string };
     csrfToken = session.csrf_token ?? "";
@@ -264,7 +372,9 @@ describe("fuzz: hostile requests against every route", () => {
   });
 
   it(`answers ${BODIES.toLocaleString("en")} generated bodies with statuses below 500, and keeps serving`, async () => {
-    const routes = declaredRoutes(server.app).flatMap((route) => route.methods.filter((method) => SENDABLE.has(method)).map((method) => ({ method, url: route.url })));
+    const routes = declaredRoutes(server.app).flatMap((route) =>
+      route.methods.filter((method) => SENDABLE.has(method)).map((method) => ({ method, url: route.url })),
+    );
     const withBody = routes.filter((route) => ["POST", "PUT", "PATCH", "DELETE"].includes(route.method));
     const without = routes.filter((route) => !withBody.includes(route));
     // A route added without a seed is still fuzzed (from an empty object), but named here so it gets one.
@@ -273,19 +383,30 @@ describe("fuzz: hostile requests against every route", () => {
 
     const fill = (url: string, args: string[]) => url.replace(/:[A-Za-z_]+|\*/g, () => args.shift() ?? "x");
     const bodyProbes = fc.sample(
-      fc.tuple(fc.constantFrom(...withBody), mutation, contentType, fc.array(pathArgument, { minLength: 2, maxLength: 2 })).map(([route, change, type, args]): Probe => ({
-        route: `${route.method} ${route.url}`,
-        method: route.method,
-        url: fill(route.url, args),
-        contentType: type,
-        body: bodyOf(seeds[`${route.method} ${route.url}`] ?? {}, change),
-      })),
+      fc
+        .tuple(fc.constantFrom(...withBody), mutation, contentType, fc.array(pathArgument, { minLength: 2, maxLength: 2 }))
+        .map(([route, change, type, args]): Probe => ({
+          route: `${route.method} ${route.url}`,
+          method: route.method,
+          url: fill(route.url, args),
+          contentType: type,
+          body: bodyOf(seeds[`${route.method} ${route.url}`] ?? {}, change),
+        })),
       { numRuns: BODIES, seed: SEED },
     );
     const queryProbes = fc.sample(
-      fc.tuple(fc.constantFrom(...without), fc.array(pathArgument, { minLength: 2, maxLength: 2 }), fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 16 }), { maxKeys: 3 })).map(
-        ([route, args, query]): Probe => ({ route: `${route.method} ${route.url}`, method: route.method, url: `${fill(route.url, args)}?${new URLSearchParams(query)}`, contentType: "application/json" }),
-      ),
+      fc
+        .tuple(
+          fc.constantFrom(...without),
+          fc.array(pathArgument, { minLength: 2, maxLength: 2 }),
+          fc.dictionary(fc.string({ maxLength: 8 }), fc.string({ maxLength: 16 }), { maxKeys: 3 }),
+        )
+        .map(([route, args, query]): Probe => ({
+          route: `${route.method} ${route.url}`,
+          method: route.method,
+          url: `${fill(route.url, args)}?${new URLSearchParams(query)}`,
+          contentType: "application/json",
+        })),
       { numRuns: 500, seed: SEED },
     );
     const probes = [...bodyProbes, ...queryProbes];
@@ -302,13 +423,29 @@ describe("fuzz: hostile requests against every route", () => {
 
     const statuses = new Map<number, number>();
     for (const result of results) statuses.set(result.status, (statuses.get(result.status) ?? 0) + 1);
-    const byStatus = [...statuses].sort(([a], [b]) => a - b).map(([status, count]) => `${status}×${count}`).join(" ");
+    const byStatus = [...statuses]
+      .sort(([a], [b]) => a - b)
+      .map(([status, count]) => `${status}×${count}`)
+      .join(" ");
     const peakRss = peakResidentBytes();
-    console.log(`fuzz (seed ${SEED}): ${results.length} requests over ${new Set(probes.map((probe) => probe.route)).size} routes; statuses ${byStatus}; peak RSS ${(peakRss / 1024 ** 2).toFixed(0)} MiB`);
+    console.log(
+      `fuzz (seed ${SEED}): ${results.length} requests over ${new Set(probes.map((probe) => probe.route)).size} routes; statuses ${byStatus}; peak RSS ${(peakRss / 1024 ** 2).toFixed(0)} MiB`,
+    );
 
-    const failures = results.filter((result) => result.hang || result.streamError !== undefined || (result.status >= 500 && !(result.status === 501 && notImplemented.has(result.probe.route))) || result.status < 200);
+    const failures = results.filter(
+      (result) =>
+        result.hang ||
+        result.streamError !== undefined ||
+        (result.status >= 500 && !(result.status === 501 && notImplemented.has(result.probe.route))) ||
+        result.status < 200,
+    );
     const describeFailure = (result: Result) => {
-      const body = result.probe.body === undefined ? "" : typeof result.probe.body === "string" ? result.probe.body.slice(0, 300) : `<${result.probe.body.length} bytes>`;
+      const body =
+        result.probe.body === undefined
+          ? ""
+          : typeof result.probe.body === "string"
+            ? result.probe.body.slice(0, 300)
+            : `<${result.probe.body.length} bytes>`;
       return `${result.hang ? "HANG" : result.status} ${result.streamError ?? ""} ${result.probe.method} ${result.probe.url.slice(0, 100)} [${result.probe.contentType}] ${body}`;
     };
     if (failures.length > 0) console.log(`server errors:\n${serverErrors.join("\n")}`);
@@ -338,7 +475,8 @@ async function send(base: string, probe: Probe, csrfToken: string): Promise<Resu
     // A stream that started with 200 reports later failures inside it: an internal one is a 5xx in
     // disguise. (Only streams: the OpenAPI document names those error types too.)
     const streaming = /^(text\/event-stream|application\/x-ndjson)/.test(response.headers.get("content-type") ?? "");
-    const streamError = response.status === 200 && streaming && /"(server_error|internal_error|api_error)"/.test(text) ? text.slice(0, 300) : undefined;
+    const streamError =
+      response.status === 200 && streaming && /"(server_error|internal_error|api_error)"/.test(text) ? text.slice(0, 300) : undefined;
     return { probe, status: response.status, streamError };
   } catch (error) {
     if ((error as Error).name === "TimeoutError") return { probe, status: 0, hang: true };

@@ -69,7 +69,10 @@ describe("hosted profile CLI and crash safety (SQLite)", () => {
   it("refuses a bad tiers file with one clear line and exit status 2, in serve and in the account commands", async () => {
     const tiersFile = path.join(dataDir, "bad-tiers.json");
     await writeFile(tiersFile, JSON.stringify({ tiers: { free: { rpm: 15 } } }));
-    for (const command of [["serve", "--profile", "hosted", "--port", "0", "--models-dir", modelsDir], ["account", "list"]]) {
+    for (const command of [
+      ["serve", "--profile", "hosted", "--port", "0", "--models-dir", modelsDir],
+      ["account", "list"],
+    ]) {
       const result = await modelhost(...command, "--tiers-file", tiersFile);
       expect(result.code, command[0]).toBe(2);
       expect(result.stderr.trim()).toMatch(/^modelhost: Invalid tiers file .*bad-tiers\.json: tiers\.free: /);
@@ -87,7 +90,10 @@ describe("hosted profile CLI and crash safety (SQLite)", () => {
     for (const token of [first, ...more]) expect((await chat(server.url, token)).status).toBe(200);
     // The usage table has a row per token; the REQUESTS column summed.
     const committed = async () =>
-      [...(await modelhost("usage", "--account", "crash")).stdout.matchAll(/\stiny\s+\S+\s+(\d+)/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+      [...(await modelhost("usage", "--account", "crash")).stdout.matchAll(/\stiny\s+\S+\s+(\d+)/g)].reduce(
+        (sum, match) => sum + Number(match[1]),
+        0,
+      );
     await expect.poll(committed).toBe(4);
     // Mid-load: requests in flight while the process dies.
     const inFlight = Array.from({ length: 8 }, () => chat(server.url, first).catch(() => undefined));

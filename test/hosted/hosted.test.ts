@@ -36,7 +36,11 @@ describe("hosted profile over HTTP", () => {
 
   const client = (token: string) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 });
   const chat = (token: string, body: object = {}) =>
-    postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2, ...body }, { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
+    postJson(
+      `${server.url}/v1/chat/completions`,
+      { model: "tiny", messages, max_tokens: 2, ...body },
+      { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } },
+    );
   /** A new account of the tier, and a token for it: each test counts against limits of its own. */
   const newAccount = async (tier: keyof typeof tiers.tiers) => {
     const name = `${tier}-${++accounts}`;
@@ -45,7 +49,8 @@ describe("hosted profile over HTTP", () => {
     issued.push(token);
     return { name, token };
   };
-  const tokensUsed = async (account: string) => (await service.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
+  const tokensUsed = async (account: string) =>
+    (await service.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-hosted-"));
@@ -94,7 +99,13 @@ describe("hosted profile over HTTP", () => {
     await service.revokeToken(revoked.token.id);
     const expired = generateToken();
     const account = await store.findAccount(name);
-    await store.createToken({ accountId: account!.id, name: "old", prefix: expired.prefix, hash: expired.hash, expiresAt: Date.now() - 1000 });
+    await store.createToken({
+      accountId: account!.id,
+      name: "old",
+      prefix: expired.prefix,
+      hash: expired.hash,
+      expiresAt: Date.now() - 1000,
+    });
     const mallory = await newAccount("free");
     await service.disableAccount(mallory.name);
     const disabled = mallory.token;
@@ -120,7 +131,9 @@ describe("hosted profile over HTTP", () => {
       expect(JSON.parse(text)).toMatchObject({ error: { type: "invalid_request_error", code: "invalid_api_key", param: null } });
       for (const secret of [token, typo, revoked.secret, disabled, expired.token]) expect(text).not.toContain(secret.slice(3));
     }
-    const viaClient = await client("mh_wrong").models.list().catch((error: unknown) => error);
+    const viaClient = await client("mh_wrong")
+      .models.list()
+      .catch((error: unknown) => error);
     expect(viaClient).toBeInstanceOf(OpenAI.AuthenticationError);
   });
 
@@ -144,7 +157,9 @@ describe("hosted profile over HTTP", () => {
     const { token } = await newAccount("free");
     // The minute's 15 requests, used up here.
     for (let i = 0; i < 15; i++) expect((await chat(token, { max_tokens: 1 })).status).toBe(200);
-    const error = await client(token).chat.completions.create({ model: "tiny", messages, max_tokens: 1 }).catch((e: unknown) => e);
+    const error = await client(token)
+      .chat.completions.create({ model: "tiny", messages, max_tokens: 1 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     const headers = (error as InstanceType<typeof OpenAI.RateLimitError>).headers;
     expect(headers?.get("retry-after")).toMatch(/^\d+$/);
@@ -154,7 +169,9 @@ describe("hosted profile over HTTP", () => {
   it("never exceeds the day's token budget under 20 concurrent streams, and settles to real usage", async () => {
     const { name, token } = await newAccount("budget");
     // 1000 tokens a day: each stream reserves its prompt + 100; only some fit at once.
-    const streams = await Promise.all(Array.from({ length: 20 }, () => chat(token, { max_tokens: 100, stream: true, stream_options: { include_usage: true } })));
+    const streams = await Promise.all(
+      Array.from({ length: 20 }, () => chat(token, { max_tokens: 100, stream: true, stream_options: { include_usage: true } })),
+    );
     const admitted = streams.filter((response) => response.status === 200);
     const refused = streams.filter((response) => response.status === 429);
     expect(admitted.length).toBeGreaterThan(0);
@@ -162,7 +179,11 @@ describe("hosted profile over HTTP", () => {
     let used = 0;
     for (const response of admitted) {
       const text = await response.text();
-      const usage = text.split("\n\n").map((event) => event.replace(/^data: /, "")).filter((event) => event.includes('"usage":{')).map((event) => JSON.parse(event) as { usage: { total_tokens: number } });
+      const usage = text
+        .split("\n\n")
+        .map((event) => event.replace(/^data: /, ""))
+        .filter((event) => event.includes('"usage":{'))
+        .map((event) => JSON.parse(event) as { usage: { total_tokens: number } });
       used += usage.at(-1)!.usage.total_tokens;
     }
     for (const response of refused) {
@@ -174,7 +195,11 @@ describe("hosted profile over HTTP", () => {
     // The ledger holds exactly what was used, once every request has settled.
     await expect.poll(() => tokensUsed(name)).toBe(used);
     const usage = await (await fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${token}` } })).json();
-    expect(usage).toMatchObject({ object: "usage", account: { name, tier: "budget" }, limits: { tokens_per_day: { limit: 1000, remaining: 1000 - used } } });
+    expect(usage).toMatchObject({
+      object: "usage",
+      account: { name, tier: "budget" },
+      limits: { tokens_per_day: { limit: 1000, remaining: 1000 - used } },
+    });
   });
 
   it("reserves n × max_tokens for n choices, and charges the prompt once and every choice's tokens", async () => {
@@ -195,7 +220,10 @@ describe("hosted profile over HTTP", () => {
     const completionTokens = async () => (await service.usage({ account: name })).reduce((sum, row) => sum + row.completionTokens, 0);
     const before = await completionTokens();
     const controller = new AbortController();
-    const stream = await client(token).chat.completions.create({ model: "tiny", messages, max_tokens: 5000, stream: true, temperature: 0 }, { signal: controller.signal });
+    const stream = await client(token).chat.completions.create(
+      { model: "tiny", messages, max_tokens: 5000, stream: true, temperature: 0 },
+      { signal: controller.signal },
+    );
     let received = 0;
     let finishReason: string | null | undefined;
     for await (const chunk of stream) {
@@ -217,7 +245,11 @@ describe("hosted profile over HTTP", () => {
     const long = await chat(token, { messages: [{ role: "user", content: "word ".repeat(100) }] });
     expect(long.status).toBe(413);
     expect(((await long.json()) as { error: { code: string } }).error.code).toBe("tokens_limit_reached");
-    const capped = await client(token).chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 50 });
+    const capped = await client(token).chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 50,
+    });
     expect(capped.usage?.completion_tokens).toBe(5);
     expect(capped.choices[0]?.finish_reason).toBe("length");
   });
@@ -256,7 +288,10 @@ describe.skipIf(!needs("redis-server"))("hosted profile with its rate limiter in
     await service.createAccount("alice");
     token = (await service.createToken("alice")).secret;
     await store.close();
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { profile: "hosted", dataDir, redisUrl: redis.url } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { profile: "hosted", dataDir, redisUrl: redis.url },
+    });
   });
   afterAll(async () => {
     await server?.close();
@@ -268,7 +303,14 @@ describe.skipIf(!needs("redis-server"))("hosted profile with its rate limiter in
     const usage = () => fetch(`${server.url}/v1/usage`, { headers: { authorization: `Bearer ${token}` } });
     expect((await usage()).status).toBe(200);
     await redis.kill();
-    for (const response of [await usage(), await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 1 }, { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } })]) {
+    for (const response of [
+      await usage(),
+      await postJson(
+        `${server.url}/v1/chat/completions`,
+        { model: "tiny", messages, max_tokens: 1 },
+        { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } },
+      ),
+    ]) {
       expect(response.status).toBe(503);
       expect(response.headers.get("retry-after")).toBe("1");
       expect(await response.json()).toMatchObject({ error: { code: "limiter_unavailable", type: "server_error" } });

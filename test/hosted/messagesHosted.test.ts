@@ -37,10 +37,13 @@ describe("Messages API in the hosted profile", () => {
     await service.createAccount(name, tier);
     return { name, token: (await service.createToken(name, { name: "test" })).secret };
   };
-  const anthropic = (options: ConstructorParameters<typeof Anthropic>[0]) => new Anthropic({ baseURL: server.url, maxRetries: 0, ...options });
+  const anthropic = (options: ConstructorParameters<typeof Anthropic>[0]) =>
+    new Anthropic({ baseURL: server.url, maxRetries: 0, ...options });
   /** The account's ledger row once it holds `requests` requests: the ledger is written by group commit within milliseconds. */
   const ledgerRow = async (account: string, requests: number) => {
-    await expect.poll(async () => (await service.usage({ account }))[0]?.requests ?? 0, { timeout: 2500, interval: 50 }).toBeGreaterThanOrEqual(requests);
+    await expect
+      .poll(async () => (await service.usage({ account }))[0]?.requests ?? 0, { timeout: 2500, interval: 50 })
+      .toBeGreaterThanOrEqual(requests);
     return (await service.usage({ account }))[0];
   };
 
@@ -81,10 +84,16 @@ describe("Messages API in the hosted profile", () => {
     expect(data.input_tokens).toBeGreaterThan(0);
     expect(response.headers.get("x-ratelimit-limit-requests")).toBe("1");
     expect(response.headers.get("x-ratelimit-remaining-requests")).toBe("0");
-    const refused = await postJson(`${server.url}/v1/messages/count_tokens`, request, { headers: { "content-type": "application/json", "x-api-key": token } });
+    const refused = await postJson(`${server.url}/v1/messages/count_tokens`, request, {
+      headers: { "content-type": "application/json", "x-api-key": token },
+    });
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
-    expect(await refused.json()).toEqual({ type: "error", error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) }, request_id: refused.headers.get("request-id") });
+    expect(await refused.json()).toEqual({
+      type: "error",
+      error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) },
+      request_id: refused.headers.get("request-id"),
+    });
     await expect(client.messages.countTokens(request)).rejects.toBeInstanceOf(Anthropic.RateLimitError);
     // The one it served is in the ledger, with no tokens; the refused ones are not.
     expect(await ledgerRow(name, 1)).toMatchObject({ requests: 1, promptTokens: 0, completionTokens: 0 });
@@ -96,20 +105,43 @@ describe("Messages API in the hosted profile", () => {
     const { token } = await newToken("free");
     const other = (await newToken("free")).token;
     const expect401 = async (headers: Record<string, string>, message: RegExp) => {
-      const response = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", ...headers } });
+      const response = await postJson(`${server.url}/v1/messages`, request, {
+        headers: { "content-type": "application/json", ...headers },
+      });
       expect(response.status).toBe(401);
-      expect(await response.json()).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(message) }, request_id: response.headers.get("request-id") });
+      expect(await response.json()).toEqual({
+        type: "error",
+        error: { type: "authentication_error", message: expect.stringMatching(message) },
+        request_id: response.headers.get("request-id"),
+      });
     };
     await expect401({}, /x-api-key/);
     await expect401({ "x-api-key": "mh_not-a-token" }, /Invalid API key/);
-    await expect401({ "x-api-key": token, authorization: `Bearer ${other}` }, /both an Authorization and an x-api-key header with different credentials/);
+    await expect401(
+      { "x-api-key": token, authorization: `Bearer ${other}` },
+      /both an Authorization and an x-api-key header with different credentials/,
+    );
     await expect(anthropic({ apiKey: "wrong" }).messages.create(request)).rejects.toBeInstanceOf(Anthropic.AuthenticationError);
     // Two x-api-key headers (which fetch would merge) could name two callers: refused whatever they hold.
-    const twice = await rawRequest(server.url, { method: "POST", target: "/v1/messages", headers: [["x-api-key", token], ["x-api-key", token]], body: JSON.stringify(request) });
+    const twice = await rawRequest(server.url, {
+      method: "POST",
+      target: "/v1/messages",
+      headers: [
+        ["x-api-key", token],
+        ["x-api-key", token],
+      ],
+      body: JSON.stringify(request),
+    });
     expect(twice.status).toBe(401);
-    expect(JSON.parse(twice.body)).toEqual({ type: "error", error: { type: "authentication_error", message: expect.stringMatching(/more than one x-api-key header/) }, request_id: twice.headers["request-id"] });
+    expect(JSON.parse(twice.body)).toEqual({
+      type: "error",
+      error: { type: "authentication_error", message: expect.stringMatching(/more than one x-api-key header/) },
+      request_id: twice.headers["request-id"],
+    });
     // The same token in both headers is one credential.
-    const both = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", "x-api-key": token, authorization: `Bearer ${token}` } });
+    const both = await postJson(`${server.url}/v1/messages`, request, {
+      headers: { "content-type": "application/json", "x-api-key": token, authorization: `Bearer ${token}` },
+    });
     expect(both.status).toBe(200);
   });
 
@@ -117,17 +149,31 @@ describe("Messages API in the hosted profile", () => {
     const { token } = await newToken("single");
     const client = anthropic({ apiKey: token });
     await client.messages.create(request);
-    const refused = await postJson(`${server.url}/v1/messages`, { ...request, stream: true }, { headers: { "content-type": "application/json", "x-api-key": token } });
+    const refused = await postJson(
+      `${server.url}/v1/messages`,
+      { ...request, stream: true },
+      { headers: { "content-type": "application/json", "x-api-key": token } },
+    );
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
-    expect(await refused.json()).toEqual({ type: "error", error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) }, request_id: refused.headers.get("request-id") });
+    expect(await refused.json()).toEqual({
+      type: "error",
+      error: { type: "rate_limit_error", message: expect.stringMatching(/request/i) },
+      request_id: refused.headers.get("request-id"),
+    });
     await expect(client.messages.create(request)).rejects.toBeInstanceOf(Anthropic.RateLimitError);
   });
 
   it("answers a prompt over the tier's per-request cap with 413 request_too_large", async () => {
     const { token } = await newToken("capped");
-    const response = await postJson(`${server.url}/v1/messages`, request, { headers: { "content-type": "application/json", "x-api-key": token } });
+    const response = await postJson(`${server.url}/v1/messages`, request, {
+      headers: { "content-type": "application/json", "x-api-key": token },
+    });
     expect(response.status).toBe(413);
-    expect(await response.json()).toEqual({ type: "error", error: { type: "request_too_large", message: expect.stringMatching(/allows 5 per request/) }, request_id: response.headers.get("request-id") });
+    expect(await response.json()).toEqual({
+      type: "error",
+      error: { type: "request_too_large", message: expect.stringMatching(/allows 5 per request/) },
+      request_id: response.headers.get("request-id"),
+    });
   });
 });

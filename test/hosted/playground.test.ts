@@ -43,9 +43,16 @@ class Browser {
   /** Every Set-Cookie header received, for the attribute checks. */
   readonly setCookies: string[] = [];
 
-  constructor(public server: TestServer, readonly headers: Record<string, string> = {}) {}
+  constructor(
+    public server: TestServer,
+    readonly headers: Record<string, string> = {},
+  ) {}
 
-  async fetch(method: string, url: string, options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; redirect?: "follow" | "manual" } = {}): Promise<Response> {
+  async fetch(
+    method: string,
+    url: string,
+    options: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; redirect?: "follow" | "manual" } = {},
+  ): Promise<Response> {
     const headers: Record<string, string> = { ...this.headers };
     if (this.cookies.size > 0) headers.cookie = [...this.cookies].map(([name, value]) => `${name}=${value}`).join("; ");
     if (this.csrf && method !== "GET") headers["x-csrf-token"] = this.csrf;
@@ -117,7 +124,9 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     return { browser, user };
   };
   const slots = async () => {
-    const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ id: string; active: number; queued: number }> };
+    const health = (await (await fetch(`${server.url}/health`)).json()) as {
+      loaded: Array<{ id: string; active: number; queued: number }>;
+    };
     const model = health.loaded.find((entry) => entry.id === "tiny");
     return { active: model?.active ?? 0, queued: model?.queued ?? 0 };
   };
@@ -135,7 +144,8 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     const tiny = await testModelPath("tiny");
     server = await startTestServer({ models: { tiny }, config: { ...config, trustProxy: ["127.0.0.1"] }, now });
     other = await startTestServer({ models: { tiny }, config, now });
-    store = kind === "PostgreSQL" ? await PostgresAccessStore.connect(databaseUrl) : SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
+    store =
+      kind === "PostgreSQL" ? await PostgresAccessStore.connect(databaseUrl) : SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
     accounts = new AccessService(store, await loadTiers(tiersFile), now);
     signIns = new SignInService(store, { idleMs: 12 * HOUR, maxAgeMs: 7 * 24 * HOUR }, now);
   }, 120_000);
@@ -150,7 +160,11 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
   it("signs in with a password, says who is signed in, and signs out on every replica", async () => {
     const user = await newUser();
     const browser = new Browser(server, viaProxy());
-    expect(await browser.session()).toEqual({ profile: "hosted", signed_in: false, csrf_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
+    expect(await browser.session()).toEqual({
+      profile: "hosted",
+      signed_in: false,
+      csrf_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
 
     const wrong = await browser.signIn(user.name, "not the password");
     expect(wrong.status).toBe(401);
@@ -168,7 +182,12 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     expect(body.account).toEqual({ name: user.name, tier: "free" });
     expect(browser.cookies.get("modelhost_session")).toMatch(/^mhs_/);
     expect(browser.cookies.has("modelhost_presession")).toBe(false);
-    expect(await browser.session()).toEqual({ profile: "hosted", signed_in: true, account: { name: user.name, tier: "free" }, csrf_token: body.csrf_token });
+    expect(await browser.session()).toEqual({
+      profile: "hosted",
+      signed_in: true,
+      account: { name: user.name, tier: "free" },
+      csrf_token: body.csrf_token,
+    });
 
     // The other server shares the store: the same cookie is the same session there.
     const elsewhere = new Browser(other);
@@ -203,7 +222,10 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
   it("keeps only a hash of the session secret in the store", async () => {
     const { browser } = await signedIn();
     const secret = browser.cookies.get("modelhost_session")!;
-    const rows = kind === "PostgreSQL" ? await pgRows(postgres!.url, "SELECT * FROM sessions") : sqliteRows(path.join(dataDir, DATABASE_FILE), "SELECT * FROM sessions");
+    const rows =
+      kind === "PostgreSQL"
+        ? await pgRows(postgres!.url, "SELECT * FROM sessions")
+        : sqliteRows(path.join(dataDir, DATABASE_FILE), "SELECT * FROM sessions");
     expect(rows.length).toBeGreaterThan(0);
     const dump = JSON.stringify(rows);
     expect(dump).not.toContain(secret);
@@ -216,7 +238,10 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
       const browser = new Browser(on, { ...viaProxy(), ...headers });
       expect((await browser.signIn(user.name, user.password)).status).toBe(200);
       const line = browser.setCookies.find((cookie) => cookie.startsWith("modelhost_session="))!;
-      return line.split(";").slice(1).map((part) => part.trim().toLowerCase());
+      return line
+        .split(";")
+        .slice(1)
+        .map((part) => part.trim().toLowerCase());
     };
     const plain = await attributes(server, {});
     expect(plain).toEqual(expect.arrayContaining(["httponly", "samesite=lax", "path=/playground", `max-age=${7 * 24 * 3600}`]));
@@ -286,7 +311,8 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
 
   it("refuses state-changing requests without the CSRF proof or from another origin", async () => {
     const { browser } = await signedIn();
-    const chat = (headers: Record<string, string>) => browser.fetch("POST", "/playground/api/chat/completions", { body: { model: "tiny", messages, max_tokens: 1 }, headers });
+    const chat = (headers: Record<string, string>) =>
+      browser.fetch("POST", "/playground/api/chat/completions", { body: { model: "tiny", messages, max_tokens: 1 }, headers });
     const good = browser.csrf;
     // A foreign origin is refused before the CSRF check, on every method (browserGuard.ts).
     const cases: Array<[string, Record<string, string>, string]> = [
@@ -312,7 +338,8 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     await fresh.session();
     const attacker = new Browser(server, viaProxy());
     await attacker.session();
-    const signIn = (headers: Record<string, string>) => fresh.fetch("POST", "/playground/api/sign-in", { body: { account: user.name, password: user.password }, headers });
+    const signIn = (headers: Record<string, string>) =>
+      fresh.fetch("POST", "/playground/api/sign-in", { body: { account: user.name, password: user.password }, headers });
     expect((await signIn({ "x-csrf-token": "" })).status).toBe(403);
     expect((await signIn({ "x-csrf-token": attacker.csrf })).status).toBe(403);
     expect((await signIn({ origin: "https://evil.example" })).status).toBe(403);
@@ -374,17 +401,38 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     const { browser } = await signedIn();
     const { browser: stranger } = await signedIn();
     const nowSeconds = Math.floor(clock / 1000);
-    const created = await browser.fetch("POST", "/playground/api/tokens", { body: { name: "laptop", expires_at: nowSeconds + 7 * 86_400 } });
+    const created = await browser.fetch("POST", "/playground/api/tokens", {
+      body: { name: "laptop", expires_at: nowSeconds + 7 * 86_400 },
+    });
     expect(created.status).toBe(201);
-    const token = (await created.json()) as { token: string; id: string; name: string; prefix: string; created_at: number; expires_at: number };
-    expect(token).toMatchObject({ name: "laptop", expires_at: nowSeconds + 7 * 86_400, token: expect.stringMatching(/^mh_[A-Za-z0-9]{38}$/) });
+    const token = (await created.json()) as {
+      token: string;
+      id: string;
+      name: string;
+      prefix: string;
+      created_at: number;
+      expires_at: number;
+    };
+    expect(token).toMatchObject({
+      name: "laptop",
+      expires_at: nowSeconds + 7 * 86_400,
+      token: expect.stringMatching(/^mh_[A-Za-z0-9]{38}$/),
+    });
     expect(token.token.startsWith(token.prefix)).toBe(true);
     const never = await browser.fetch("POST", "/playground/api/tokens", { body: { name: "server", expires_at: null } });
     expect(((await never.json()) as { expires_at: number | null }).expires_at).toBeNull();
 
     const list = (await (await browser.fetch("GET", "/playground/api/tokens")).json()) as { data: Array<Record<string, unknown>> };
     expect(list.data.map((item) => item.name)).toEqual(["server", "laptop"]);
-    expect(list.data[1]).toEqual({ id: token.id, name: "laptop", prefix: token.prefix, created_at: token.created_at, last_used_at: null, expires_at: token.expires_at, revoked_at: null });
+    expect(list.data[1]).toEqual({
+      id: token.id,
+      name: "laptop",
+      prefix: token.prefix,
+      created_at: token.created_at,
+      last_used_at: null,
+      expires_at: token.expires_at,
+      revoked_at: null,
+    });
     expect(JSON.stringify(list)).not.toContain(token.token);
     expect(((await (await stranger.fetch("GET", "/playground/api/tokens")).json()) as { data: unknown[] }).data).toEqual([]);
 
@@ -421,7 +469,11 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     expect((await fetch(`${server.url}/v1/models`, { headers: bearer })).status).toBe(200);
     // ...and not on /playground/api, which takes only the session cookie.
     const asToken = (method: string, url: string, body?: unknown) =>
-      fetch(`${server.url}${url}`, { method, headers: { ...bearer, ...(body === undefined ? {} : { "content-type": "application/json" }) }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      fetch(`${server.url}${url}`, {
+        method,
+        headers: { ...bearer, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
     const calls: Array<[string, string, unknown?]> = [
       ["GET", "/playground/api/models"],
       ["GET", "/playground/api/tokens"],
@@ -434,13 +486,17 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
       expect(response.status, `${method} ${url}`).toBe(401);
       expect((await errorOf(response)).code, `${method} ${url}`).toBe("not_signed_in");
     }
-    expect((await asToken("GET", "/playground/api/session").then((response) => response.json())) as SessionBody).toMatchObject({ signed_in: false });
+    expect((await asToken("GET", "/playground/api/session").then((response) => response.json())) as SessionBody).toMatchObject({
+      signed_in: false,
+    });
     expect((await accounts.listTokens(user.name)).map((token) => token.name)).toEqual(["cli"]);
   });
 
   it("streams a chat through the session, counts it in the account's usage, and frees the slot on disconnect", async () => {
     const { browser } = await signedIn();
-    const streamed = await browser.fetch("POST", "/playground/api/chat/completions", { body: { model: "tiny", messages, max_tokens: 3, stream: true, stream_options: { include_usage: true } } });
+    const streamed = await browser.fetch("POST", "/playground/api/chat/completions", {
+      body: { model: "tiny", messages, max_tokens: 3, stream: true, stream_options: { include_usage: true } },
+    });
     expect(streamed.headers.get("content-type")).toMatch(/^text\/event-stream/);
     expect(streamed.headers.get("x-ratelimit-limit-requests")).toBe("1000");
     const events = (await streamed.text()).split("\n\n").filter(Boolean);
@@ -449,7 +505,10 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     expect(last.usage.completion_tokens).toBe(3);
 
     const controller = new AbortController();
-    const open = await browser.fetch("POST", "/playground/api/chat/completions", { body: { model: "tiny", messages, max_tokens: 100_000, stream: true }, signal: controller.signal });
+    const open = await browser.fetch("POST", "/playground/api/chat/completions", {
+      body: { model: "tiny", messages, max_tokens: 100_000, stream: true },
+      signal: controller.signal,
+    });
     await open.body!.getReader().read();
     await expect.poll(slots).toMatchObject({ active: 1 });
     controller.abort();
@@ -457,7 +516,11 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
 
     // Recorded when the ledger is flushed (in batches): polled. Both requests, under the playground's ledger id.
     const usage = async () => {
-      const body = (await (await browser.fetch("GET", "/playground/api/usage")).json()) as { account: { name: string }; data: Array<{ model: string; requests: number }>; limits: object };
+      const body = (await (await browser.fetch("GET", "/playground/api/usage")).json()) as {
+        account: { name: string };
+        data: Array<{ model: string; requests: number }>;
+        limits: object;
+      };
       return body.data.filter((row) => row.model === "tiny").reduce((sum, row) => sum + row.requests, 0);
     };
     await expect.poll(usage, { timeout: 10_000 }).toBe(2);

@@ -40,7 +40,18 @@ describe.skipIf(!needs("postgresql", "redis-server"))("two replicas on PostgreSQ
     await service.createAccount("team");
     token = (await service.createToken("team")).secret;
     await store.close();
-    const args = ["--profile", "hosted", "--models-dir", modelsDir, "--database-url", postgres.url, "--redis-url", redis.url, "--log-level", "info"];
+    const args = [
+      "--profile",
+      "hosted",
+      "--models-dir",
+      modelsDir,
+      "--database-url",
+      postgres.url,
+      "--redis-url",
+      redis.url,
+      "--log-level",
+      "info",
+    ];
     replicas = await Promise.all([startServerProcess(args), startServerProcess(args)]);
   });
   afterAll(async () => {
@@ -69,7 +80,17 @@ describe.skipIf(!needs("postgresql", "redis-server"))("two replicas on PostgreSQ
   });
 
   it("sees a revocation made through the CLI on every replica at once", async () => {
-    const { stdout } = await run(process.execPath, [bin, "token", "create", "--account", "team", "--name", "short-lived", "--database-url", postgres.url]);
+    const { stdout } = await run(process.execPath, [
+      bin,
+      "token",
+      "create",
+      "--account",
+      "team",
+      "--name",
+      "short-lived",
+      "--database-url",
+      postgres.url,
+    ]);
     const secret = stdout.trim().split("\n").at(-1)!;
     expect(secret).toMatch(/^mh_[A-Za-z0-9]{38}$/);
     expect((await chat(replicas[0]!, secret)).status).not.toBe(401);

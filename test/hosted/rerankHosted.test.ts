@@ -38,7 +38,10 @@ describe("hosted profile: rerank and the tokenizer", () => {
     postJson(`${server.url}${route}`, body, { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
   const ledger = async (account: string) => {
     const rows = await service.usage({ account });
-    return { requests: rows.reduce((sum, row) => sum + row.requests, 0), tokens: rows.reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0) };
+    return {
+      requests: rows.reduce((sum, row) => sum + row.requests, 0),
+      tokens: rows.reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0),
+    };
   };
 
   beforeAll(async () => {
@@ -95,12 +98,17 @@ describe("hosted profile: rerank and the tokenizer", () => {
     for (let i = 0; i < 2; i++) expect((await post(token, "/tokenize", { model: "tiny", content: "hi" })).status).toBe(200);
     expect((await post(token, "/v1/tokenize", { model: "tiny", content: "hi" })).status).toBe(429);
     // Chat has its own counters (the tier's), untouched by the groups.
-    expect((await post(token, "/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 1 })).status).toBe(200);
+    expect(
+      (await post(token, "/v1/chat/completions", { model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 1 })).status,
+    ).toBe(200);
   });
 
   it("refuses a rerank whose inputs exceed the tier's maxInputTokens with a 413", async () => {
     const { name, token } = await newAccount("capped");
-    const response = await post(token, "/v1/rerank", { ...rerankBody, documents: ["the library opens at nine and closes at six in the evening", "a dog"] });
+    const response = await post(token, "/v1/rerank", {
+      ...rerankBody,
+      documents: ["the library opens at nine and closes at six in the evening", "a dog"],
+    });
     expect(response.status).toBe(413);
     expect(((await response.json()) as { error: { code: string } }).error.code).toBe("tokens_limit_reached");
     expect(await ledger(name)).toEqual({ requests: 0, tokens: 0 });

@@ -156,7 +156,9 @@ describe("hosted profile: route-level access policy", () => {
       if (response.status !== 401) continue;
       const error = JSON.parse(response.body).error;
       // The native API's clients read `{"error": "…"}`; everyone else gets OpenAI's object with its code.
-      expect(target.includes("/api/") ? error : error.code).toEqual(target.includes("/api/") ? expect.stringMatching(/API key/) : "invalid_api_key");
+      expect(target.includes("/api/") ? error : error.code).toEqual(
+        target.includes("/api/") ? expect.stringMatching(/API key/) : "invalid_api_key",
+      );
     }
   });
 
@@ -170,18 +172,35 @@ describe("hosted profile: route-level access policy", () => {
   it("still serves a valid token on every caller route", async () => {
     for (const route of routes.filter((route) => !isPublic(route))) {
       for (const target of [await withResponse(route), `http://any${await withResponse(route)}`]) {
-        const response = await rawRequest(server.url, { method: route.method, target, body: body(route), headers: [["Authorization", `Bearer ${token}`]] });
+        const response = await rawRequest(server.url, {
+          method: route.method,
+          target,
+          body: body(route),
+          headers: [["Authorization", `Bearer ${token}`]],
+        });
         expect([route.method, target, response.status]).toEqual([route.method, target, isManagement(route) ? 403 : 200]);
       }
     }
   });
 
   it("gives a token nothing on the playground's session routes", async () => {
-    const sessionRoutes = routes.filter((route) => route.path.startsWith("/playground/api/") && !/\/(session|sign-in|sign-out|\*)$/.test(route.path));
-    expect(sessionRoutes).toEqual(expect.arrayContaining([{ method: "POST", path: "/playground/api/chat/completions" }, { method: "GET", path: "/playground/api/tokens" }]));
+    const sessionRoutes = routes.filter(
+      (route) => route.path.startsWith("/playground/api/") && !/\/(session|sign-in|sign-out|\*)$/.test(route.path),
+    );
+    expect(sessionRoutes).toEqual(
+      expect.arrayContaining([
+        { method: "POST", path: "/playground/api/chat/completions" },
+        { method: "GET", path: "/playground/api/tokens" },
+      ]),
+    );
     for (const route of sessionRoutes) {
       const target = route.path.replace(":id", "tok_x");
-      const response = await rawRequest(server.url, { method: route.method, target, body: body(route), headers: [["Authorization", `Bearer ${token}`]] });
+      const response = await rawRequest(server.url, {
+        method: route.method,
+        target,
+        body: body(route),
+        headers: [["Authorization", `Bearer ${token}`]],
+      });
       expect([route.method, target, response.status]).toEqual([route.method, target, 401]);
       expect(JSON.parse(response.body).error.code).toBe("not_signed_in");
     }

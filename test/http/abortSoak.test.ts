@@ -75,7 +75,11 @@ describe("streamed requests aborted quickly, at concurrency beyond --parallel", 
     expect(sawQueued).toBeGreaterThan(0);
 
     await expect.poll(slots, { timeout: 2000, interval: 50 }).toEqual({ active: 0, queued: 0 });
-    const reply = await server.client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 4 });
+    const reply = await server.client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+    });
     expect(reply.usage?.completion_tokens).toBe(4);
   }, 180_000);
 });

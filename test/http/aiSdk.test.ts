@@ -19,7 +19,11 @@ let server: TestServer;
 
 beforeAll(async () => {
   server = await startTestServer({
-    models: { tiny: await testModelPath("tiny"), "think-tiny": await testModelPath("think-tiny"), "embed-tiny": await testModelPath("embed-tiny") },
+    models: {
+      tiny: await testModelPath("tiny"),
+      "think-tiny": await testModelPath("think-tiny"),
+      "embed-tiny": await testModelPath("embed-tiny"),
+    },
     config: { contextSize: 2048 },
   });
 });
@@ -38,7 +42,11 @@ function recordingFetch(): { fetch: typeof fetch; bodies: Array<Record<string, u
 }
 
 /** One turn of a chat: the answer's text, the messages to append to the conversation, and the id of the stored response. */
-type Turn = (messages: unknown[], model: string, options: { fetch: typeof fetch; stream: boolean }) => Promise<{ text: string; messages: unknown[]; id: string }>;
+type Turn = (
+  messages: unknown[],
+  model: string,
+  options: { fetch: typeof fetch; stream: boolean },
+) => Promise<{ text: string; messages: unknown[]; id: string }>;
 
 const MAX_OUTPUT_TOKENS = 6;
 
@@ -47,7 +55,13 @@ const sdks: Array<{ name: string; turn: Turn }> = [
     name: "AI SDK 7 with @ai-sdk/openai 4",
     async turn(messages, model, { fetch, stream }) {
       const openai = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "x", fetch });
-      const settings = { model: openai(model), messages: messages as ModelMessage[], maxOutputTokens: MAX_OUTPUT_TOKENS, temperature: 0, maxRetries: 0 };
+      const settings = {
+        model: openai(model),
+        messages: messages as ModelMessage[],
+        maxOutputTokens: MAX_OUTPUT_TOKENS,
+        temperature: 0,
+        maxRetries: 0,
+      };
       if (!stream) {
         const result = await generateText(settings);
         return { text: result.text, messages: result.response.messages, id: result.response.id };
@@ -62,7 +76,13 @@ const sdks: Array<{ name: string; turn: Turn }> = [
     name: "AI SDK 6 with @ai-sdk/openai 3",
     async turn(messages, model, { fetch, stream }) {
       const openai = createOpenAIv3({ baseURL: `${server.url}/v1`, apiKey: "x", fetch });
-      const settings = { model: openai(model), messages: messages as ModelMessageV6[], maxOutputTokens: MAX_OUTPUT_TOKENS, temperature: 0, maxRetries: 0 };
+      const settings = {
+        model: openai(model),
+        messages: messages as ModelMessageV6[],
+        maxOutputTokens: MAX_OUTPUT_TOKENS,
+        temperature: 0,
+        maxRetries: 0,
+      };
       if (!stream) {
         const result = await generateTextV6(settings);
         return { text: result.text, messages: result.response.messages, id: result.response.id };
@@ -94,7 +114,9 @@ describe.each(sdks)("$name, the default model (the Responses API, stored)", ({ t
     }
     expect(recorder.bodies).toHaveLength(3);
     // Turns 2 and 3 name the earlier answers by id, as the SDK does with `store` on (the default).
-    const references = recorder.bodies.map((body) => (body.input as WireItem[]).filter((item) => item.type === "item_reference").map((item) => item.id));
+    const references = recorder.bodies.map((body) =>
+      (body.input as WireItem[]).filter((item) => item.type === "item_reference").map((item) => item.id),
+    );
     expect(references[0]).toEqual([]);
     expect(references[1]).toHaveLength(1);
     expect(references[2]).toHaveLength(2);
@@ -125,7 +147,9 @@ describe.each(sdks)("$name, the default model (the Responses API, stored)", ({ t
       conversation.push({ role: "user", content: question });
       conversation.push(...(await turn(conversation, "think-tiny", { fetch: recorder.fetch, stream: false })).messages);
     }
-    const referenced = (recorder.bodies[2]?.input as WireItem[]).filter((item) => item.type === "item_reference").map((item) => item.id?.slice(0, 3));
+    const referenced = (recorder.bodies[2]?.input as WireItem[])
+      .filter((item) => item.type === "item_reference")
+      .map((item) => item.id?.slice(0, 3));
     expect(referenced).toContain("rs_");
   });
 });
@@ -144,7 +168,11 @@ describe("ollama-ai-provider-v2 against the native API", () => {
 
   it("embedMany validates /api/embed's reply, with the model loaded already or not", async () => {
     for (let round = 0; round < 2; round++) {
-      const { embeddings, usage } = await embedMany({ model: ollama().embedding("embed-tiny"), values: ["first text", "second text"], maxRetries: 0 });
+      const { embeddings, usage } = await embedMany({
+        model: ollama().embedding("embed-tiny"),
+        values: ["first text", "second text"],
+        maxRetries: 0,
+      });
       expect(embeddings).toHaveLength(2);
       expect(embeddings[0]!.length).toBeGreaterThan(0);
       expect(usage.tokens).toBeGreaterThan(0);

@@ -48,7 +48,11 @@ describe("POST /api/pull with the ollama client", () => {
     expect(models.map((entry) => entry.name)).toEqual(["hf.co/test/Tiny-GGUF:Q4_K_M"]);
     expect(models[0]?.digest).toBe(sha256(model));
     const openai = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "local", maxRetries: 0 });
-    const reply = await openai.chat.completions.create({ model: "hf.co/test/Tiny-GGUF:Q4_K_M", messages: [{ role: "user", content: "Hi" }], max_tokens: 4 });
+    const reply = await openai.chat.completions.create({
+      model: "hf.co/test/Tiny-GGUF:Q4_K_M",
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 4,
+    });
     expect(reply.choices[0]?.message.content?.length).toBeGreaterThan(0);
   });
 
@@ -59,9 +63,11 @@ describe("POST /api/pull with the ollama client", () => {
   });
 
   it("gives an unknown quantization a 404 that lists what the repository has", async () => {
-    await expect(ollama.pull({ model: "hf.co/test/Tiny-GGUF:Q8_0", stream: true }).then(async (stream) => {
-      for await (const part of stream) void part;
-    })).rejects.toMatchObject({
+    await expect(
+      ollama.pull({ model: "hf.co/test/Tiny-GGUF:Q8_0", stream: true }).then(async (stream) => {
+        for await (const part of stream) void part;
+      }),
+    ).rejects.toMatchObject({
       status_code: 404,
       error: 'The repository test/Tiny-GGUF has no file in quantization "Q8_0". Available: Q4_K_M (e.g. hf.co/test/Tiny-GGUF:Q4_K_M).',
     });
@@ -69,10 +75,16 @@ describe("POST /api/pull with the ollama client", () => {
   });
 
   it("ends the stream with an error line when the download proves corrupt, and installs nothing", async () => {
-    const response = await fetch(`${server.url}/api/pull`, { method: "POST", body: JSON.stringify({ model: "hf.co/test/Corrupt-GGUF:Q8_0" }) });
+    const response = await fetch(`${server.url}/api/pull`, {
+      method: "POST",
+      body: JSON.stringify({ model: "hf.co/test/Corrupt-GGUF:Q8_0" }),
+    });
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toMatch(/^application\/x-ndjson/);
-    const lines = (await response.text()).trimEnd().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    const lines = (await response.text())
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(lines[0]).toEqual({ status: "pulling manifest" });
     expect(lines.at(-1)?.error).toMatch(/^The SHA-256 of .* is [0-9a-f]{64}, not the [0-9a-f]{64} the server publishes/);
     expect((await readdir(server.modelsDir)).filter((name) => name.includes("Corrupt"))).toEqual([]);
@@ -113,7 +125,10 @@ describe("POST /api/pull of a plain http:// URL", () => {
     const server = await startTestServer({ models: {}, config: { contextSize: 256 } });
     try {
       for (const stream of [true, false]) {
-        const response = await fetch(`${server.url}/api/pull`, { method: "POST", body: JSON.stringify({ model: `${plainUrl}/any.gguf`, stream }) });
+        const response = await fetch(`${server.url}/api/pull`, {
+          method: "POST",
+          body: JSON.stringify({ model: `${plainUrl}/any.gguf`, stream }),
+        });
         expect(response.status).toBe(400);
         const body = (await response.json()) as { error: string };
         expect(Object.keys(body)).toEqual(["error"]);
@@ -130,7 +145,10 @@ describe("POST /api/pull of a plain http:// URL", () => {
   it("is pulled when the operator allows plain http", async () => {
     const server = await startTestServer({ models: {}, config: { contextSize: 256, allowHttpPull: true } });
     try {
-      const response = await fetch(`${server.url}/api/pull`, { method: "POST", body: JSON.stringify({ model: `${plainUrl}/any.gguf`, stream: false }) });
+      const response = await fetch(`${server.url}/api/pull`, {
+        method: "POST",
+        body: JSON.stringify({ model: `${plainUrl}/any.gguf`, stream: false }),
+      });
       expect(await response.json()).toEqual({ status: "success" });
       expect(requests).toEqual(["/any.gguf"]);
       expect((await readdir(server.modelsDir)).sort()).toEqual(["any.gguf", "models.json"]);

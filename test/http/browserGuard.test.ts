@@ -23,7 +23,11 @@ async function generations(server: TestServer): Promise<number> {
 
 /** What a page could make a browser send: a simple POST, text/plain, with its Origin. */
 function simplePost(server: TestServer, path: string, body: string, origin: string | undefined): Promise<Response> {
-  return fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "text/plain", ...(origin === undefined ? {} : { origin }) }, body });
+  return fetch(`${server.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "text/plain", ...(origin === undefined ? {} : { origin }) },
+    body,
+  });
 }
 
 describe("local profile: cross-origin requests (CSRF)", () => {
@@ -62,7 +66,12 @@ describe("local profile: cross-origin requests (CSRF)", () => {
       expect(chat.status).toBe(403);
       expect(await chat.json()).toMatchObject({ error: { code: "origin_not_allowed", type: "invalid_request_error" } });
 
-      const messages = await simplePost(server, "/v1/messages", JSON.stringify({ model: "tiny", max_tokens: 2, messages: [{ role: "user", content: "hi" }] }), origin);
+      const messages = await simplePost(
+        server,
+        "/v1/messages",
+        JSON.stringify({ model: "tiny", max_tokens: 2, messages: [{ role: "user", content: "hi" }] }),
+        origin,
+      );
       expect(messages.status).toBe(403);
       expect(await messages.json()).toMatchObject({ type: "error", error: { type: "permission_error" } });
     }
@@ -75,7 +84,13 @@ describe("local profile: cross-origin requests (CSRF)", () => {
   it("refuses before reading the body: a body that never arrives does not hold the answer", async () => {
     const { port } = new URL(server.url);
     const socket = net.connect({ host: "127.0.0.1", port: Number(port) });
-    const head = [`POST /v1/chat/completions HTTP/1.1`, `Host: 127.0.0.1:${port}`, `Origin: ${EVIL}`, "Content-Type: text/plain", "Content-Length: 100000"];
+    const head = [
+      `POST /v1/chat/completions HTTP/1.1`,
+      `Host: 127.0.0.1:${port}`,
+      `Origin: ${EVIL}`,
+      "Content-Type: text/plain",
+      "Content-Length: 100000",
+    ];
     socket.write(`${head.join("\r\n")}\r\n\r\n{"model":`);
     const answer = await new Promise<string>((resolve, reject) => {
       let text = "";
@@ -92,7 +107,10 @@ describe("local profile: cross-origin requests (CSRF)", () => {
   });
 
   it("refuses a foreign CORS preflight, and answers the allowed origins, its own, and requests without Origin", async () => {
-    const preflight = await fetch(`${server.url}/v1/chat/completions`, { method: "OPTIONS", headers: { origin: EVIL, "access-control-request-method": "POST" } });
+    const preflight = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "OPTIONS",
+      headers: { origin: EVIL, "access-control-request-method": "POST" },
+    });
     expect(preflight.status).toBe(403);
     expect(preflight.headers.get("access-control-allow-origin")).toBeNull();
 
@@ -128,7 +146,12 @@ describe("local profile: Host names (DNS rebinding)", () => {
     const refused = await tags(server, `attacker.example:${port}`);
     expect(refused.status).toBe(403);
     expect(JSON.parse(refused.body)).toEqual({ error: expect.stringContaining('"attacker.example"') });
-    const chat = await rawRequest(server.url, { method: "POST", target: "/v1/chat/completions", headers: [["Host", "attacker.example"]], body: chatBody });
+    const chat = await rawRequest(server.url, {
+      method: "POST",
+      target: "/v1/chat/completions",
+      headers: [["Host", "attacker.example"]],
+      body: chatBody,
+    });
     expect(chat.status).toBe(403);
     expect(JSON.parse(chat.body)).toMatchObject({ error: { code: "host_not_allowed" } });
     // The playground's CSRF token is what a rebound page would read first.
@@ -153,7 +176,10 @@ describe("behind a trusted proxy, the forwarded host is the one checked", () => 
   let server: TestServer;
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { trustProxy: ["127.0.0.1"], allowedHosts: ["models.example.com"] } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { trustProxy: ["127.0.0.1"], allowedHosts: ["models.example.com"] },
+    });
   });
   afterAll(() => server?.close());
 
@@ -183,7 +209,8 @@ describe("hostMatcher", () => {
   });
 
   it("knows loopback names", () => {
-    for (const name of ["localhost", "a.b.localhost", "127.0.0.1", "127.255.255.254", "::1", "[::1]", "0:0:0:0:0:0:0:1"]) expect(isLoopbackName(name), name).toBe(true);
+    for (const name of ["localhost", "a.b.localhost", "127.0.0.1", "127.255.255.254", "::1", "[::1]", "0:0:0:0:0:0:0:1"])
+      expect(isLoopbackName(name), name).toBe(true);
     for (const name of ["localhost.example", "128.0.0.1", "::", "0.0.0.0", "evil", ""]) expect(isLoopbackName(name), name).toBe(false);
   });
 });

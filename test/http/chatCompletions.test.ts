@@ -63,7 +63,9 @@ describe("POST /v1/chat/completions", () => {
     expect(chunks.slice(0, -1).every((chunk) => chunk.usage === null)).toBe(true);
     const middle = chunks.slice(1, -2);
     expect(middle.length).toBeGreaterThan(0);
-    expect(middle.every((chunk) => chunk.choices[0]?.finish_reason === null && typeof chunk.choices[0]?.delta.content === "string")).toBe(true);
+    expect(middle.every((chunk) => chunk.choices[0]?.finish_reason === null && typeof chunk.choices[0]?.delta.content === "string")).toBe(
+      true,
+    );
   });
 
   it("streams what it answers unstreamed, at temperature 0 with the same seed", async () => {

@@ -18,7 +18,14 @@ describe("chat completions: logprobs and n", () => {
   }
 
   it("at temperature 0 the chosen token is the most likely; top-k probabilities sum to at most 1; bytes rebuild the content", async () => {
-    const reply = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 24, temperature: 0, logprobs: true, top_logprobs: 5 });
+    const reply = await client.chat.completions.create({
+      model: "tiny",
+      messages,
+      max_tokens: 24,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 5,
+    });
     const choice = reply.choices[0]!;
     const content = choice.logprobs?.content ?? [];
     expect(content).toHaveLength(reply.usage!.completion_tokens);
@@ -129,18 +136,39 @@ describe("chat completions: logprobs and n", () => {
 
   it("frees all n sequences when the client leaves mid-stream, and n tool calls each under the grammar", async () => {
     const controller = new AbortController();
-    const response = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4000, n: 4, stream: true }, { signal: controller.signal });
+    const response = await postJson(
+      `${server.url}/v1/chat/completions`,
+      { model: "tiny", messages, max_tokens: 4000, n: 4, stream: true },
+      { signal: controller.signal },
+    );
     const reader = response.body!.getReader();
     await reader.read();
     const busy = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ active: number }> };
     expect(busy.loaded[0]?.active).toBe(4);
     controller.abort();
     await expect
-      .poll(async () => ((await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ active: number }> }).loaded[0]?.active, { timeout: 10_000 })
+      .poll(async () => ((await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ active: number }> }).loaded[0]?.active, {
+        timeout: 10_000,
+      })
       .toBe(0);
 
-    const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
-    const reply = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice: "required", parallel_tool_calls: false, n: 2, max_tokens: 400, temperature: 1, seed: 3 });
+    const tools = [
+      {
+        type: "function" as const,
+        function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } },
+      },
+    ];
+    const reply = await client.chat.completions.create({
+      model: "tiny",
+      messages,
+      tools,
+      tool_choice: "required",
+      parallel_tool_calls: false,
+      n: 2,
+      max_tokens: 400,
+      temperature: 1,
+      seed: 3,
+    });
     expect(reply.choices).toHaveLength(2);
     for (const choice of reply.choices) {
       expect(choice.finish_reason).toBe("tool_calls");

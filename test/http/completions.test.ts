@@ -124,7 +124,13 @@ describe("POST /v1/completions (legacy)", () => {
     expect(two.choices.map((choice) => choice.index)).toEqual([0, 1]);
     expect(two.usage).toMatchObject({ prompt_tokens: ids.length + 2, completion_tokens: 8 });
 
-    const strings = await openai.completions.create({ model: "tiny", prompt: ["Once upon", "The river"], n: 2, max_tokens: 5, temperature: 0 });
+    const strings = await openai.completions.create({
+      model: "tiny",
+      prompt: ["Once upon", "The river"],
+      n: 2,
+      max_tokens: 5,
+      temperature: 0,
+    });
     expect(strings.choices.map((choice) => choice.index)).toEqual([0, 1, 2, 3]);
     expect(strings.choices[0]!.text).toBe(strings.choices[1]!.text);
     expect(strings.choices[2]!.text).toBe(strings.choices[3]!.text);
@@ -164,7 +170,12 @@ describe("POST /v1/completions (legacy)", () => {
     for (const [body, param] of cases) {
       const response = await postJson(`${server.url}/v1/completions`, body);
       const error = (await response.json()) as { error: { param: string; type: string; message: string } };
-      expect({ body, status: response.status, param: error.error.param, type: error.error.type }).toEqual({ body, status: 400, param, type: "invalid_request_error" });
+      expect({ body, status: response.status, param: error.error.param, type: error.error.type }).toEqual({
+        body,
+        status: 400,
+        param,
+        type: "invalid_request_error",
+      });
       expect(error.error.message.length).toBeGreaterThan(10);
     }
     await expect(openai.completions.create({ model: "tiny", prompt, suffix: "end" })).rejects.toMatchObject({ status: 400 });

@@ -39,7 +39,10 @@ describe("one sequence, short queue", () => {
   let client: OpenAI;
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { parallel: 1, maxQueue: 1, contextSize: 100_000 } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { parallel: 1, maxQueue: 1, contextSize: 100_000 },
+    });
     client = server.client;
   });
   afterAll(() => server?.close());
@@ -104,7 +107,10 @@ describe("one sequence, short queue", () => {
 
   it("aborts through the official client's own signal too", async () => {
     const controller = new AbortController();
-    const stream = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 100_000, stream: true }, { signal: controller.signal });
+    const stream = await client.chat.completions.create(
+      { model: "tiny", messages, max_tokens: 100_000, stream: true },
+      { signal: controller.signal },
+    );
     let chunks = 0;
     // The client ends the iteration quietly once its signal aborts (after the chunks it had
     // already read from the socket with the third, if any).
@@ -115,7 +121,11 @@ describe("one sequence, short queue", () => {
 
   it("stops a non-streamed generation whose client leaves", async () => {
     const controller = new AbortController();
-    const pending = postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 100_000 }, { signal: controller.signal });
+    const pending = postJson(
+      `${server.url}/v1/chat/completions`,
+      { model: "tiny", messages, max_tokens: 100_000 },
+      { signal: controller.signal },
+    );
     await expect.poll(() => slots(server), SETTLE).toEqual({ active: 1, queued: 0 });
     controller.abort();
     await expect(pending).rejects.toThrow();
@@ -125,7 +135,11 @@ describe("one sequence, short queue", () => {
   it("drops a queued request whose client leaves before it is served", async () => {
     const running = await startLongStream(server);
     const controller = new AbortController();
-    const waiting = postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4 }, { signal: controller.signal });
+    const waiting = postJson(
+      `${server.url}/v1/chat/completions`,
+      { model: "tiny", messages, max_tokens: 4 },
+      { signal: controller.signal },
+    );
     await expect.poll(() => slots(server), SETTLE).toEqual({ active: 1, queued: 1 });
     controller.abort();
     await expect(waiting).rejects.toThrow();

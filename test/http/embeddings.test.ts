@@ -60,7 +60,9 @@ describe("POST /v1/embeddings", () => {
     const asFloat = await embed(text);
     const viaClient = await client.embeddings.create({ model: "embed", input: text }); // asks for base64 and decodes it
     expect(viaClient.data[0]!.embedding).toEqual(asFloat.data[0]!.embedding.map((value) => Math.fround(value)));
-    const raw = (await (await postJson(`${server.url}/v1/embeddings`, { model: "embed", input: text, encoding_format: "base64" })).json()) as {
+    const raw = (await (
+      await postJson(`${server.url}/v1/embeddings`, { model: "embed", input: text, encoding_format: "base64" })
+    ).json()) as {
       data: Array<{ embedding: string }>;
     };
     const bytes = Buffer.from(raw.data[0]!.embedding, "base64");
@@ -137,7 +139,12 @@ describe("POST /v1/embeddings", () => {
   });
 
   it("serves embeddings while a chat streams on another model, and on the same model", async () => {
-    const chat = client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Write at length." }], max_tokens: 300, stream: true });
+    const chat = client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Write at length." }],
+      max_tokens: 300,
+      stream: true,
+    });
     let chunks = 0;
     const streaming = (async () => {
       for await (const _chunk of await chat) chunks++;

@@ -59,7 +59,9 @@ describe("errors", () => {
   });
 
   it("answers 404 model_not_found through the official client", async () => {
-    const error = await server.client.chat.completions.create({ model: "nope", messages: [{ role: "user", content: "x" }] }).catch((e: unknown) => e);
+    const error = await server.client.chat.completions
+      .create({ model: "nope", messages: [{ role: "user", content: "x" }] })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.NotFoundError);
     expect((error as InstanceType<typeof OpenAI.NotFoundError>).code).toBe("model_not_found");
     expect((error as Error).message).toContain("The model `nope` does not exist");
@@ -104,7 +106,11 @@ describe("errors", () => {
   });
 
   it("still serves after all of that", async () => {
-    const reply = await server.client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 3 });
+    const reply = await server.client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 3,
+    });
     expect(reply.choices[0]?.message.content).toBeTypeOf("string");
     const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ active: number; queued: number }> };
     expect(health.loaded.every((model) => model.active === 0 && model.queued === 0)).toBe(true);

@@ -20,7 +20,15 @@ describe("examples/tool-loop.ts", () => {
     const question = "Weather in Paris?";
     const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", "examples/tool-loop.ts", question], {
       cwd: repo,
-      env: { ...process.env, OPENAI_BASE_URL: `${server.url}/v1`, OPENAI_API_KEY: "local", MODEL: "tiny", TOOL_CHOICE: "required", MAX_TOKENS: "600", TEMPERATURE: "0" },
+      env: {
+        ...process.env,
+        OPENAI_BASE_URL: `${server.url}/v1`,
+        OPENAI_API_KEY: "local",
+        MODEL: "tiny",
+        TOOL_CHOICE: "required",
+        MAX_TOKENS: "600",
+        TEMPERATURE: "0",
+      },
       timeout: 120_000,
     });
     // The first round was forced to call; the tiny model never opens a call by itself, so later
@@ -40,7 +48,15 @@ describe("examples/tool-loop.ts", () => {
       messages: [
         { role: "system", content: "You are a helpful assistant. Use the tools when they help." },
         { role: "user", content: question },
-        { role: "assistant", content: null, tool_calls: calls.map((call, index) => ({ id: ids[index]!, type: "function", function: { name: call.name, arguments: call.arguments } })) },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: calls.map((call, index) => ({
+            id: ids[index]!,
+            type: "function",
+            function: { name: call.name, arguments: call.arguments },
+          })),
+        },
         ...calls.map((call, index) => ({ role: "tool" as const, tool_call_id: ids[index]!, content: call.result })),
       ],
       temperature: 0,

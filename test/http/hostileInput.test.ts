@@ -34,8 +34,14 @@ describe("hostile input", () => {
   });
 
   it(`refuses bodies nested deeper than ${MAX_JSON_DEPTH} levels, and accepts that depth`, async () => {
-    await expect400(await postJson(`${server.url}/v1/chat/completions`, `{"model":"tiny","messages":${nested(5000)}}`), /deeper than 128 levels/);
-    const response = await postJson(`${server.url}/v1/chat/completions`, `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":${nested(2000)}}}}]}`);
+    await expect400(
+      await postJson(`${server.url}/v1/chat/completions`, `{"model":"tiny","messages":${nested(5000)}}`),
+      /deeper than 128 levels/,
+    );
+    const response = await postJson(
+      `${server.url}/v1/chat/completions`,
+      `{"model":"tiny","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","x":${nested(2000)}}}}]}`,
+    );
     // An unknown keyword of tool parameters, nested deep: refused before the template renders it.
     await expect400(response, /deeper than 128/);
     const fits = await chat({ messages: [user], metadata: JSON.parse(nested(MAX_JSON_DEPTH - 2)) as unknown });
@@ -48,7 +54,9 @@ describe("hostile input", () => {
     expect(error.param).toBe("messages[1].tool_calls[0].function.arguments");
     const answered = { ...call, function: { name: "f", arguments: "{}" } };
     const result = await expect400(
-      await chat({ messages: [user, { role: "assistant", tool_calls: [answered] }, { role: "tool", tool_call_id: "call_1", content: nested(3000) }] }),
+      await chat({
+        messages: [user, { role: "assistant", tool_calls: [answered] }, { role: "tool", tool_call_id: "call_1", content: nested(3000) }],
+      }),
       /deeper than 128/,
     );
     expect(result.param).toBe("messages[2].content");
@@ -56,7 +64,12 @@ describe("hostile input", () => {
 
   it(`refuses schemas of more than ${MAX_SCHEMA_NODES} subschemas: wide, long $ref chains, huge oneOf`, async () => {
     const wide = { type: "object", properties: Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`p${i}`, { type: "integer" }])) };
-    const $defs = Object.fromEntries(Array.from({ length: 1200 }, (_, i) => [`d${i}`, i === 1199 ? { type: "string" } : { type: "object", properties: { next: { $ref: `#/$defs/d${i + 1}` } }, required: ["next"] }]));
+    const $defs = Object.fromEntries(
+      Array.from({ length: 1200 }, (_, i) => [
+        `d${i}`,
+        i === 1199 ? { type: "string" } : { type: "object", properties: { next: { $ref: `#/$defs/d${i + 1}` } }, required: ["next"] },
+      ]),
+    );
     const chain = { $ref: "#/$defs/d0", $defs };
     const oneOf = { oneOf: Array.from({ length: 30_000 }, (_, i) => ({ const: i })) };
     for (const schema of [wide, chain, oneOf]) {
@@ -69,7 +82,10 @@ describe("hostile input", () => {
 
   it(`refuses requests whose schemas hold more than ${MAX_REQUEST_SCHEMA_NODES} subschemas together, in every protocol`, async () => {
     // Each schema is under the per-schema limit; together they are not (5 × 500 objects).
-    const parameters = (t: number) => ({ type: "object", properties: Object.fromEntries(Array.from({ length: 499 }, (_, i) => [`p${t}_${i}`, { type: "string" }])) });
+    const parameters = (t: number) => ({
+      type: "object",
+      properties: Object.fromEntries(Array.from({ length: 499 }, (_, i) => [`p${t}_${i}`, { type: "string" }])),
+    });
     const tools = Array.from({ length: 5 }, (_, t) => ({ type: "function", function: { name: `f${t}`, parameters: parameters(t) } }));
     const error = await expect400(await chat({ messages: [user], tools }), /more than 2048 subschemas \(objects\) together/);
     expect(error.param).toBe("tools");
@@ -103,6 +119,7 @@ describe("hostile input", () => {
     const median = latencies[Math.floor(latencies.length / 2)] ?? 0;
     // Generous: no poll waited 50 medians (how many polls fit in the request varies by machine).
     expect(latencies.at(-1)).toBeLessThan(Math.max(50 * median, 250));
-    if (process.env.MODELHOST_REPORT) console.log(`health polls ${latencies.length}, median ${median.toFixed(1)} ms, worst ${latencies.at(-1)?.toFixed(1)} ms`);
+    if (process.env.MODELHOST_REPORT)
+      console.log(`health polls ${latencies.length}, median ${median.toFixed(1)} ms, worst ${latencies.at(-1)?.toFixed(1)} ms`);
   });
 });

@@ -102,12 +102,17 @@ describe("Messages API (/v1/messages)", () => {
 
   it("frees the model's slot when the client aborts a stream (the SDK's stream.abort())", async () => {
     const stream = client.messages.stream({ ...greedy, max_tokens: 1500 });
-    const ended = stream.done().then(() => undefined, (error: unknown) => error);
+    const ended = stream.done().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
     await new Promise<void>((resolve) => stream.once("text", () => resolve()));
     stream.abort();
     // Within a bounded time the model reports no request decoding or waiting.
     const busy = async () => {
-      const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ id: string; active: number; queued: number }> };
+      const health = (await (await fetch(`${server.url}/health`)).json()) as {
+        loaded: Array<{ id: string; active: number; queued: number }>;
+      };
       return health.loaded.some((model) => model.id === "tiny" && model.active + model.queued > 0);
     };
     await expect.poll(busy, { timeout: 2000, interval: 20 }).toBe(false);
@@ -126,10 +131,23 @@ describe("Messages API (/v1/messages)", () => {
   });
 
   it("reads consecutive turns of one role as one turn, as the API combines them", async () => {
-    const split = await client.messages.countTokens({ model: "tiny", messages: [{ role: "user", content: "Hello." }, { role: "user", content: "Weather in Paris?" }] });
+    const split = await client.messages.countTokens({
+      model: "tiny",
+      messages: [
+        { role: "user", content: "Hello." },
+        { role: "user", content: "Weather in Paris?" },
+      ],
+    });
     const merged = await client.messages.countTokens({ model: "tiny", messages: [{ role: "user", content: "Hello.\nWeather in Paris?" }] });
     expect(split.input_tokens).toBe(merged.input_tokens);
-    const reply = await client.messages.create({ ...greedy, max_tokens: 3, messages: [{ role: "user", content: "Hello." }, { role: "user", content: "Weather in Paris?" }] });
+    const reply = await client.messages.create({
+      ...greedy,
+      max_tokens: 3,
+      messages: [
+        { role: "user", content: "Hello." },
+        { role: "user", content: "Weather in Paris?" },
+      ],
+    });
     expect(reply.usage.input_tokens).toBe(merged.input_tokens);
   });
 
@@ -138,7 +156,9 @@ describe("Messages API (/v1/messages)", () => {
     const prefilled: Anthropic.MessageParam[] = [...messages, { role: "assistant", content: prefill }];
     const withPrefill = await client.messages.countTokens({ model: "tiny", messages: prefilled });
     const without = await client.messages.countTokens({ model: "tiny", messages });
-    const { tokens } = (await (await postJson(`${server.url}/tokenize`, { model: "tiny", content: prefill })).json()) as { tokens: number[] };
+    const { tokens } = (await (await postJson(`${server.url}/tokenize`, { model: "tiny", content: prefill })).json()) as {
+      tokens: number[];
+    };
     // The turn the model writes in holds the prefill, and nothing closes it or opens another.
     expect(withPrefill.input_tokens).toBe(without.input_tokens + tokens.length);
     const reply = await client.messages.create({ ...greedy, messages: prefilled, max_tokens: 5 });
@@ -189,7 +209,12 @@ describe("Messages API (/v1/messages)", () => {
   });
 
   it("output_config.format json_schema makes the reply valid JSON against the schema", async () => {
-    const schema = { type: "object", properties: { city: { type: "string", maxLength: 8 } }, required: ["city"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 8 } },
+      required: ["city"],
+      additionalProperties: false,
+    };
     const reply = await client.messages.create({ ...greedy, max_tokens: 60, output_config: { format: { type: "json_schema", schema } } });
     expect(reply.stop_reason).toBe("end_turn");
     expect(ajv.validate(schema, JSON.parse(textOf(reply))), ajv.errorsText()).toBe(true);
@@ -220,7 +245,13 @@ describe("Messages API (/v1/messages)", () => {
       const followUp: Anthropic.MessageParam[] = [
         ...messages,
         { role: "assistant", content: call.content as Anthropic.ContentBlockParam[] },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: use!.id, content: '{"temperature": 21}' }, { type: "text", text: "Thanks." }] },
+        {
+          role: "user",
+          content: [
+            { type: "tool_result", tool_use_id: use!.id, content: '{"temperature": 21}' },
+            { type: "text", text: "Thanks." },
+          ],
+        },
       ];
       const answer = await client.messages.create({ ...greedy, messages: followUp, tools, tool_choice: { type: "none" } });
       expect(answer.content.every((block) => block.type === "text")).toBe(true);
@@ -230,7 +261,16 @@ describe("Messages API (/v1/messages)", () => {
       const withoutResult = await client.messages.countTokens({
         model: "tiny",
         tools,
-        messages: [...followUp.slice(0, 2), { role: "user", content: [{ type: "tool_result", tool_use_id: use!.id }, { type: "text", text: "Thanks." }] }],
+        messages: [
+          ...followUp.slice(0, 2),
+          {
+            role: "user",
+            content: [
+              { type: "tool_result", tool_use_id: use!.id },
+              { type: "text", text: "Thanks." },
+            ],
+          },
+        ],
       });
       expect(withResult.input_tokens).toBeGreaterThan(withoutResult.input_tokens);
     });
@@ -256,7 +296,11 @@ describe("Messages API (/v1/messages)", () => {
       const response = await postJson(`${server.url}/v1/messages`, body);
       expect(response.status).toBe(status);
       // request_id: the id of the request-id header (and of x-request-id), as Anthropic's errors carry.
-      expect(await response.json()).toEqual({ type: "error", error: { type, message: expect.stringMatching(message) }, request_id: response.headers.get("request-id") });
+      expect(await response.json()).toEqual({
+        type: "error",
+        error: { type, message: expect.stringMatching(message) },
+        request_id: response.headers.get("request-id"),
+      });
     }
     const base = { model: "tiny", max_tokens: 5, messages };
 
@@ -268,7 +312,12 @@ describe("Messages API (/v1/messages)", () => {
       await expectError("{not json", 400, "invalid_request_error", /JSON/);
       await expectError({ ...base, temperature: 1.5 }, 400, "invalid_request_error", /temperature/);
       await expectError(
-        { ...base, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] }] },
+        {
+          ...base,
+          messages: [
+            { role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] },
+          ],
+        },
         400,
         "invalid_request_error",
         /messages\[0\]\.content\[0\].*text-only/,
@@ -279,10 +328,25 @@ describe("Messages API (/v1/messages)", () => {
         "invalid_request_error",
         /'document' are not supported/,
       );
-      await expectError({ ...base, tools: [{ type: "web_search_20250305", name: "web_search" }] }, 400, "invalid_request_error", /server tools/);
-      await expectError({ ...base, tools: [{ name: "f", input_schema: { type: "string" } }] }, 400, "invalid_request_error", /"type": "object"/);
+      await expectError(
+        { ...base, tools: [{ type: "web_search_20250305", name: "web_search" }] },
+        400,
+        "invalid_request_error",
+        /server tools/,
+      );
+      await expectError(
+        { ...base, tools: [{ name: "f", input_schema: { type: "string" } }] },
+        400,
+        "invalid_request_error",
+        /"type": "object"/,
+      );
       await expectError({ ...base, tool_choice: { type: "any" } }, 400, "invalid_request_error", /needs 'tools'/);
-      await expectError({ ...base, tools, tool_choice: { type: "tool", name: "nope" } }, 400, "invalid_request_error", /no tool named 'nope'/);
+      await expectError(
+        { ...base, tools, tool_choice: { type: "tool", name: "nope" } },
+        400,
+        "invalid_request_error",
+        /no tool named 'nope'/,
+      );
       await expectError(
         { ...base, messages: [{ role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_unknown", content: "x" }] }] },
         400,
@@ -296,17 +360,30 @@ describe("Messages API (/v1/messages)", () => {
       await expectError({ ...base, model: "nope" }, 404, "not_found_error", /`nope` does not exist/);
       // What the request asks of the model (an image) is beside the point when there is no such model.
       const image = { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } };
-      await expectError({ ...base, model: "nope", messages: [{ role: "user", content: [image] }] }, 404, "not_found_error", /`nope` does not exist/);
+      await expectError(
+        { ...base, model: "nope", messages: [{ role: "user", content: [image] }] },
+        404,
+        "not_found_error",
+        /`nope` does not exist/,
+      );
       await expect(client.messages.create({ ...base, model: "nope" })).rejects.toBeInstanceOf(Anthropic.NotFoundError);
       await expect(client.messages.countTokens({ model: "nope", messages })).rejects.toBeInstanceOf(Anthropic.NotFoundError);
-      await expectError({ ...base, messages: [{ role: "user", content: "word ".repeat(5000) }] }, 400, "invalid_request_error", /maximum context length/);
+      await expectError(
+        { ...base, messages: [{ role: "user", content: "word ".repeat(5000) }] },
+        400,
+        "invalid_request_error",
+        /maximum context length/,
+      );
     });
 
     it("answers an unknown URL under /v1/messages with 404 in its shape, and a body over the limit with 413", async () => {
       const response = await postJson(`${server.url}/v1/messages/batches`, {});
       expect(response.status).toBe(404);
       expect(await response.json()).toMatchObject({ type: "error", error: { type: "not_found_error" } });
-      const large = await postJson(`${server.url}/v1/messages`, { ...base, messages: [{ role: "user", content: "x".repeat(11 * 1024 * 1024) }] });
+      const large = await postJson(`${server.url}/v1/messages`, {
+        ...base,
+        messages: [{ role: "user", content: "x".repeat(11 * 1024 * 1024) }],
+      });
       expect(large.status).toBe(413);
       expect(await large.json()).toMatchObject({ type: "error", error: { type: "request_too_large" } });
     });
@@ -323,7 +400,9 @@ describe("Messages API (/v1/messages)", () => {
       for await (const event of streamed.data) void event;
       expect(streamed.request_id).toBe(streamed.response.headers.get("x-request-id"));
       // A well-formed incoming x-request-id (a proxy's) is the id in every place.
-      const refused = await client.messages.create({ ...base, max_tokens: 0 }, { headers: { "x-request-id": "proxy-req-7" } }).catch((error: unknown) => error);
+      const refused = await client.messages
+        .create({ ...base, max_tokens: 0 }, { headers: { "x-request-id": "proxy-req-7" } })
+        .catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(Anthropic.BadRequestError);
       expect((refused as InstanceType<typeof Anthropic.APIError>).requestID).toBe("proxy-req-7");
       expect((refused as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: "error", request_id: "proxy-req-7" });

@@ -41,11 +41,18 @@ describe("thinking models on the Messages API", () => {
     const events = (await response.text())
       .split("\n\n")
       .filter((block) => block !== "")
-      .map((block) => JSON.parse(block.slice(block.indexOf("\ndata: ") + "\ndata: ".length)) as Anthropic.RawMessageStreamEvent | { type: "ping" });
+      .map(
+        (block) =>
+          JSON.parse(block.slice(block.indexOf("\ndata: ") + "\ndata: ".length)) as Anthropic.RawMessageStreamEvent | { type: "ping" },
+      );
     type BlockEvent = Anthropic.RawContentBlockStartEvent | Anthropic.RawContentBlockDeltaEvent | Anthropic.RawContentBlockStopEvent;
     const blockEvents = events.filter((event): event is BlockEvent => event.type.startsWith("content_block"));
     const kinds = blockEvents.map((event) =>
-      event.type === "content_block_start" ? `start:${event.content_block.type}` : event.type === "content_block_delta" ? event.delta.type : "stop",
+      event.type === "content_block_start"
+        ? `start:${event.content_block.type}`
+        : event.type === "content_block_delta"
+          ? event.delta.type
+          : "stop",
     );
     // One thinking block (index 0), its signature last, then one text block (index 1).
     const firstText = kinds.indexOf("start:text");
@@ -73,14 +80,17 @@ describe("thinking models on the Messages API", () => {
     expect(on.content[0]?.type).toBe("thinking");
     // The empty thought written into the prompt is prompt, not output.
     expect(off.usage.input_tokens).toBeGreaterThan(on.usage.input_tokens);
-    expect((await client.messages.countTokens({ model: "think", messages: request.messages, thinking: { type: "disabled" } })).input_tokens).toBe(off.usage.input_tokens);
+    expect(
+      (await client.messages.countTokens({ model: "think", messages: request.messages, thinking: { type: "disabled" } })).input_tokens,
+    ).toBe(off.usage.input_tokens);
   });
 
   it("continues a prefill as answer: no thinking block, and thinking disabled writes no empty thought after it", async () => {
     const messages: Anthropic.MessageParam[] = [...request.messages, { role: "assistant", content: "It is" }];
     const reply = await client.messages.create({ ...request, messages });
     expect(reply.content.map((block) => block.type)).toEqual(["text"]);
-    const count = async (thinking: Anthropic.ThinkingConfigParam) => (await client.messages.countTokens({ model: "think", messages, thinking })).input_tokens;
+    const count = async (thinking: Anthropic.ThinkingConfigParam) =>
+      (await client.messages.countTokens({ model: "think", messages, thinking })).input_tokens;
     expect(await count({ type: "disabled" })).toBe(await count({ type: "enabled", budget_tokens: 1024 }));
     const off = await client.messages.create({ ...request, messages, thinking: { type: "disabled" } });
     expect(off.content).toEqual(reply.content);
@@ -90,7 +100,11 @@ describe("thinking models on the Messages API", () => {
     const first = await client.messages.create(request);
     const reply = await client.messages.create({
       ...request,
-      messages: [...request.messages, { role: "assistant", content: first.content as Anthropic.ContentBlockParam[] }, { role: "user", content: "And then?" }],
+      messages: [
+        ...request.messages,
+        { role: "assistant", content: first.content as Anthropic.ContentBlockParam[] },
+        { role: "user", content: "And then?" },
+      ],
     });
     expect(reply.content[0]).toMatchObject({ type: "thinking", thinking: TEST_MODEL_THOUGHT });
   });

@@ -30,11 +30,34 @@ const reported = [
 
 /** Names built from path syntax, separators, dots, device names and odd characters. */
 const hostileName: fc.Arbitrary<string> = fc.oneof(
-  { weight: 3, arbitrary: fc.constantFrom(...reported, "C:\\escaped", "a/./b", ".hidden", "COM1.txt", "lpt9", "a/b/c/d", "x:y:z", "localhost:5000/m") },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(...reported, "C:\\escaped", "a/./b", ".hidden", "COM1.txt", "lpt9", "a/b/c/d", "x:y:z", "localhost:5000/m"),
+  },
   {
     weight: 5,
     arbitrary: fc
-      .array(fc.constantFrom("..", ".", "/", "\\", "%2f", "%2e%2e", ":", "\u0000", "a", "escaped", "nul", "con.gguf", " ", "~", "C:", "model.gguf"), { minLength: 1, maxLength: 8 })
+      .array(
+        fc.constantFrom(
+          "..",
+          ".",
+          "/",
+          "\\",
+          "%2f",
+          "%2e%2e",
+          ":",
+          "\u0000",
+          "a",
+          "escaped",
+          "nul",
+          "con.gguf",
+          " ",
+          "~",
+          "C:",
+          "model.gguf",
+        ),
+        { minLength: 1, maxLength: 8 },
+      )
       .map((parts) => parts.join("")),
   },
   { weight: 2, arbitrary: fc.string({ unit: "binary", maxLength: 40 }) },
@@ -108,7 +131,12 @@ describe("model names through the native API", () => {
   );
 
   it("still copies to, and deletes, valid names of every form", async () => {
-    for (const destination of ["qwen2.5:0.5b", "llama3.2", "hf.co/bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M", "Llama-3.2-1B-Instruct-Q4_K_M"]) {
+    for (const destination of [
+      "qwen2.5:0.5b",
+      "llama3.2",
+      "hf.co/bartowski/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M",
+      "Llama-3.2-1B-Instruct-Q4_K_M",
+    ]) {
       expect((await post("/api/copy", { source: "tiny", destination })).status).toBe(200);
       expect((await post("/api/delete", { model: destination }, "DELETE")).status).toBe(200);
     }
@@ -126,7 +154,14 @@ describe("model names through the native API", () => {
   });
 
   it("refuses a pulled URL whose file name decodes to a path, fetching nothing", async () => {
-    for (const file of ["..%2Fvictim.gguf", "..%2F..%2Fescaped.gguf", "a%2F..%2F..%2Fpulled.gguf", "..%5Cpulled.gguf", "%2E%2E.gguf%00", "%2Fabs.gguf"]) {
+    for (const file of [
+      "..%2Fvictim.gguf",
+      "..%2F..%2Fescaped.gguf",
+      "a%2F..%2F..%2Fpulled.gguf",
+      "..%5Cpulled.gguf",
+      "%2E%2E.gguf%00",
+      "%2Fabs.gguf",
+    ]) {
       const response = await post("/api/pull", { model: `${filesUrl}/dir/${file}`, stream: false });
       expect(response.status, file).toBe(400);
       expect(Object.keys((await response.json()) as object)).toEqual(["error"]);
@@ -139,7 +174,13 @@ describe("model names through the native API", () => {
     const victim = path.join(root, "victim.gguf");
     await writeFile(
       path.join(modelsDir, "models.json"),
-      JSON.stringify({ models: [{ file: "../victim.gguf", id: "victim" }, { file: victim, id: "absolute" }, { file: "tiny.gguf", aliases: ["../escaped", "tiny-alias"] }] }),
+      JSON.stringify({
+        models: [
+          { file: "../victim.gguf", id: "victim" },
+          { file: victim, id: "absolute" },
+          { file: "tiny.gguf", aliases: ["../escaped", "tiny-alias"] },
+        ],
+      }),
     );
     try {
       const tags = (await (await fetch(`${server.url}/api/tags`)).json()) as { models: { name: string }[] };
@@ -165,9 +206,11 @@ describe("model names through the native API", () => {
           status = (await post("/api/pull", { model: `${filesUrl}/${encodeURIComponent(name)}.gguf`, stream: false })).status;
           // A name that is a plain file name is pulled, into the directory: remove it for the next run.
           for (const file of await readdir(modelsDir)) if (file !== "tiny.gguf") await rm(path.join(modelsDir, file), { force: true });
-        }
-        else {
-          await writeFile(path.join(modelsDir, "models.json"), JSON.stringify({ models: [{ file: `${name}.gguf`, id: name, aliases: [name] }] }));
+        } else {
+          await writeFile(
+            path.join(modelsDir, "models.json"),
+            JSON.stringify({ models: [{ file: `${name}.gguf`, id: name, aliases: [name] }] }),
+          );
           await fetch(`${server.url}/api/tags`);
           status = (await post("/api/delete", { model: name }, "DELETE")).status;
           await rm(path.join(modelsDir, "models.json"), { force: true });

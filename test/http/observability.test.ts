@@ -25,7 +25,9 @@ function parseMetrics(text: string): Sample[] {
     .map((line) => {
       const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
       if (!match) throw new Error(`not a sample: ${line}`);
-      const labels = Object.fromEntries([...(match[2] ?? "").matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)].map((label) => [label[1], label[2]]));
+      const labels = Object.fromEntries(
+        [...(match[2] ?? "").matchAll(/([a-zA-Z_]+)="((?:[^"\\]|\\.)*)"/g)].map((label) => [label[1], label[2]]),
+      );
       return { name: match[1]!, labels, value: Number(match[3]) };
     });
 }
@@ -39,7 +41,9 @@ function total(samples: Sample[], name: string, labels: Record<string, string> =
 
 /** The value of the one sample of a metric whose labels include `labels`: the series must exist (total() reads a missing one as 0). */
 function only(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
-  const matching = samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value));
+  const matching = samples.filter(
+    (sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value),
+  );
   expect(matching, `${name} ${JSON.stringify(labels)}`).toHaveLength(1);
   return matching[0]!.value;
 }
@@ -68,10 +72,18 @@ describe("observability, local profile", () => {
 
   it("counts requests by route pattern, status and model, tokens, latencies, and what the engine holds", async () => {
     const plain = await server.client.chat.completions.create({ model: "tiny", messages, max_tokens: 8 });
-    const stream = await server.client.chat.completions.create({ model: "tiny", messages, max_tokens: 8, stream: true, stream_options: { include_usage: true } });
+    const stream = await server.client.chat.completions.create({
+      model: "tiny",
+      messages,
+      max_tokens: 8,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let streamedTokens = 0;
     for await (const chunk of stream) streamedTokens += chunk.usage?.completion_tokens ?? 0;
-    const native = (await (await postJson(`${server.url}/api/chat`, { model: "tiny", messages, stream: false, options: { num_predict: 8 } })).json()) as { eval_count: number };
+    const native = (await (
+      await postJson(`${server.url}/api/chat`, { model: "tiny", messages, stream: false, options: { num_predict: 8 } })
+    ).json()) as { eval_count: number };
     const embedded = await server.client.embeddings.create({ model: "embed", input: "lighthouse" });
     await fetch(`${server.url}/v1/models/tiny`);
     await postJson(`${server.url}/v1/chat/completions`, { model: "no-such-model", messages });
@@ -113,19 +125,36 @@ describe("observability, local profile", () => {
     const kept = await fetch(`${server.url}/v1/models`, { headers: { "x-request-id": "nginx-4f2a9c:01" } });
     expect(kept.headers.get("x-request-id")).toBe("nginx-4f2a9c:01");
     for (const bad of ["x".repeat(129), "two words", "a\u00e9b"]) {
-      const replaced = await fetch(`${server.url}/v1/models`, { headers: { "x-request-id": encodeURIComponent(bad) === bad ? bad : bad.replace(/[^\x20-\x7e]/g, "?") } });
+      const replaced = await fetch(`${server.url}/v1/models`, {
+        headers: { "x-request-id": encodeURIComponent(bad) === bad ? bad : bad.replace(/[^\x20-\x7e]/g, "?") },
+      });
       expect(replaced.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
     }
-    const streamed = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2, stream: true }, { headers: { "content-type": "application/json", "x-request-id": "stream-1" } });
+    const streamed = await postJson(
+      `${server.url}/v1/chat/completions`,
+      { model: "tiny", messages, max_tokens: 2, stream: true },
+      { headers: { "content-type": "application/json", "x-request-id": "stream-1" } },
+    );
     expect(streamed.headers.get("x-request-id")).toBe("stream-1");
     await readSseEvents(streamed);
   });
 
   it("logs one summary line per generation, from every protocol, under the request's id", async () => {
     logs.length = 0;
-    const openai = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4 }, { headers: { "content-type": "application/json", "x-request-id": "summary-openai" } });
-    const openaiBody = (await openai.json()) as { usage: { prompt_tokens: number; completion_tokens: number }; choices: { finish_reason: string }[] };
-    const native = await postJson(`${server.url}/api/generate`, { model: "tiny", prompt: "Hi", stream: true, options: { num_predict: 4 } }, { headers: { "content-type": "application/json", "x-request-id": "summary-native" } });
+    const openai = await postJson(
+      `${server.url}/v1/chat/completions`,
+      { model: "tiny", messages, max_tokens: 4 },
+      { headers: { "content-type": "application/json", "x-request-id": "summary-openai" } },
+    );
+    const openaiBody = (await openai.json()) as {
+      usage: { prompt_tokens: number; completion_tokens: number };
+      choices: { finish_reason: string }[];
+    };
+    const native = await postJson(
+      `${server.url}/api/generate`,
+      { model: "tiny", prompt: "Hi", stream: true, options: { num_predict: 4 } },
+      { headers: { "content-type": "application/json", "x-request-id": "summary-native" } },
+    );
     await native.text();
     await expect.poll(() => logs.filter((line) => line.msg === "generation finished").length).toBe(2);
     const lines = logs.filter((line) => line.msg === "generation finished");
@@ -137,7 +166,11 @@ describe("observability, local profile", () => {
       ttftMs: expect.any(Number),
       tokensPerSecond: expect.any(Number),
     });
-    expect(lines.find((line) => line.reqId === "summary-native")).toMatchObject({ model: "tiny", completionTokens: 4, finishReason: "length" });
+    expect(lines.find((line) => line.reqId === "summary-native")).toMatchObject({
+      model: "tiny",
+      completionTokens: 4,
+      finishReason: "length",
+    });
     expect(lines.every((line) => line.account === undefined)).toBe(true);
   });
 });
@@ -148,13 +181,19 @@ describe("observability, the engine's gauges", () => {
   beforeAll(async () => {
     // Two sequences: a third request waits in the queue. The tiny model's full 4,096-token context,
     // so each reply lasts seconds (~4,070 tokens) unless its client leaves.
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { parallel: 2, contextSize: 4096, maxGenerationTime: 0 } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { parallel: 2, contextSize: 4096, maxGenerationTime: 0 },
+    });
   });
   afterAll(async () => server?.close());
 
   const gauges = async () => {
     const samples = parseMetrics(await (await fetch(`${server.url}/metrics`)).text());
-    return { active: only(samples, "modelhost_active_sequences", { model: "tiny" }), queued: only(samples, "modelhost_queue_depth", { model: "tiny" }) };
+    return {
+      active: only(samples, "modelhost_active_sequences", { model: "tiny" }),
+      queued: only(samples, "modelhost_queue_depth", { model: "tiny" }),
+    };
   };
 
   it("shows the sequences decoding and the requests queued while streams run, and 0 once they end", async () => {
@@ -164,7 +203,11 @@ describe("observability, the engine's gauges", () => {
 
     const leave = new AbortController();
     const streams = Array.from({ length: 3 }, async () => {
-      const response = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 100_000, stream: true }, { signal: leave.signal });
+      const response = await postJson(
+        `${server.url}/v1/chat/completions`,
+        { model: "tiny", messages, max_tokens: 100_000, stream: true },
+        { signal: leave.signal },
+      );
       await response.text();
     });
     const settled = Promise.allSettled(streams);
@@ -191,7 +234,10 @@ describe("observability, hosted profile", () => {
     const tiersFile = path.join(dataDir, "tiers.json");
     await writeFile(
       tiersFile,
-      JSON.stringify({ default: "free", tiers: { free: { requestsPerMinute: 2, tokensPerDay: 150_000 }, tight: { maxInputTokens: 30, tokensPerDay: 60 } } }),
+      JSON.stringify({
+        default: "free",
+        tiers: { free: { requestsPerMinute: 2, tokensPerDay: 150_000 }, tight: { maxInputTokens: 30, tokensPerDay: 60 } },
+      }),
     );
     store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
     service = new AccessService(store, await loadTiers(tiersFile));
@@ -228,7 +274,11 @@ describe("observability, hosted profile", () => {
 
   it("counts rate-limit refusals by kind, and shows the usage ledger's lag", async () => {
     const chat = (secret: string, body: object = {}) =>
-      postJson(`${guarded.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2, ...body }, { headers: { "content-type": "application/json", ...bearer(secret) } });
+      postJson(
+        `${guarded.url}/v1/chat/completions`,
+        { model: "tiny", messages, max_tokens: 2, ...body },
+        { headers: { "content-type": "application/json", ...bearer(secret) } },
+      );
     const statuses = [];
     for (let i = 0; i < 3; i++) statuses.push((await chat(token)).status);
     expect(statuses).toEqual([200, 200, 429]);

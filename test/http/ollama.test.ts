@@ -15,7 +15,9 @@ import { weatherSchema as weather } from "../support/toolSchemas.js";
 const messages: Message[] = [{ role: "user", content: "Tell me a story about a lighthouse." }];
 const greedy = { temperature: 0, num_predict: 24 };
 
-const tools: Tool[] = [{ type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: weather as never } }];
+const tools: Tool[] = [
+  { type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: weather as never } },
+];
 
 /** Reads an NDJSON body line by line, checking the framing as it goes. */
 async function readNdjson(response: Response): Promise<Record<string, unknown>[]> {
@@ -80,7 +82,8 @@ describe("native API (/api) with the ollama client", () => {
   it("streams what it answers unstreamed, at temperature 0, ending with done:true", async () => {
     const plain = await ollama.chat({ model: "tiny:1b", messages, options: { ...greedy, seed: 7 } });
     const parts: ChatResponse[] = [];
-    for await (const part of await ollama.chat({ model: "tiny:1b", messages, options: { ...greedy, seed: 7 }, stream: true })) parts.push(part);
+    for await (const part of await ollama.chat({ model: "tiny:1b", messages, options: { ...greedy, seed: 7 }, stream: true }))
+      parts.push(part);
     expect(parts.length).toBeGreaterThan(2);
     expect(parts.slice(0, -1).every((part) => part.done === false)).toBe(true);
     expect(parts.map((part) => part.message.content).join("")).toBe(plain.message.content);
@@ -97,20 +100,31 @@ describe("native API (/api) with the ollama client", () => {
     expect(objects.length).toBeGreaterThan(2);
     expect(objects.length).toBeLessThanOrEqual(9);
     for (const object of objects.slice(0, -1)) {
-      expect(object).toEqual({ model: "tiny:1b", created_at: expect.any(String), message: { role: "assistant", content: expect.any(String) }, done: false });
+      expect(object).toEqual({
+        model: "tiny:1b",
+        created_at: expect.any(String),
+        message: { role: "assistant", content: expect.any(String) },
+        done: false,
+      });
     }
     expectFinalObject(objects.at(-1), 8);
   });
 
   it("frees the model's slot when a client leaves a stream", async () => {
     const controller = new AbortController();
-    const response = await postJson(`${server.url}/api/chat`, { model: "tiny:1b", messages, options: { num_predict: 2000 } }, { signal: controller.signal });
+    const response = await postJson(
+      `${server.url}/api/chat`,
+      { model: "tiny:1b", messages, options: { num_predict: 2000 } },
+      { signal: controller.signal },
+    );
     const reader = response.body?.getReader();
     expect((await reader?.read())?.done).toBe(false);
     controller.abort();
     // Within a bounded time the model reports no request decoding or waiting.
     const busy = async () => {
-      const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ id: string; active: number; queued: number }> };
+      const health = (await (await fetch(`${server.url}/health`)).json()) as {
+        loaded: Array<{ id: string; active: number; queued: number }>;
+      };
       return health.loaded.some((model) => model.id === "tiny:1b" && model.active + model.queued > 0);
     };
     await expect.poll(busy, { timeout: 2000, interval: 20 }).toBe(false);
@@ -127,7 +141,12 @@ describe("native API (/api) with the ollama client", () => {
   it("returns tool calls with arguments as objects, each call whole, valid against its schema", async () => {
     // The random model opens a call by chance at a high temperature; the grammar then makes it valid.
     const validate = new Ajv().compile(weather);
-    const request = { model: "tiny:1b", messages: [{ role: "user", content: "Weather in Paris?" }], tools, options: { temperature: 100, top_k: 0, top_p: 1, num_predict: 300 } };
+    const request = {
+      model: "tiny:1b",
+      messages: [{ role: "user", content: "Weather in Paris?" }],
+      tools,
+      options: { temperature: 100, top_k: 0, top_p: 1, num_predict: 300 },
+    };
     let called: { seed: number; reply: ChatResponse } | undefined;
     for (let seed = 1; seed <= 40 && !called; seed++) {
       const reply = await ollama.chat({ ...request, options: { ...request.options, seed } });
@@ -142,7 +161,8 @@ describe("native API (/api) with the ollama client", () => {
     }
     // Streamed, each call arrives whole in one object, before the final one.
     const parts: ChatResponse[] = [];
-    for await (const part of await ollama.chat({ ...request, options: { ...request.options, seed: called?.seed }, stream: true })) parts.push(part);
+    for await (const part of await ollama.chat({ ...request, options: { ...request.options, seed: called?.seed }, stream: true }))
+      parts.push(part);
     const functions = (list: typeof calls) => list.map((call) => call.function);
     expect(functions(parts.flatMap((part) => part.message.tool_calls ?? []))).toEqual(functions(calls));
     expect(parts.at(-1)?.message.tool_calls).toBeUndefined();
@@ -164,16 +184,30 @@ describe("native API (/api) with the ollama client", () => {
   it("constrains output to a JSON schema given as format, and to JSON with format json", async () => {
     const schema = {
       type: "object",
-      properties: { name: { type: "string", maxLength: 10 }, age: { type: "integer" }, tags: { type: "array", items: { type: "string", maxLength: 5 }, maxItems: 3 } },
+      properties: {
+        name: { type: "string", maxLength: 10 },
+        age: { type: "integer" },
+        tags: { type: "array", items: { type: "string", maxLength: 5 }, maxItems: 3 },
+      },
       required: ["name", "age", "tags"],
       additionalProperties: false,
     };
     const validate = new Ajv().compile(schema);
     for (const seed of [1, 2, 3]) {
-      const reply = await ollama.chat({ model: "tiny:1b", messages, format: schema, options: { temperature: 0.8, seed, num_predict: 300 } });
+      const reply = await ollama.chat({
+        model: "tiny:1b",
+        messages,
+        format: schema,
+        options: { temperature: 0.8, seed, num_predict: 300 },
+      });
       expect(validate(JSON.parse(reply.message.content)), reply.message.content).toBe(true);
     }
-    const json = await ollama.generate({ model: "tiny:1b", prompt: "Paris as JSON", format: "json", options: { temperature: 0.8, seed: 3, num_predict: 300 } });
+    const json = await ollama.generate({
+      model: "tiny:1b",
+      prompt: "Paris as JSON",
+      format: "json",
+      options: { temperature: 0.8, seed: 3, num_predict: 300 },
+    });
     expect(JSON.parse(json.response ?? "")).toBeTypeOf("object");
   });
 
@@ -182,7 +216,13 @@ describe("native API (/api) with the ollama client", () => {
     expect(plain.response?.length).toBeGreaterThan(0);
     expectFinalObject(plain as never, 24);
     let streamed = "";
-    for await (const part of await ollama.generate({ model: "tiny:1b", prompt: "Once upon a time", system: "Be brief.", options: greedy, stream: true })) {
+    for await (const part of await ollama.generate({
+      model: "tiny:1b",
+      prompt: "Once upon a time",
+      system: "Be brief.",
+      options: greedy,
+      stream: true,
+    })) {
       streamed += part.response;
     }
     expect(streamed).toBe(plain.response);
@@ -242,7 +282,13 @@ describe("native API (/api) with the ollama client", () => {
       model: "tiny:1b",
       size: expect.any(Number),
       digest: expect.stringMatching(/^[0-9a-f]{64}$/),
-      details: { format: "gguf", family: "llama", families: ["llama"], quantization_level: "F16", parameter_size: expect.stringMatching(/^\d+(\.\d+)?[KMB]$/) },
+      details: {
+        format: "gguf",
+        family: "llama",
+        families: ["llama"],
+        quantization_level: "F16",
+        parameter_size: expect.stringMatching(/^\d+(\.\d+)?[KMB]$/),
+      },
     });
     expect(Date.parse(tiny?.modified_at as unknown as string)).toBeGreaterThan(0);
     expect(models.find((model) => model.name === "embed-tiny:latest")?.details.family).toBe("bert");
@@ -289,7 +335,10 @@ describe("native API (/api) with the ollama client", () => {
     await ollama.copy({ source: "embed-tiny", destination: "my-embedder:v1" });
     expect((await ollama.list()).models.map((model) => model.name)).toContain("my-embedder:v1");
     expect((await ollama.embed({ model: "my-embedder:v1", input: "x" })).embeddings).toHaveLength(1);
-    await expect(ollama.copy({ source: "nope", destination: "x" })).rejects.toMatchObject({ status_code: 404, error: 'model "nope" not found' });
+    await expect(ollama.copy({ source: "nope", destination: "x" })).rejects.toMatchObject({
+      status_code: 404,
+      error: 'model "nope" not found',
+    });
 
     await ollama.delete({ model: "my-embedder:v1" });
     await expect(ollama.embed({ model: "my-embedder:v1", input: "x" })).rejects.toMatchObject({ status_code: 404 });
@@ -308,12 +357,18 @@ describe("native API (/api) with the ollama client", () => {
       status_code: 404,
       error: 'model "missing" not found, try pulling it first',
     });
-    await expect(ollama.show({ model: "missing:7b" })).rejects.toMatchObject({ status_code: 404, error: expect.stringContaining("not found") });
+    await expect(ollama.show({ model: "missing:7b" })).rejects.toMatchObject({
+      status_code: 404,
+      error: expect.stringContaining("not found"),
+    });
     await expect(ollama.chat({ model: "tiny:1b", messages, keep_alive: "300" })).rejects.toMatchObject({
       status_code: 400,
       error: expect.stringMatching(/keep_alive/),
     });
-    await expect(ollama.create({ model: "new", from: "tiny:1b" })).rejects.toMatchObject({ status_code: 501, error: expect.stringMatching(/modelhost pull/) });
+    await expect(ollama.create({ model: "new", from: "tiny:1b" })).rejects.toMatchObject({
+      status_code: 501,
+      error: expect.stringMatching(/modelhost pull/),
+    });
 
     for (const [body, pattern] of [
       ["{", /JSON/],

@@ -25,7 +25,10 @@ describe("native API in the hosted profile", () => {
     const service = new AccessService(store, await loadTiers(undefined));
     await service.createAccount("ada", "free");
     token = (await service.createToken("ada", { name: "native" })).secret;
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { profile: "hosted", dataDir, tiersFile: "" } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { profile: "hosted", dataDir, tiersFile: "" },
+    });
     ollama = new Ollama({ host: server.url, headers: { Authorization: `Bearer ${token}` } });
   });
   afterAll(async () => {
@@ -37,7 +40,9 @@ describe("native API in the hosted profile", () => {
   it("requires a token, answering 401 in the native shape", async () => {
     const anonymous = new Ollama({ host: server.url });
     await expect(anonymous.list()).rejects.toMatchObject({ status_code: 401, error: expect.stringMatching(/API key|token/) });
-    await expect(anonymous.chat({ model: "tiny", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({ status_code: 401 });
+    await expect(anonymous.chat({ model: "tiny", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({
+      status_code: 401,
+    });
     const response = await fetch(`${server.url}/api/version`);
     expect(response.status).toBe(401);
     expect(Object.keys((await response.json()) as object)).toEqual(["error"]);
@@ -75,7 +80,10 @@ describe("native API in the hosted profile", () => {
   });
 
   it("refuses model management to tokens with 403", async () => {
-    await expect(ollama.copy({ source: "tiny", destination: "other" })).rejects.toMatchObject({ status_code: 403, error: expect.stringMatching(/operator/) });
+    await expect(ollama.copy({ source: "tiny", destination: "other" })).rejects.toMatchObject({
+      status_code: 403,
+      error: expect.stringMatching(/operator/),
+    });
     await expect(ollama.delete({ model: "tiny" })).rejects.toMatchObject({ status_code: 403 });
     await expect(ollama.create({ model: "new", from: "tiny" })).rejects.toMatchObject({ status_code: 403 });
     expect((await ollama.list()).models.map((model) => model.name)).toEqual(["tiny:latest"]);

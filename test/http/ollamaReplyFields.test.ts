@@ -21,12 +21,33 @@ const doneReason = z.enum(["stop", "length"]);
 const message = z.strictObject({ role: z.literal("assistant"), content: z.string() });
 
 /** The documented fields, each required; nothing else (strict objects). */
-const finalChat = z.strictObject({ model: z.string(), created_at: timestamp, message, done: z.literal(true), done_reason: doneReason, ...metrics });
+const finalChat = z.strictObject({
+  model: z.string(),
+  created_at: timestamp,
+  message,
+  done: z.literal(true),
+  done_reason: doneReason,
+  ...metrics,
+});
 const chatChunk = z.strictObject({ model: z.string(), created_at: timestamp, message, done: z.literal(false) });
-const finalGenerate = z.strictObject({ model: z.string(), created_at: timestamp, response: z.string(), done: z.literal(true), done_reason: doneReason, context: z.array(z.int()), ...metrics });
+const finalGenerate = z.strictObject({
+  model: z.string(),
+  created_at: timestamp,
+  response: z.string(),
+  done: z.literal(true),
+  done_reason: doneReason,
+  context: z.array(z.int()),
+  ...metrics,
+});
 const finalRawGenerate = finalGenerate.omit({ context: true });
 const generateChunk = z.strictObject({ model: z.string(), created_at: timestamp, response: z.string(), done: z.literal(false) });
-const embed = z.strictObject({ model: z.string(), embeddings: z.array(z.array(z.number())), total_duration: nanoseconds.min(1), load_duration: nanoseconds, prompt_eval_count: z.int().min(0) });
+const embed = z.strictObject({
+  model: z.string(),
+  embeddings: z.array(z.array(z.number())),
+  total_duration: nanoseconds.min(1),
+  load_duration: nanoseconds,
+  prompt_eval_count: z.int().min(0),
+});
 const legacyEmbeddings = z.strictObject({ embedding: z.array(z.number()) });
 
 function expectShape(schema: z.ZodType, value: unknown, what: string): void {
@@ -36,7 +57,10 @@ function expectShape(schema: z.ZodType, value: unknown, what: string): void {
 
 async function ndjson(response: Response): Promise<unknown[]> {
   expect(response.status).toBe(200);
-  return (await response.text()).trimEnd().split("\n").map((line) => JSON.parse(line) as unknown);
+  return (await response.text())
+    .trimEnd()
+    .split("\n")
+    .map((line) => JSON.parse(line) as unknown);
 }
 
 describe("native replies carry every documented field", () => {
@@ -44,7 +68,10 @@ describe("native replies carry every documented field", () => {
   const post = (path: string, body: object) => postJson(`${server.url}${path}`, body);
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny"), "embed-tiny": await testModelPath("embed-tiny") }, config: { contextSize: 2048 } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny"), "embed-tiny": await testModelPath("embed-tiny") },
+      config: { contextSize: 2048 },
+    });
   });
   afterAll(() => server?.close());
 
@@ -70,7 +97,10 @@ describe("native replies carry every documented field", () => {
   });
 
   it("/api/generate, templated (with context) and raw (without), streamed and not", async () => {
-    for (const [raw, schema] of [[false, finalGenerate], [true, finalRawGenerate]] as const) {
+    for (const [raw, schema] of [
+      [false, finalGenerate],
+      [true, finalRawGenerate],
+    ] as const) {
       const body = { model: "tiny", prompt: "Once upon a time", raw, options: { num_predict: 4 } };
       expectShape(schema, await (await post("/api/generate", { ...body, stream: false })).json(), `generate raw=${raw}, not streamed`);
       const lines = await ndjson(await post("/api/generate", body));

@@ -9,7 +9,12 @@ import { weatherSchema as weather } from "../support/toolSchemas.js";
 // sends it): honoured as /v1 honours it. The `ollama` client sends fields it does not know as they
 // are, so it is used as is. The model has random weights: left to itself it almost never calls.
 
-const add = { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"], additionalProperties: false };
+const add = {
+  type: "object",
+  properties: { a: { type: "number" }, b: { type: "number" } },
+  required: ["a", "b"],
+  additionalProperties: false,
+};
 const tools: Tool[] = [
   { type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: weather as never } },
   { type: "function", function: { name: "add", description: "Add two numbers", parameters: add as never } },
@@ -37,7 +42,11 @@ describe("tool_choice on /api/chat", () => {
   let ollama: Ollama;
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, manifest: { models: [{ file: "tiny.gguf", id: "tiny:1b" }] }, config: { contextSize: 2048 } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      manifest: { models: [{ file: "tiny.gguf", id: "tiny:1b" }] },
+      config: { contextSize: 2048 },
+    });
     ollama = new Ollama({ host: server.url });
   });
   afterAll(() => server?.close());
@@ -46,7 +55,13 @@ describe("tool_choice on /api/chat", () => {
   function chat(tool_choice: ToolChoice, seed: number): Promise<ChatResponse>;
   function chat(tool_choice: ToolChoice, seed: number, stream: true): Promise<AsyncIterable<ChatResponse>>;
   function chat(tool_choice: ToolChoice, seed: number, stream = false): Promise<ChatResponse | AsyncIterable<ChatResponse>> {
-    const request = { model: "tiny:1b", messages, tools, tool_choice, options: { temperature: 0.8, seed, num_predict: 400 } } as ChatRequest;
+    const request = {
+      model: "tiny:1b",
+      messages,
+      tools,
+      tool_choice,
+      options: { temperature: 0.8, seed, num_predict: 400 },
+    } as ChatRequest;
     return stream ? ollama.chat({ ...request, stream: true }) : ollama.chat({ ...request, stream: false });
   }
 
@@ -62,7 +77,10 @@ describe("tool_choice on /api/chat", () => {
   });
 
   it("a named function is the one called, exactly once, flat (as ollama-ai-provider-v2 sends it) or nested (as /v1)", async () => {
-    for (const tool_choice of [{ type: "function", name: "add" }, { type: "function", function: { name: "get_weather" } }] as const) {
+    for (const tool_choice of [
+      { type: "function", name: "add" },
+      { type: "function", function: { name: "get_weather" } },
+    ] as const) {
       const name = "name" in tool_choice ? tool_choice.name : tool_choice.function.name;
       for (const seed of [1, 2]) expect(expectValidCalls(await chat(tool_choice, seed))).toEqual([{ name }]);
     }
@@ -70,7 +88,13 @@ describe("tool_choice on /api/chat", () => {
 
   it("num_predict bounds a forced call, its opening included: done_reason length at the limit", async () => {
     for (const num_predict of [1, 5, 40]) {
-      const request = { model: "tiny:1b", messages, tools, tool_choice: { type: "function", name: "get_weather" }, options: { temperature: 0, num_predict } } as ChatRequest;
+      const request = {
+        model: "tiny:1b",
+        messages,
+        tools,
+        tool_choice: { type: "function", name: "get_weather" },
+        options: { temperature: 0, num_predict },
+      } as ChatRequest;
       const reply = await ollama.chat({ ...request, stream: false });
       expect([num_predict, reply.eval_count, reply.done_reason]).toEqual([num_predict, num_predict, "length"]);
     }
@@ -102,6 +126,9 @@ describe("tool_choice on /api/chat", () => {
       expect(Object.keys(error)).toEqual(["error"]);
       expect(error.error).toMatch(pattern);
     }
-    await expect(chat({ type: "function", name: "nope" }, 1)).rejects.toMatchObject({ status_code: 400, error: expect.stringMatching(/no tool named 'nope'/) });
+    await expect(chat({ type: "function", name: "nope" }, 1)).rejects.toMatchObject({
+      status_code: 400,
+      error: expect.stringMatching(/no tool named 'nope'/),
+    });
   });
 });

@@ -78,7 +78,13 @@ describe("GET /openapi.json", () => {
     const completion = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4 });
     expectValid("PostV1ChatCompletions", await completion.json());
 
-    const streamed = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 4, stream: true, stream_options: { include_usage: true } });
+    const streamed = await postJson(`${server.url}/v1/chat/completions`, {
+      model: "tiny",
+      messages,
+      max_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const events = await readSseEvents(streamed);
     expect(events.at(-1)).toBe("[DONE]");
     for (const event of events.slice(0, -1)) expectValid("PostV1ChatCompletionsEvent", JSON.parse(event));
@@ -87,7 +93,10 @@ describe("GET /openapi.json", () => {
     expectValid("GetV1Models", await (await fetch(`${server.url}/playground/api/models`)).json());
     expectValid("GetV1ModelsPath", await (await fetch(`${server.url}/v1/models/tiny`)).json());
     expectValid("PostV1Embeddings", await (await postJson(`${server.url}/v1/embeddings`, { model: "embed", input: ["a", "b"] })).json());
-    expectValid("PostV1Embeddings", await (await postJson(`${server.url}/v1/embeddings`, { model: "embed", input: "a", encoding_format: "base64" })).json());
+    expectValid(
+      "PostV1Embeddings",
+      await (await postJson(`${server.url}/v1/embeddings`, { model: "embed", input: "a", encoding_format: "base64" })).json(),
+    );
 
     for (const [url, body] of [
       ["/v1/chat/completions", { model: "nope", messages }],
@@ -99,8 +108,15 @@ describe("GET /openapi.json", () => {
       expectValid("OpenAIError", await error.json());
     }
     // The native API: one object, and each NDJSON line of a stream.
-    expectValid("PostApiChat", await (await postJson(`${server.url}/api/chat`, { model: "tiny", messages, stream: false, options: { num_predict: 4 } })).json());
-    const lines = (await (await postJson(`${server.url}/api/generate`, { model: "tiny", prompt: "Hi", options: { num_predict: 4 } })).text()).trim().split("\n");
+    expectValid(
+      "PostApiChat",
+      await (await postJson(`${server.url}/api/chat`, { model: "tiny", messages, stream: false, options: { num_predict: 4 } })).json(),
+    );
+    const lines = (
+      await (await postJson(`${server.url}/api/generate`, { model: "tiny", prompt: "Hi", options: { num_predict: 4 } })).text()
+    )
+      .trim()
+      .split("\n");
     expect(lines.length).toBeGreaterThan(1);
     for (const line of lines) expectValid("PostApiGenerateEvent", JSON.parse(line));
 
@@ -113,7 +129,9 @@ describe("GET /openapi.json", () => {
     const anthropic = { model: "tiny", max_tokens: 4, messages };
     expectValid("PostV1Messages", await (await postJson(`${server.url}/v1/messages`, anthropic)).json());
     const named = await readNamedEvents(await postJson(`${server.url}/v1/messages`, { ...anthropic, stream: true }));
-    expect(named.map((event) => event.event)).toEqual(expect.arrayContaining(["message_start", "ping", "content_block_delta", "message_delta", "message_stop"]));
+    expect(named.map((event) => event.event)).toEqual(
+      expect.arrayContaining(["message_start", "ping", "content_block_delta", "message_delta", "message_stop"]),
+    );
     for (const { data } of named) expectValid("PostV1MessagesEvent", data);
     const anthropicError = await postJson(`${server.url}/v1/messages`, { ...anthropic, model: "nope" });
     expect(anthropicError.status).toBe(404);
@@ -121,14 +139,28 @@ describe("GET /openapi.json", () => {
 
     const legacy = { model: "tiny", prompt: "Once upon", max_tokens: 4 };
     expectValid("PostV1Completions", await (await postJson(`${server.url}/v1/completions`, { ...legacy, logprobs: 2, echo: true })).json());
-    const chunks = await readSseEvents(await postJson(`${server.url}/v1/completions`, { ...legacy, stream: true, logprobs: 1, stream_options: { include_usage: true } }));
+    const chunks = await readSseEvents(
+      await postJson(`${server.url}/v1/completions`, { ...legacy, stream: true, logprobs: 1, stream_options: { include_usage: true } }),
+    );
     expect(chunks.at(-1)).toBe("[DONE]");
     for (const chunk of chunks.slice(0, -1)) expectValid("PostV1CompletionsEvent", JSON.parse(chunk));
 
-    const created = (await (await postJson(`${server.url}/v1/responses`, { model: "tiny", input: "Hi", max_output_tokens: 4, include: ["message.output_text.logprobs"], top_logprobs: 2 })).json()) as { id: string };
+    const created = (await (
+      await postJson(`${server.url}/v1/responses`, {
+        model: "tiny",
+        input: "Hi",
+        max_output_tokens: 4,
+        include: ["message.output_text.logprobs"],
+        top_logprobs: 2,
+      })
+    ).json()) as { id: string };
     expectValid("PostV1Responses", created);
-    const typed = await readNamedEvents(await postJson(`${server.url}/v1/responses`, { model: "tiny", input: "Hi", max_output_tokens: 4, stream: true, store: false }));
-    expect(typed.map((event) => event.event)).toEqual(expect.arrayContaining(["response.created", "response.output_text.delta", "response.incomplete"]));
+    const typed = await readNamedEvents(
+      await postJson(`${server.url}/v1/responses`, { model: "tiny", input: "Hi", max_output_tokens: 4, stream: true, store: false }),
+    );
+    expect(typed.map((event) => event.event)).toEqual(
+      expect.arrayContaining(["response.created", "response.output_text.delta", "response.incomplete"]),
+    );
     for (const { data } of typed) expectValid("PostV1ResponsesEvent", data);
     expectValid("GetV1ResponsesId", await (await fetch(`${server.url}/v1/responses/${created.id}`)).json());
     expectValid("GetV1ResponsesIdInputItems", await (await fetch(`${server.url}/v1/responses/${created.id}/input_items`)).json());
@@ -140,7 +172,9 @@ describe("GET /openapi.json", () => {
       const component = path === "/tokenize" ? "PostTokenize" : "PostV1Tokenize";
       expectValid(component, await (await postJson(`${server.url}${path}`, { model: "tiny", content: "a 🎉" })).json());
       // With pieces: a piece that is part of a character comes as its bytes.
-      const pieces = (await (await postJson(`${server.url}${path}`, { model: "tiny", content: "a 🎉", with_pieces: true })).json()) as { tokens: { piece: unknown }[] };
+      const pieces = (await (await postJson(`${server.url}${path}`, { model: "tiny", content: "a 🎉", with_pieces: true })).json()) as {
+        tokens: { piece: unknown }[];
+      };
       expect(pieces.tokens.some((token) => Array.isArray(token.piece))).toBe(true);
       expectValid(component, pieces);
     }
@@ -160,7 +194,10 @@ describe("GET /openapi.json", () => {
   });
 
   it("validates recorded responses: token counts, native version, loaded models, embeddings, pulls, the playground's session", async () => {
-    expectValid("PostV1MessagesCountTokens", await (await postJson(`${server.url}/v1/messages/count_tokens`, { model: "tiny", messages })).json());
+    expectValid(
+      "PostV1MessagesCountTokens",
+      await (await postJson(`${server.url}/v1/messages/count_tokens`, { model: "tiny", messages })).json(),
+    );
     expectValid("GetApiVersion", await (await fetch(`${server.url}/api/version`)).json());
     // A generate request without a prompt loads the model: /api/ps has one to list.
     await readLines(await postJson(`${server.url}/api/generate`, { model: "tiny" }));
@@ -168,7 +205,10 @@ describe("GET /openapi.json", () => {
     expect(ps.models.length).toBeGreaterThan(0);
     expectValid("GetApiPs", ps);
 
-    for (const body of [{ model: "embed", input: ["a", "b"] }, { model: "embed", input: [] }]) {
+    for (const body of [
+      { model: "embed", input: ["a", "b"] },
+      { model: "embed", input: [] },
+    ]) {
       expectValid("PostApiEmbed", await (await postJson(`${server.url}/api/embed`, body)).json());
     }
     for (const body of [{ model: "embed", prompt: "a" }, { model: "embed" }]) {
@@ -183,7 +223,10 @@ describe("GET /openapi.json", () => {
     const failed = await readLines(await postJson(`${server.url}/api/pull`, { model: "hf.co/test/Corrupt-GGUF:Q8_0" }));
     expect(failed.at(-1)?.error).toEqual(expect.any(String));
     for (const line of failed) expectValid("PostApiPullEvent", line);
-    expectValid("PostApiPull", await (await postJson(`${server.url}/api/pull`, { model: "hf.co/test/Tiny-GGUF:Q4_K_M", stream: false })).json());
+    expectValid(
+      "PostApiPull",
+      await (await postJson(`${server.url}/api/pull`, { model: "hf.co/test/Tiny-GGUF:Q4_K_M", stream: false })).json(),
+    );
 
     expectValid("GetPlaygroundApiSession", await (await fetch(`${server.url}/playground/api/session`)).json());
   });
@@ -226,9 +269,12 @@ describe("GET /openapi.json, hosted profile", () => {
 
   it("validates recorded responses: a token's usage", async () => {
     const bearer = { authorization: `Bearer ${token}` };
-    expect((await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2 }, { headers: bearer })).status).toBe(200);
+    expect(
+      (await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, max_tokens: 2 }, { headers: bearer })).status,
+    ).toBe(200);
     // The ledger is written behind the request: a row of usage shows once it is.
-    const usage = async () => (await (await fetch(`${server.url}/v1/usage`, { headers: bearer })).json()) as { data: unknown[]; limits: object };
+    const usage = async () =>
+      (await (await fetch(`${server.url}/v1/usage`, { headers: bearer })).json()) as { data: unknown[]; limits: object };
     await expect.poll(async () => (await usage()).data.length).toBeGreaterThan(0);
     const body = await usage();
     expect(Object.keys(body.limits).sort()).toEqual(["requests_per_minute", "tokens_per_day"]);
@@ -243,7 +289,11 @@ describe("GET /openapi.json, hosted profile", () => {
       const headers: Record<string, string> = { cookie: [...cookies].map(([name, value]) => `${name}=${value}`).join("; ") };
       if (method !== "GET") headers["x-csrf-token"] = csrf;
       if (body !== undefined) headers["content-type"] = "application/json";
-      const response = await fetch(`${server.url}${url}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+      const response = await fetch(`${server.url}${url}`, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
       for (const line of response.headers.getSetCookie()) {
         const [name = "", value = ""] = (line.split(";")[0] ?? "").split("=");
         if (value === "") cookies.delete(name);
@@ -287,7 +337,9 @@ describe("route registration", () => {
     const app = Fastify();
     new ApiDescription({ title: "t", version: "0" }).install(app);
     app.get("/described", { config: { access: "public", openapi: { summary: "ok" } } }, async () => "ok");
-    expect(() => app.get("/undescribed", { config: { access: "public" } }, async () => "no")).toThrow(/GET \/undescribed has no config.openapi/);
+    expect(() => app.get("/undescribed", { config: { access: "public" } }, async () => "no")).toThrow(
+      /GET \/undescribed has no config.openapi/,
+    );
     await app.close();
   });
 });

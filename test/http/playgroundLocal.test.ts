@@ -26,7 +26,10 @@ describe("playground, local profile", () => {
     // A page as Vite builds one: index.html and content-hashed files under assets/.
     pageDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-page-"));
     await mkdir(path.join(pageDir, "assets"));
-    await writeFile(path.join(pageDir, "index.html"), '<!doctype html><title>modelhost playground</title><script type="module" src="/playground/assets/index-Ab12Cd.js"></script>');
+    await writeFile(
+      path.join(pageDir, "index.html"),
+      '<!doctype html><title>modelhost playground</title><script type="module" src="/playground/assets/index-Ab12Cd.js"></script>',
+    );
     await writeFile(path.join(pageDir, "assets", "index-Ab12Cd.js"), 'console.log("page");');
     await writeFile(path.join(pageDir, "favicon.svg"), "<svg xmlns='http://www.w3.org/2000/svg'/>");
     server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, playgroundDir: pageDir, config: { parallel: 2 } });
@@ -39,7 +42,11 @@ describe("playground, local profile", () => {
   });
 
   const chat = (body: object, headers: Record<string, string>) =>
-    postJson(`${server.url}/playground/api/chat/completions`, { model: "tiny", messages, max_tokens: 2, ...body }, { headers: { "content-type": "application/json", ...headers } });
+    postJson(
+      `${server.url}/playground/api/chat/completions`,
+      { model: "tiny", messages, max_tokens: 2, ...body },
+      { headers: { "content-type": "application/json", ...headers } },
+    );
 
   it("serves the page for its routes, assets with a long cache, and keeps GET / as Ollama's", async () => {
     for (const url of ["/playground", "/playground/", "/playground/tokens", "/playground/usage/today"]) {
@@ -64,7 +71,11 @@ describe("playground, local profile", () => {
 
   it("never serves a file outside the page's directory", async () => {
     await writeFile(path.join(path.dirname(pageDir), "modelhost-secret.txt"), "secret");
-    for (const target of ["/playground/../modelhost-secret.txt", "/playground/%2e%2e/modelhost-secret.txt", "/playground/assets/..%2f..%2fmodelhost-secret.txt"]) {
+    for (const target of [
+      "/playground/../modelhost-secret.txt",
+      "/playground/%2e%2e/modelhost-secret.txt",
+      "/playground/assets/..%2f..%2fmodelhost-secret.txt",
+    ]) {
       const text = await rawGet(server.url, target);
       expect(text, target).not.toContain("secret");
     }
@@ -90,11 +101,22 @@ describe("playground, local profile", () => {
   });
 
   it("answers chat completions as /v1 does, through the official client", async () => {
-    const client = new OpenAI({ baseURL: `${server.url}/playground/api`, apiKey: "unused", defaultHeaders: { "x-csrf-token": csrf }, maxRetries: 0 });
+    const client = new OpenAI({
+      baseURL: `${server.url}/playground/api`,
+      apiKey: "unused",
+      defaultHeaders: { "x-csrf-token": csrf },
+      maxRetries: 0,
+    });
     const reply = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 3 });
     expect(reply.object).toBe("chat.completion");
     expect(reply.usage?.completion_tokens).toBe(3);
-    const stream = await client.chat.completions.create({ model: "tiny", messages, max_tokens: 3, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: "tiny",
+      messages,
+      max_tokens: 3,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks[0]?.choices[0]?.delta.role).toBe("assistant");
@@ -123,10 +145,14 @@ describe("playground, local profile", () => {
 
   it("frees the slot when the client of a streamed chat disconnects", async () => {
     const controller = new AbortController();
-    const open = await postJson(`${server.url}/playground/api/chat/completions`, { model: "tiny", messages, max_tokens: 100_000, stream: true }, {
-      headers: { "content-type": "application/json", "x-csrf-token": csrf },
-      signal: controller.signal,
-    });
+    const open = await postJson(
+      `${server.url}/playground/api/chat/completions`,
+      { model: "tiny", messages, max_tokens: 100_000, stream: true },
+      {
+        headers: { "content-type": "application/json", "x-csrf-token": csrf },
+        signal: controller.signal,
+      },
+    );
     expect(open.headers.get("content-type")).toMatch(/^text\/event-stream/);
     await open.body!.getReader().read();
     await expect.poll(slots).toMatchObject({ active: 1 });
@@ -143,14 +169,20 @@ describe("playground, local profile", () => {
       ["POST", "/playground/api/sign-in"],
     ];
     for (const [method, url] of requests) {
-      const response = await fetch(`${server.url}${url}`, { method, headers: { "x-csrf-token": csrf, "content-type": "application/json" }, ...(method === "POST" ? { body: "{}" } : {}) });
+      const response = await fetch(`${server.url}${url}`, {
+        method,
+        headers: { "x-csrf-token": csrf, "content-type": "application/json" },
+        ...(method === "POST" ? { body: "{}" } : {}),
+      });
       expect(response.status, url).toBe(404);
       expect(((await response.json()) as { error: { message: string } }).error.message, url).toMatch(/hosted profile/);
     }
   });
 
   const slots = async () => {
-    const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: Array<{ id: string; active: number; queued: number }> };
+    const health = (await (await fetch(`${server.url}/health`)).json()) as {
+      loaded: Array<{ id: string; active: number; queued: number }>;
+    };
     const model = health.loaded.find((entry) => entry.id === "tiny");
     return { active: model?.active ?? 0, queued: model?.queued ?? 0 };
   };

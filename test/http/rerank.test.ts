@@ -32,7 +32,9 @@ describe("POST /v1/rerank", () => {
 
   beforeAll(async () => {
     const path = await testModelPath("rerank-tiny");
-    server = await startTestServer({ models: { rerank: path, tiny: await testModelPath("tiny"), embed: await testModelPath("embed-tiny") } });
+    server = await startTestServer({
+      models: { rerank: path, tiny: await testModelPath("tiny"), embed: await testModelPath("embed-tiny") },
+    });
     // The model's tokenizer alone (no weights evaluated), for the reference's input tokens.
     llama = await getLlama({ gpu: false, build: "never" });
     vocabulary = await llama.loadModel({ modelPath: path, vocabOnly: true });
@@ -120,11 +122,31 @@ describe("POST /v1/rerank", () => {
     ["a number as a document", { model: "rerank", query: QUERY, documents: ["fine", 7] }, "documents[1]", /string or an object/],
     ["top_n 0", { model: "rerank", query: QUERY, documents: DOCUMENTS, top_n: 0 }, "top_n", /too small/i],
     ["top_n as a string", { model: "rerank", query: QUERY, documents: DOCUMENTS, top_n: "2" }, "top_n", /expected number, got a string/],
-    ["return_documents as a string", { model: "rerank", query: QUERY, documents: DOCUMENTS, return_documents: "yes" }, "return_documents", /expected boolean/],
+    [
+      "return_documents as a string",
+      { model: "rerank", query: QUERY, documents: DOCUMENTS, return_documents: "yes" },
+      "return_documents",
+      /expected boolean/,
+    ],
     ["1001 documents", { model: "rerank", query: QUERY, documents: Array.from({ length: 1001 }, () => "x") }, "documents", /at most 1000/],
-    ["a document too long for the context", { model: "rerank", query: QUERY, documents: ["short", "lighthouse ".repeat(600)] }, "documents[1]", /at most 511/],
-    ["a chat model", { model: "tiny", query: QUERY, documents: DOCUMENTS }, "model", /`tiny` is a chat model: it cannot rerank documents\. Use it with \/v1\/chat\/completions or \/v1\/embeddings/],
-    ["an embedding model", { model: "embed", query: QUERY, documents: DOCUMENTS }, "model", /`embed` is an embedding model: it cannot rerank documents/],
+    [
+      "a document too long for the context",
+      { model: "rerank", query: QUERY, documents: ["short", "lighthouse ".repeat(600)] },
+      "documents[1]",
+      /at most 511/,
+    ],
+    [
+      "a chat model",
+      { model: "tiny", query: QUERY, documents: DOCUMENTS },
+      "model",
+      /`tiny` is a chat model: it cannot rerank documents\. Use it with \/v1\/chat\/completions or \/v1\/embeddings/,
+    ],
+    [
+      "an embedding model",
+      { model: "embed", query: QUERY, documents: DOCUMENTS },
+      "model",
+      /`embed` is an embedding model: it cannot rerank documents/,
+    ],
   ])("refuses %s with a 400 naming %s, in the OpenAI error shape", async (_label, request, param, message) => {
     const { status, body } = await rerank(request);
     expect(status).toBe(400);
@@ -144,7 +166,9 @@ describe("POST /v1/rerank", () => {
   });
 
   it("refuses to chat or embed with a reranking model, naming what it serves", async () => {
-    await expect(server.client.chat.completions.create({ model: "rerank", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({
+    await expect(
+      server.client.chat.completions.create({ model: "rerank", messages: [{ role: "user", content: "hi" }] }),
+    ).rejects.toMatchObject({
       status: 400,
       param: "model",
       message: expect.stringMatching(/`rerank` is a reranking model: it cannot generate chat completions\. Use it with \/v1\/rerank\./),
@@ -159,7 +183,9 @@ describe("POST /v1/rerank", () => {
 
   it("lists the capability rerank in /v1/models and the native /api/show", async () => {
     const models = await server.client.models.list();
-    const capabilities = Object.fromEntries(models.data.map((model) => [model.id, (model as unknown as { capabilities: string[] }).capabilities]));
+    const capabilities = Object.fromEntries(
+      models.data.map((model) => [model.id, (model as unknown as { capabilities: string[] }).capabilities]),
+    );
     expect(capabilities).toEqual({ rerank: ["rerank"], tiny: ["chat", "embeddings"], embed: ["embeddings"] });
     const ollama = new Ollama({ host: server.url });
     expect((await ollama.show({ model: "rerank" })).capabilities).toEqual(["rerank"]);

@@ -43,7 +43,13 @@ describe("Responses API", () => {
     // A short bounded answer, so that the random model ends by itself: status completed.
     const schema = { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false };
     const format = { type: "json_schema" as const, name: "answer", schema, strict: true };
-    const response = await client.responses.create({ model: "tiny", input: "Hello there.", max_output_tokens: 100, temperature: 0, text: { format } });
+    const response = await client.responses.create({
+      model: "tiny",
+      input: "Hello there.",
+      max_output_tokens: 100,
+      temperature: 0,
+      text: { format },
+    });
     expect(response.id).toMatch(/^resp_[A-Za-z0-9]{40}$/);
     expect(response.object).toBe("response");
     expect(response.model).toBe("tiny");
@@ -78,7 +84,11 @@ describe("Responses API", () => {
   });
 
   it("stops at max_output_tokens with status incomplete", async () => {
-    const response = await client.responses.create({ model: "tiny", input: [{ role: "user", content: "Tell a long story." }], max_output_tokens: 3 });
+    const response = await client.responses.create({
+      model: "tiny",
+      input: [{ role: "user", content: "Tell a long story." }],
+      max_output_tokens: 3,
+    });
     expect(response.status).toBe("incomplete");
     expect(response.incomplete_details).toEqual({ reason: "max_output_tokens" });
     expect(response.usage?.output_tokens).toBe(3);
@@ -86,7 +96,14 @@ describe("Responses API", () => {
   });
 
   it("streams typed events in OpenAI's order, numbered from 0, and the helper's final response equals the last event's", async () => {
-    const response = await postJson(url, { model: "tiny", input: "Hello.", instructions: "Be brief.", stream: true, max_output_tokens: 8, temperature: 0 });
+    const response = await postJson(url, {
+      model: "tiny",
+      input: "Hello.",
+      instructions: "Be brief.",
+      stream: true,
+      max_output_tokens: 8,
+      temperature: 0,
+    });
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
     const events = await readTypedEvents(response);
@@ -108,25 +125,48 @@ describe("Responses API", () => {
       final,
     ]);
     expect(events[0]!.data).toMatchObject({ response: { status: "in_progress", output: [], usage: null, instructions: "Be brief." } });
-    const text = events.filter((event) => event.event === "response.output_text.delta").map((event) => event.data.delta).join("");
+    const text = events
+      .filter((event) => event.event === "response.output_text.delta")
+      .map((event) => event.data.delta)
+      .join("");
     expect(events.find((event) => event.event === "response.output_text.done")!.data.text).toBe(text);
     const last = events.at(-1)!.data as unknown as { response: OpenAI.Responses.Response };
     expect(last.response.output).toEqual([expect.objectContaining({ type: "message", content: [expect.objectContaining({ text })] })]);
 
     // The official helper accumulates the same events into the same response.
-    const stream = client.responses.stream({ model: "tiny", input: "Hello.", instructions: "Be brief.", max_output_tokens: 8, temperature: 0 });
+    const stream = client.responses.stream({
+      model: "tiny",
+      input: "Hello.",
+      instructions: "Be brief.",
+      max_output_tokens: 8,
+      temperature: 0,
+    });
     let streamed = "";
     stream.on("response.output_text.delta", (event) => (streamed += event.delta));
     const finalResponse = await stream.finalResponse();
     expect(streamed).toBe(text);
     expect(finalResponse.output_text).toBe(text);
     // Greedy decoding: the same text as not streamed.
-    const plain = await client.responses.create({ model: "tiny", input: "Hello.", instructions: "Be brief.", max_output_tokens: 8, temperature: 0 });
+    const plain = await client.responses.create({
+      model: "tiny",
+      input: "Hello.",
+      instructions: "Be brief.",
+      max_output_tokens: 8,
+      temperature: 0,
+    });
     expect(plain.output_text).toBe(text);
   });
 
   it("calls a function, streamed and not, and completes the round trip with function_call_output", async () => {
-    const request = { model: "tiny", input: "What is the weather in Paris?", tools, tool_choice: "required" as const, parallel_tool_calls: false, temperature: 0, max_output_tokens: 400 };
+    const request = {
+      model: "tiny",
+      input: "What is the weather in Paris?",
+      tools,
+      tool_choice: "required" as const,
+      parallel_tool_calls: false,
+      temperature: 0,
+      max_output_tokens: 400,
+    };
     const first = await client.responses.create(request);
     expect(first.status).toBe("completed");
     const calls = first.output.filter((item) => item.type === "function_call");
@@ -170,40 +210,86 @@ describe("Responses API", () => {
   });
 
   it("continues a stored function call with its output through previous_response_id, as agent loops do", async () => {
-    const first = await client.responses.create({ model: "tiny", input: "Weather in Paris?", tools, tool_choice: "required", parallel_tool_calls: false, temperature: 0, max_output_tokens: 400 });
+    const first = await client.responses.create({
+      model: "tiny",
+      input: "Weather in Paris?",
+      tools,
+      tool_choice: "required",
+      parallel_tool_calls: false,
+      temperature: 0,
+      max_output_tokens: 400,
+    });
     const call = first.output.find((item) => item.type === "function_call");
     if (call?.type !== "function_call") throw new Error("expected a call");
     const second = await client.responses.create({
-      model: "tiny", tools, tool_choice: "none", max_output_tokens: 4, previous_response_id: first.id,
+      model: "tiny",
+      tools,
+      tool_choice: "none",
+      max_output_tokens: 4,
+      previous_response_id: first.id,
       input: [{ type: "function_call_output", call_id: call.call_id, output: "21 degrees" }],
     });
     expect(second.output.map((item) => item.type)).toEqual(["message"]);
     const items = await client.responses.inputItems.list(second.id, { order: "asc" });
     expect(items.data.map((item) => item.type)).toEqual(["message", "function_call", "function_call_output"]);
-    expect(items.data[2]).toMatchObject({ type: "function_call_output", id: expect.stringMatching(/^fco_/), call_id: call.call_id, output: "21 degrees", status: "completed" });
+    expect(items.data[2]).toMatchObject({
+      type: "function_call_output",
+      id: expect.stringMatching(/^fco_/),
+      call_id: call.call_id,
+      output: "21 degrees",
+      status: "completed",
+    });
     // The call's output must answer a call: an unknown call_id is refused even after a stored conversation.
-    await expect(client.responses.create({ model: "tiny", previous_response_id: first.id, input: [{ type: "function_call_output", call_id: "call_other", output: "x" }] })).rejects.toMatchObject({
+    await expect(
+      client.responses.create({
+        model: "tiny",
+        previous_response_id: first.id,
+        input: [{ type: "function_call_output", call_id: "call_other", output: "x" }],
+      }),
+    ).rejects.toMatchObject({
       status: 400,
       error: { param: "input[0].call_id" },
     });
   });
 
   it("structured output: json_schema text format validates, json_object parses", async () => {
-    const schema = { type: "object", properties: { name: { type: "string", maxLength: 10 }, ok: { type: "boolean" } }, required: ["name", "ok"], additionalProperties: false };
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string", maxLength: 10 }, ok: { type: "boolean" } },
+      required: ["name", "ok"],
+      additionalProperties: false,
+    };
     const response = await client.responses.create({
-      model: "tiny", input: "Fill the form.", temperature: 0.8, max_output_tokens: 400,
+      model: "tiny",
+      input: "Fill the form.",
+      temperature: 0.8,
+      max_output_tokens: 400,
       text: { format: { type: "json_schema", name: "form", schema, strict: true } },
     });
     expect(response.text?.format).toMatchObject({ type: "json_schema", name: "form" });
     expect(response.status).toBe("completed");
     expect(ajv.validate(schema, JSON.parse(response.output_text)), response.output_text).toBe(true);
-    const object = await client.responses.create({ model: "tiny", input: "JSON please.", temperature: 0.9, max_output_tokens: 300, text: { format: { type: "json_object" } } });
+    const object = await client.responses.create({
+      model: "tiny",
+      input: "JSON please.",
+      temperature: 0.9,
+      max_output_tokens: 300,
+      text: { format: { type: "json_object" } },
+    });
     if (object.status === "completed") expect(typeof JSON.parse(object.output_text)).toBe("object");
     else expect(object.output_text.startsWith("{")).toBe(true);
   });
 
   it('returns the answer\'s token log-probabilities with include ["message.output_text.logprobs"], streamed and not', async () => {
-    const request = { model: "tiny", input: "Hello.", max_output_tokens: 6, temperature: 0, top_logprobs: 2, include: ["message.output_text.logprobs" as const], store: false };
+    const request = {
+      model: "tiny",
+      input: "Hello.",
+      max_output_tokens: 6,
+      temperature: 0,
+      top_logprobs: 2,
+      include: ["message.output_text.logprobs" as const],
+      store: false,
+    };
     const response = await client.responses.create(request);
     const part = response.output[0]?.type === "message" ? response.output[0].content[0] : undefined;
     if (part?.type !== "output_text") throw new Error("expected output text");
@@ -215,22 +301,44 @@ describe("Responses API", () => {
     }
     expect(Buffer.from((part.logprobs ?? []).flatMap((logprob) => logprob.bytes)).toString("utf8")).toBe(part.text);
     const events = await readTypedEvents(await postJson(url, { ...request, stream: true }));
-    const deltas = events.filter((event) => event.event === "response.output_text.delta").flatMap((event) => event.data.logprobs as unknown[]);
+    const deltas = events
+      .filter((event) => event.event === "response.output_text.delta")
+      .flatMap((event) => event.data.logprobs as unknown[]);
     expect(deltas).toEqual(part.logprobs);
-    expect(events.find((event) => event.event === "response.content_part.added")!.data.part).toEqual({ type: "output_text", text: "", annotations: [], logprobs: [] });
+    expect(events.find((event) => event.event === "response.content_part.added")!.data.part).toEqual({
+      type: "output_text",
+      text: "",
+      annotations: [],
+      logprobs: [],
+    });
     // Without include, none.
     const plain = await client.responses.create({ ...request, include: [] });
     expect(plain.output[0]?.type === "message" && plain.output[0].content[0]).toMatchObject({ logprobs: [] });
   });
 
   it("resolves item_reference input items against stored items: messages, function calls and their outputs, input or output", async () => {
-    const first = await client.responses.create({ model: "tiny", input: "Weather in Paris?", tools, tool_choice: "required", parallel_tool_calls: false, temperature: 0, max_output_tokens: 400 });
+    const first = await client.responses.create({
+      model: "tiny",
+      input: "Weather in Paris?",
+      tools,
+      tool_choice: "required",
+      parallel_tool_calls: false,
+      temperature: 0,
+      max_output_tokens: 400,
+    });
     const call = first.output.find((item) => item.type === "function_call");
     if (call?.type !== "function_call") throw new Error("expected a call");
     const [question] = (await client.responses.inputItems.list(first.id)).data;
     const second = await client.responses.create({
-      model: "tiny", tools, tool_choice: "none", max_output_tokens: 4,
-      input: [{ type: "item_reference", id: question!.id }, { type: "item_reference", id: call.id! }, { type: "function_call_output", call_id: call.call_id, output: "21 degrees" }],
+      model: "tiny",
+      tools,
+      tool_choice: "none",
+      max_output_tokens: 4,
+      input: [
+        { type: "item_reference", id: question!.id },
+        { type: "item_reference", id: call.id! },
+        { type: "function_call_output", call_id: call.call_id, output: "21 degrees" },
+      ],
     });
     // Listed as the items they name, with their ids.
     const items = (await client.responses.inputItems.list(second.id, { order: "asc" })).data;
@@ -239,14 +347,27 @@ describe("Responses API", () => {
     const output = items[2]!;
     // The same as sending the items themselves.
     const inline = await client.responses.create({
-      model: "tiny", tools, tool_choice: "none", max_output_tokens: 4, store: false,
-      input: [{ role: "user", content: "Weather in Paris?" }, call, { type: "function_call_output", call_id: call.call_id, output: "21 degrees" }],
+      model: "tiny",
+      tools,
+      tool_choice: "none",
+      max_output_tokens: 4,
+      store: false,
+      input: [
+        { role: "user", content: "Weather in Paris?" },
+        call,
+        { type: "function_call_output", call_id: call.call_id, output: "21 degrees" },
+      ],
     });
     expect(second.usage?.input_tokens).toBe(inline.usage?.input_tokens);
     // A function_call_output and an answer are referenceable too: a third turn by references only, streamed.
     const answer = second.output[0]!;
     const references = [question!, call, output, answer].map((item) => ({ type: "item_reference", id: item.id }));
-    const response = await postJson(url, { model: "tiny", stream: true, max_output_tokens: 2, input: [...references, { type: "message", role: "user", content: "Thanks." }] });
+    const response = await postJson(url, {
+      model: "tiny",
+      stream: true,
+      max_output_tokens: 2,
+      input: [...references, { type: "message", role: "user", content: "Thanks." }],
+    });
     const events = await readTypedEvents(response);
     expect(events.at(-1)?.event).toMatch(/^response\.(completed|incomplete)$/);
     const third = (events.at(-1)!.data as unknown as { response: { id: string } }).response.id;
@@ -258,7 +379,13 @@ describe("Responses API", () => {
     const deleted = await client.responses.create({ model: "tiny", input: "Hi.", max_output_tokens: 2 });
     await client.responses.delete(deleted.id);
     for (const id of [unstored.output[0]!.id!, deleted.output[0]!.id!, "msg_unknown"]) {
-      const response = await postJson(url, { model: "tiny", input: [{ type: "item_reference", id }, { role: "user", content: "Go on." }] });
+      const response = await postJson(url, {
+        model: "tiny",
+        input: [
+          { type: "item_reference", id },
+          { role: "user", content: "Go on." },
+        ],
+      });
       expect(response.status).toBe(400);
       expect(await response.json()).toEqual({
         error: {
@@ -272,13 +399,25 @@ describe("Responses API", () => {
   });
 
   it("stores responses: retrieve, continue with previous_response_id, list input items, delete", async () => {
-    const first = await client.responses.create({ model: "tiny", input: "My name is Ada.", instructions: "Answer briefly.", max_output_tokens: 6, metadata: { topic: "names" }, user: "u-1" });
+    const first = await client.responses.create({
+      model: "tiny",
+      input: "My name is Ada.",
+      instructions: "Answer briefly.",
+      max_output_tokens: 6,
+      metadata: { topic: "names" },
+      user: "u-1",
+    });
     expect(first.metadata).toEqual({ topic: "names" });
     expect(first.user).toBe("u-1");
     const retrieved = await client.responses.retrieve(first.id);
     expect(retrieved).toEqual(first);
 
-    const second = await client.responses.create({ model: "tiny", input: "What is my name?", previous_response_id: first.id, max_output_tokens: 6 });
+    const second = await client.responses.create({
+      model: "tiny",
+      input: "What is my name?",
+      previous_response_id: first.id,
+      max_output_tokens: 6,
+    });
     expect(second.previous_response_id).toBe(first.id);
     // The stored conversation is the prefix; the instructions are not inherited.
     expect(second.instructions).toBeNull();
@@ -303,7 +442,11 @@ describe("Responses API", () => {
     await expect(client.responses.retrieve(first.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(client.responses.create({ model: "tiny", input: "Again?", previous_response_id: first.id })).rejects.toMatchObject({
       status: 400,
-      error: { type: "invalid_request_error", param: "previous_response_id", message: `Previous response with id '${first.id}' not found.` },
+      error: {
+        type: "invalid_request_error",
+        param: "previous_response_id",
+        message: `Previous response with id '${first.id}' not found.`,
+      },
       // The reference's own code for it, not the null of field validation.
       code: "previous_response_not_found",
     });
@@ -320,17 +463,23 @@ describe("Responses API", () => {
     expect(next.usage!.input_tokens).toBeGreaterThan(stored.usage!.input_tokens);
     // Its input items are the stored conversation only: it added none.
     const items = await client.responses.inputItems.list(next.id, { order: "asc" });
-    expect(items.data.map((item) => item.id)).toEqual([...(await client.responses.inputItems.list(stored.id, { order: "asc" })).data, ...stored.output].map((item) => item.id));
+    expect(items.data.map((item) => item.id)).toEqual(
+      [...(await client.responses.inputItems.list(stored.id, { order: "asc" })).data, ...stored.output].map((item) => item.id),
+    );
     // Without previous_response_id, input is required.
     const missing = await postJson(url, { model: "tiny", user: null });
     expect(missing.status).toBe(400);
-    expect(((await missing.json()) as { error: { param: string; message: string } }).error).toMatchObject({ param: "input", message: expect.stringMatching(/Missing required parameter: 'input'/) });
+    expect(((await missing.json()) as { error: { param: string; message: string } }).error).toMatchObject({
+      param: "input",
+      message: expect.stringMatching(/Missing required parameter: 'input'/),
+    });
   });
 
   it("stores a streamed response before its final event, so it can be continued at once", async () => {
     const stream = await client.responses.create({ model: "tiny", input: "Hi.", stream: true, max_output_tokens: 4 });
     let id = "";
-    for await (const event of stream) if (event.type === "response.completed" || event.type === "response.incomplete") id = event.response.id;
+    for await (const event of stream)
+      if (event.type === "response.completed" || event.type === "response.incomplete") id = event.response.id;
     const retrieved = await client.responses.retrieve(id);
     expect(retrieved.status).toMatch(/^(completed|incomplete)$/);
     const next = await client.responses.create({ model: "tiny", input: "And?", previous_response_id: id, max_output_tokens: 2 });
@@ -344,7 +493,11 @@ describe("Responses API", () => {
     [{ model: "tiny", input: [] }, 400, "input"],
     [{ model: "tiny", input: [{ role: "user", content: 5 }] }, 400, "input[0].content"],
     [{ model: "tiny", input: [{ role: "robot", content: "x" }] }, 400, "input[0].role"],
-    [{ model: "tiny", input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] }, 400, "input[0].content[0].type"],
+    [
+      { model: "tiny", input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] },
+      400,
+      "input[0].content[0].type",
+    ],
     [{ model: "tiny", input: [{ role: "user", content: [{ type: "input_text" }] }] }, 400, "input[0].content[0].text"],
     [{ model: "tiny", input: [{ type: "item_reference", id: "msg_1" }] }, 400, "input"],
     [{ model: "tiny", input: [{ type: "item_reference" }] }, 400, "input[0].id"],
@@ -353,7 +506,11 @@ describe("Responses API", () => {
     [{ model: "tiny", input: [{ type: "function_call_output", call_id: "call_x", output: "1" }] }, 400, "input[0].call_id"],
     [{ model: "tiny", input: "x", tools: [{ type: "web_search" }] }, 400, "tools[0].type"],
     [{ model: "tiny", input: "x", tools: [{ type: "function", name: "bad name" }] }, 400, "tools[0].name"],
-    [{ model: "tiny", input: "x", tools: [{ type: "function", name: "f", parameters: { type: "string" } }] }, 400, "tools[0].parameters.type"],
+    [
+      { model: "tiny", input: "x", tools: [{ type: "function", name: "f", parameters: { type: "string" } }] },
+      400,
+      "tools[0].parameters.type",
+    ],
     [{ model: "tiny", input: "x", tools: [tools[0], tools[0]] }, 400, "tools[1].name"],
     [{ model: "tiny", input: "x", tool_choice: "required" }, 400, "tool_choice"],
     [{ model: "tiny", input: "x", tools, tool_choice: { type: "function", name: "missing" } }, 400, "tool_choice.name"],
@@ -363,7 +520,15 @@ describe("Responses API", () => {
     [{ model: "tiny", input: "x", temperature: 3 }, 400, "temperature"],
     [{ model: "tiny", input: "x", top_p: 2 }, 400, "top_p"],
     [{ model: "tiny", input: "x", text: { format: { type: "yaml" } } }, 400, "text.format.type"],
-    [{ model: "tiny", input: "x", text: { format: { type: "json_schema", name: "s", schema: { type: "object", properties: { n: { type: "number", minimum: 3 } } } } } }, 400, "text.format.schema.properties.n.minimum"],
+    [
+      {
+        model: "tiny",
+        input: "x",
+        text: { format: { type: "json_schema", name: "s", schema: { type: "object", properties: { n: { type: "number", minimum: 3 } } } } },
+      },
+      400,
+      "text.format.schema.properties.n.minimum",
+    ],
     [{ model: "tiny", input: "x", metadata: { k: "v".repeat(513) } }, 400, "metadata.k"],
     [{ model: "tiny", input: "x", metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) }, 400, "metadata"],
     [{ model: "tiny", input: "x", background: true }, 400, "background"],
@@ -385,15 +550,26 @@ describe("Responses API", () => {
     const response = await postJson(url, { model: "tiny", input: "x", previous_response_id: "resp_unknown" });
     expect(response.status).toBe(400);
     expect(await response.json()).toEqual({
-      error: { message: "Previous response with id 'resp_unknown' not found.", type: "invalid_request_error", param: "previous_response_id", code: "previous_response_not_found" },
+      error: {
+        message: "Previous response with id 'resp_unknown' not found.",
+        type: "invalid_request_error",
+        param: "previous_response_id",
+        code: "previous_response_not_found",
+      },
     });
   });
 
   it("answers unknown ids with 404 in the OpenAI shape, and a bad body with 400, then still serves", async () => {
-    for (const [method, path] of [["GET", "/resp_nope"], ["DELETE", "/resp_nope"], ["GET", "/resp_nope/input_items"]] as const) {
+    for (const [method, path] of [
+      ["GET", "/resp_nope"],
+      ["DELETE", "/resp_nope"],
+      ["GET", "/resp_nope/input_items"],
+    ] as const) {
       const response = await fetch(`${url}${path}`, { method });
       expect(response.status, `${method} ${path}`).toBe(404);
-      expect(await response.json()).toEqual({ error: { message: "Response with id 'resp_nope' not found.", type: "invalid_request_error", param: null, code: "not_found" } });
+      expect(await response.json()).toEqual({
+        error: { message: "Response with id 'resp_nope' not found.", type: "invalid_request_error", param: null, code: "not_found" },
+      });
     }
     const stored = await client.responses.create({ model: "tiny", input: "x", max_output_tokens: 1 });
     const badPage = await fetch(`${url}/${stored.id}/input_items?limit=0`);
@@ -410,7 +586,11 @@ describe("Responses API", () => {
 
   it("a client that disconnects mid-stream frees its slot at once, and nothing is stored", async () => {
     const controller = new AbortController();
-    const response = await postJson(url, { model: "tiny", input: "Tell a long story.", stream: true, max_output_tokens: 1900 }, { signal: controller.signal });
+    const response = await postJson(
+      url,
+      { model: "tiny", input: "Tell a long story.", stream: true, max_output_tokens: 1900 },
+      { signal: controller.signal },
+    );
     const reader = response.body!.getReader();
     let head = "";
     while (!head.includes("response.output_text.delta")) head += new TextDecoder().decode((await reader.read()).value);
@@ -441,7 +621,13 @@ describe("Responses API on a thinking model", () => {
     const response = await client.responses.create(request);
     expect(response.output.map((item) => item.type)).toEqual(["reasoning", "message"]);
     const [reasoning, message] = response.output;
-    expect(reasoning).toEqual({ type: "reasoning", id: expect.stringMatching(/^rs_/), summary: [], content: [{ type: "reasoning_text", text: TEST_MODEL_THOUGHT }], status: "completed" });
+    expect(reasoning).toEqual({
+      type: "reasoning",
+      id: expect.stringMatching(/^rs_/),
+      summary: [],
+      content: [{ type: "reasoning_text", text: TEST_MODEL_THOUGHT }],
+      status: "completed",
+    });
     expect(message).toMatchObject({ type: "message", status: "incomplete" });
     expect(response.output_text).toMatch(/\S/);
     expect(response.output_text).not.toContain(TEST_MODEL_THOUGHT);
@@ -478,7 +664,10 @@ describe("Responses API on a thinking model", () => {
     expect(events.map((event) => event.data.sequence_number)).toEqual(events.map((_, i) => i));
     expect(events[2]!.data).toMatchObject({ output_index: 0, item: { type: "reasoning", content: [], summary: [] } });
     expect(events[3]!.data).toMatchObject({ output_index: 0, content_index: 0, part: { type: "reasoning_text", text: "" } });
-    const thought = events.filter((event) => event.event === "response.reasoning_text.delta").map((event) => event.data.delta).join("");
+    const thought = events
+      .filter((event) => event.event === "response.reasoning_text.delta")
+      .map((event) => event.data.delta)
+      .join("");
     expect(thought).toBe(TEST_MODEL_THOUGHT);
 
     const final = await client.responses.stream(request).finalResponse();
@@ -502,11 +691,19 @@ describe("Responses API on a thinking model", () => {
     // The output items as the SDK types input (its output union is wider than what it accepts back).
     const output = first.output as OpenAI.Responses.ResponseInputItem[];
     // Sent back by hand: the reasoning item is accepted, and left out of the prompt as templates drop old thoughts.
-    const withThought = await client.responses.create({ ...request, store: false, input: [{ role: "user", content: "How far is the river?" }, ...output, { role: "user", content: "And then?" }] });
+    const withThought = await client.responses.create({
+      ...request,
+      store: false,
+      input: [{ role: "user", content: "How far is the river?" }, ...output, { role: "user", content: "And then?" }],
+    });
     const withoutThought = await client.responses.create({
       ...request,
       store: false,
-      input: [{ role: "user", content: "How far is the river?" }, ...output.filter((item) => item.type !== "reasoning"), { role: "user", content: "And then?" }],
+      input: [
+        { role: "user", content: "How far is the river?" },
+        ...output.filter((item) => item.type !== "reasoning"),
+        { role: "user", content: "And then?" },
+      ],
     });
     expect(withThought.usage?.input_tokens).toBe(withoutThought.usage?.input_tokens);
     expect(next.usage?.input_tokens).toBe(withThought.usage?.input_tokens);
@@ -528,10 +725,18 @@ describe("stored responses expire after --response-expiry, 30 days by default, b
     const stored = await client.responses.create({ model: "tiny", input: "Remember me.", max_output_tokens: 1 });
     now += days(30) - 1;
     expect((await client.responses.retrieve(stored.id)).id).toBe(stored.id);
-    const next = await client.responses.create({ model: "tiny", input: "Still there?", previous_response_id: stored.id, max_output_tokens: 1 });
+    const next = await client.responses.create({
+      model: "tiny",
+      input: "Still there?",
+      previous_response_id: stored.id,
+      max_output_tokens: 1,
+    });
     now += 1;
     await expect(client.responses.retrieve(stored.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
-    await expect(client.responses.create({ model: "tiny", input: "And now?", previous_response_id: stored.id })).rejects.toMatchObject({ status: 400, code: "previous_response_not_found" });
+    await expect(client.responses.create({ model: "tiny", input: "And now?", previous_response_id: stored.id })).rejects.toMatchObject({
+      status: 400,
+      code: "previous_response_not_found",
+    });
     // The one stored a moment before the first expired has its own 30 days.
     expect((await client.responses.retrieve(next.id)).id).toBe(next.id);
   });

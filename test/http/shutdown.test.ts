@@ -61,11 +61,20 @@ describe("graceful shutdown of a server process", () => {
   });
 
   const start = async (args: string[]) => {
-    server = await startServerProcess(["--models-dir", modelsDir, "--context-size", String(LONG + 1000), "--max-generation-time", "0", ...args]);
+    server = await startServerProcess([
+      "--models-dir",
+      modelsDir,
+      "--context-size",
+      String(LONG + 1000),
+      "--max-generation-time",
+      "0",
+      ...args,
+    ]);
     return server;
   };
   /** Resolves once the server has reacted to the signal (it says so on stderr). */
-  const draining = (running: ServerProcess) => expect.poll(() => running.output(), { timeout: 10_000 }).toMatch(/finishing the requests in flight/);
+  const draining = (running: ServerProcess) =>
+    expect.poll(() => running.output(), { timeout: 10_000 }).toMatch(/finishing the requests in flight/);
   const activeRequests = async (running: ServerProcess) => {
     const health = (await (await fetch(`${running.url}/health`)).json()) as { loaded: { active: number }[] };
     return health.loaded.reduce((sum, model) => sum + model.active, 0);
@@ -95,7 +104,7 @@ describe("graceful shutdown of a server process", () => {
     await expect.poll(() => body.text(), { timeout: 20_000 }).toContain("data: ");
 
     const beforeSignal = body.text();
-    expect(beforeSignal).not.toContain("finish_reason\":\"");
+    expect(beforeSignal).not.toContain('finish_reason":"');
     running.signal("SIGTERM");
     await draining(running);
     const [health, refused] = await Promise.all([healthProbe.finish(), modelsProbe.finish()]);
@@ -127,7 +136,12 @@ describe("graceful shutdown of a server process", () => {
     const openai = await post(`${running.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }));
     const ollama = await post(`${running.url}/api/chat`, chatBody({ options: { num_predict: LONG } }));
     // store: false, so the process writes nothing to the data directory.
-    const responses = await post(`${running.url}/v1/responses`, { model: "tiny", input: "Write a very long essay.", stream: true, store: false });
+    const responses = await post(`${running.url}/v1/responses`, {
+      model: "tiny",
+      input: "Write a very long essay.",
+      stream: true,
+      store: false,
+    });
     const anthropic = await post(`${running.url}/v1/messages`, chatBody({ stream: true, max_tokens: LONG }));
     const plainReply = post(`${running.url}/v1/chat/completions`, chatBody({ max_tokens: LONG }));
     const openaiBody = readBody(openai);
@@ -138,7 +152,10 @@ describe("graceful shutdown of a server process", () => {
 
     running.signal("SIGTERM");
     expect(await openaiBody.ended).toBe("ended");
-    const events = openaiBody.text().split("\n\n").filter((block) => block.startsWith("data: "));
+    const events = openaiBody
+      .text()
+      .split("\n\n")
+      .filter((block) => block.startsWith("data: "));
     expect(events.at(-1)).not.toBe("data: [DONE]");
     const last = JSON.parse(events.at(-1)!.slice("data: ".length)) as { error: { code: string; type: string; message: string } };
     expect(last.error).toMatchObject({ code: "engine_unavailable", type: "server_error" });
@@ -150,21 +167,34 @@ describe("graceful shutdown of a server process", () => {
 
     // The Responses API's typed stream ends with its own `error` event, numbered like the others.
     expect(await responsesBody.ended).toBe("ended");
-    const typed = responsesBody.text().split("\n\n").filter((block) => block.startsWith("event: "));
+    const typed = responsesBody
+      .text()
+      .split("\n\n")
+      .filter((block) => block.startsWith("event: "));
     const [name, data] = typed.at(-1)!.split("\n");
     expect(name).toBe("event: error");
     expect(JSON.parse(data!.slice("data: ".length))).toEqual({
-      type: "error", code: "engine_unavailable", message: expect.stringMatching(/shutting down/), param: null, sequence_number: typed.length - 1,
+      type: "error",
+      code: "engine_unavailable",
+      message: expect.stringMatching(/shutting down/),
+      param: null,
+      sequence_number: typed.length - 1,
     });
 
     // The Messages API's named events end with its `error` event, after content it had streamed.
     expect(await anthropicBody.ended).toBe("ended");
-    const named = anthropicBody.text().split("\n\n").filter((block) => block.startsWith("event: "));
+    const named = anthropicBody
+      .text()
+      .split("\n\n")
+      .filter((block) => block.startsWith("event: "));
     expect(named.some((block) => block.startsWith("event: content_block_delta\n"))).toBe(true);
     expect(named.some((block) => block.startsWith("event: message_stop\n"))).toBe(false);
     const [anthropicName, anthropicData] = named.at(-1)!.split("\n");
     expect(anthropicName).toBe("event: error");
-    expect(JSON.parse(anthropicData!.slice("data: ".length))).toEqual({ type: "error", error: { type: "overloaded_error", message: expect.stringMatching(/shutting down/) } });
+    expect(JSON.parse(anthropicData!.slice("data: ".length))).toEqual({
+      type: "error",
+      error: { type: "overloaded_error", message: expect.stringMatching(/shutting down/) },
+    });
 
     const plain = await plainReply;
     expect(plain.status).toBe(503);
@@ -215,7 +245,10 @@ describe("shutdown during a scan of malformed model files", () => {
     // corpus (640 files, among them a 70 MB sparse one and several of a few MB) take seconds.
     const refused = ggufCorpus().filter((entry) => entry.expected !== "accepted");
     for (let copy = 0; copy < 10; copy++) await writeCorpus(modelsDir, refused, `c${copy}-bad-`);
-    const tags = fetch(`${running.url}/api/tags`).then((response) => response.status, () => "reset");
+    const tags = fetch(`${running.url}/api/tags`).then(
+      (response) => response.status,
+      () => "reset",
+    );
     await expect.poll(() => running.output(), { timeout: 10_000, interval: 5 }).toMatch(/Skipping .*\.gguf: not a readable GGUF model/);
     const signalled = performance.now();
     running.signal("SIGTERM");
@@ -251,7 +284,18 @@ describe("graceful shutdown in the hosted profile", () => {
   });
 
   it("writes the usage of a request that finished while draining to the ledger before exiting", async () => {
-    server = await startServerProcess(["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", dataDir, "--tiers-file", "", "--shutdown-grace", "60s"]);
+    server = await startServerProcess([
+      "--profile",
+      "hosted",
+      "--models-dir",
+      modelsDir,
+      "--data-dir",
+      dataDir,
+      "--tiers-file",
+      "",
+      "--shutdown-grace",
+      "60s",
+    ]);
     const response = await post(
       `${server.url}/v1/chat/completions`,
       chatBody({ stream: true, max_tokens: 300, stream_options: { include_usage: true } }),
@@ -274,14 +318,36 @@ describe("graceful shutdown in the hosted profile", () => {
 
     const rows = await ledger();
     expect(rows).toEqual([
-      expect.objectContaining({ model: "tiny", requests: 1, promptTokens: usageEvent!.usage!.prompt_tokens, completionTokens: usageEvent!.usage!.completion_tokens }),
+      expect.objectContaining({
+        model: "tiny",
+        requests: 1,
+        promptTokens: usageEvent!.usage!.prompt_tokens,
+        completionTokens: usageEvent!.usage!.completion_tokens,
+      }),
     ]);
   });
 
   it("settles the usage of a stream cut at the end of the grace period before the ledger's last flush", async () => {
     const before = (await ledger()).reduce((sum, row) => sum + row.completionTokens, 0);
-    server = await startServerProcess(["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", dataDir, "--tiers-file", "", "--shutdown-grace", "1s", "--max-generation-time", "0", "--context-size", String(LONG + 1000)]);
-    const response = await post(`${server.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }), { authorization: `Bearer ${token}` });
+    server = await startServerProcess([
+      "--profile",
+      "hosted",
+      "--models-dir",
+      modelsDir,
+      "--data-dir",
+      dataDir,
+      "--tiers-file",
+      "",
+      "--shutdown-grace",
+      "1s",
+      "--max-generation-time",
+      "0",
+      "--context-size",
+      String(LONG + 1000),
+    ]);
+    const response = await post(`${server.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }), {
+      authorization: `Bearer ${token}`,
+    });
     const body = readBody(response);
     await expect.poll(() => body.text()).toContain("data: ");
     server.signal("SIGTERM");
@@ -289,7 +355,10 @@ describe("graceful shutdown in the hosted profile", () => {
     expect(body.text()).toContain('"code":"engine_unavailable"');
     expect(await server.exited).toBe(0);
     // The cut request is in the ledger with what it generated (its prompt and every token sent).
-    const chunks = body.text().split("\n\n").filter((block) => block.startsWith('data: {"id"')).length;
+    const chunks = body
+      .text()
+      .split("\n\n")
+      .filter((block) => block.startsWith('data: {"id"')).length;
     const after = (await ledger()).reduce((sum, row) => sum + row.completionTokens, 0);
     expect(after - before).toBeGreaterThanOrEqual(chunks - 1);
   });

@@ -61,7 +61,9 @@ describe("slow clients", () => {
   it("answers 408 and closes the connection of a client that sends its body too slowly", async () => {
     const connection = await track();
     const body = JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 1 });
-    connection.socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+    connection.socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+    );
     // One byte every 200 ms: the body would take many seconds.
     const drip = setInterval(() => connection.socket.writable && connection.socket.write(body[0] ?? ""), 200);
     const closedAfter = await connection.closed(CLOSED_WITHIN_MS * 2);
@@ -94,7 +96,14 @@ describe("slow clients", () => {
       `${server.url}/v1/chat/completions`,
       // 32,768 tokens of context, each chunk carrying 20 alternatives: far longer than three
       // request timeouts at any speed this model decodes at.
-      { model: "long-tiny", messages: [{ role: "user", content: "Write a very long essay." }], max_tokens: 100_000, stream: true, logprobs: true, top_logprobs: 20 },
+      {
+        model: "long-tiny",
+        messages: [{ role: "user", content: "Write a very long essay." }],
+        max_tokens: 100_000,
+        stream: true,
+        logprobs: true,
+        top_logprobs: 20,
+      },
       { signal: controller.signal },
     );
     expect(response.status).toBe(200);

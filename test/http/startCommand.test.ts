@@ -48,7 +48,10 @@ describe("modelhost serve, as a newcomer starts it", () => {
     ] as const) {
       const server = await startServerProcess(["--models-dir", dir]);
       expect(await server.stop()).toBe(0);
-      const hint = server.output().split("\n").filter((line) => line.includes("no models in"));
+      const hint = server
+        .output()
+        .split("\n")
+        .filter((line) => line.includes("no models in"));
       if (hinted) {
         expect(hint).toEqual([
           `modelhost: no models in ${dir} yet. Add one: \`npx modelhost pull hf.co/OWNER/REPO:QUANT\`, or copy a .gguf file there, or make a tiny test model: \`npm run make-test-model -- --preset tiny --out ${dir}/tiny.gguf\``,
@@ -67,7 +70,10 @@ describe("modelhost serve, as a newcomer starts it", () => {
     } finally {
       await server.stop();
     }
-    const lines = server.output().split("\n").filter((line) => line.startsWith("{"));
+    const lines = server
+      .output()
+      .split("\n")
+      .filter((line) => line.startsWith("{"));
     const entries = lines.map((line) => JSON.parse(line) as { msg: string; res?: unknown });
     expect(entries.find((entry) => entry.msg === "request completed")?.res).toEqual({ statusCode: 200, method: "GET", url: "/v1/models" });
     expect(server.output()).not.toContain(SECRET);
@@ -101,7 +107,9 @@ describe("modelhost serve, as a newcomer starts it", () => {
     const lines = text().split("\n");
     expect(lines.filter((line) => /^\d\d:\d\d:\d\d GET \/v1\/models 200 \d+ ms$/.test(line))).toHaveLength(1);
     expect(lines.filter((line) => /^\d\d:\d\d:\d\d GET \/v1\/nothing-here 404 \d+ ms$/.test(line))).toHaveLength(1);
-    expect(lines.filter((line) => /^\d\d:\d\d:\d\d INFO +modelhost listening url=http:\/\/127\.0\.0\.1:\d+ profile=local /.test(line))).toHaveLength(1);
+    expect(
+      lines.filter((line) => /^\d\d:\d\d:\d\d INFO +modelhost listening url=http:\/\/127\.0\.0\.1:\d+ profile=local /.test(line)),
+    ).toHaveLength(1);
     expect(lines.filter((line) => line.startsWith("modelhost: listening on http://127.0.0.1:"))).toHaveLength(1);
     // Colored: the terminal sees escape codes; no JSON, and no credentials.
     expect(screen).toMatch(ANSI);

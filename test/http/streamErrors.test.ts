@@ -87,10 +87,20 @@ describe("errors after a stream started", () => {
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-stream-errors-"));
-    responses = new ResponseArchive(async () => SqliteResponseStore.open(path.join(dataDir, "modelhost.db")), { ttlMs: 60_000, logger: console });
+    responses = new ResponseArchive(async () => SqliteResponseStore.open(path.join(dataDir, "modelhost.db")), {
+      ttlMs: 60_000,
+      logger: console,
+    });
     const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
     // These tests change no models.
-    app = await buildApp({ engine: new FailingEngine(), responses, models: new EmptyModelStore(), bodyLimit: 1024 * 1024, connections, corsOrigins: [] });
+    app = await buildApp({
+      engine: new FailingEngine(),
+      responses,
+      models: new EmptyModelStore(),
+      bodyLimit: 1024 * 1024,
+      connections,
+      corsOrigins: [],
+    });
     await app.listen({ host: "127.0.0.1", port: 0 });
     url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/chat/completions`;
   });
@@ -134,7 +144,9 @@ describe("errors after a stream started", () => {
       expect(response.status, path).toBe(500);
       const text = await response.text();
       expect(text).not.toContain("/secret/path");
-      expect(JSON.parse(text)).toEqual({ error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null } });
+      expect(JSON.parse(text)).toEqual({
+        error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null },
+      });
     }
   });
 
@@ -142,7 +154,10 @@ describe("errors after a stream started", () => {
     const base = url.replace("/v1/chat/completions", "");
     const response = await postJson(`${base}/api/chat`, request);
     expect(response.status).toBe(200);
-    const lines = (await response.text()).trimEnd().split("\n").map((line) => JSON.parse(line) as unknown);
+    const lines = (await response.text())
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as unknown);
     expect(lines).toEqual([
       { model: "fake", created_at: expect.any(String), message: { role: "assistant", content: "partial" }, done: false },
       { error: "The server had an error while processing your request." },
@@ -151,18 +166,26 @@ describe("errors after a stream started", () => {
     const document = (await (await fetch(`${base}/openapi.json`)).json()) as OpenApiDocument;
     const { expectValid } = validatorOf(() => document);
     for (const line of lines) expectValid("PostApiChatEvent", line);
-    const generated = (await (await postJson(`${base}/api/generate`, { model: "fake", prompt: "hi" })).text()).trimEnd().split("\n").map((line) => JSON.parse(line) as unknown);
+    const generated = (await (await postJson(`${base}/api/generate`, { model: "fake", prompt: "hi" })).text())
+      .trimEnd()
+      .split("\n")
+      .map((line) => JSON.parse(line) as unknown);
     expect(generated).toEqual([
       { model: "fake", created_at: expect.any(String), response: "partial", done: false },
       { error: "The server had an error while processing your request." },
     ]);
     for (const line of generated) expectValid("PostApiGenerateEvent", line);
     const ollama = new Ollama({ host: base });
-    await expect((async () => {
-      for await (const part of await ollama.chat({ ...request, stream: true })) void part;
-    })()).rejects.toThrow("The server had an error while processing your request.");
+    await expect(
+      (async () => {
+        for await (const part of await ollama.chat({ ...request, stream: true })) void part;
+      })(),
+    ).rejects.toThrow("The server had an error while processing your request.");
     // Not streamed: a 500 with the native body, without internals.
-    await expect(ollama.chat(request)).rejects.toMatchObject({ status_code: 500, error: "The server had an error while processing your request." });
+    await expect(ollama.chat(request)).rejects.toMatchObject({
+      status_code: 500,
+      error: "The server had an error while processing your request.",
+    });
   });
 
   it("on the Messages API, end the stream with an `error` event, which the SDK raises", async () => {
@@ -171,7 +194,13 @@ describe("errors after a stream started", () => {
     const response = await postJson(`${base}/v1/messages`, { ...messages, stream: true });
     expect(response.status).toBe(200);
     const blocks = (await response.text()).split("\n\n").filter((block) => block !== "");
-    expect(blocks.map((block) => /^event: (\S+)\n/.exec(block)?.[1])).toEqual(["message_start", "ping", "content_block_start", "content_block_delta", "error"]);
+    expect(blocks.map((block) => /^event: (\S+)\n/.exec(block)?.[1])).toEqual([
+      "message_start",
+      "ping",
+      "content_block_start",
+      "content_block_delta",
+      "error",
+    ]);
     expect(JSON.parse(blocks.at(-1)!.split("\ndata: ")[1]!)).toEqual({
       type: "error",
       error: { type: "api_error", message: "The server had an error while processing your request." },
@@ -179,7 +208,10 @@ describe("errors after a stream started", () => {
     const client = new Anthropic({ baseURL: base, apiKey: "local", maxRetries: 0 });
     await expect(client.messages.stream(messages).finalMessage()).rejects.toThrow("The server had an error while processing your request.");
     // Not streamed: a 500 in the Messages shape, without internals.
-    await expect(client.messages.create(messages)).rejects.toMatchObject({ status: 500, error: { type: "error", error: { type: "api_error" } } });
+    await expect(client.messages.create(messages)).rejects.toMatchObject({
+      status: 500,
+      error: { type: "error", error: { type: "api_error" } },
+    });
   });
 
   it("on the Responses API, end the typed stream with an error event, which the openai client yields as its last; not streamed, a 500", async () => {
@@ -202,7 +234,13 @@ describe("errors after a stream started", () => {
       "error",
     ]);
     expect(events.map((event) => event.sequence_number)).toEqual([0, 1, 2, 3, 4, 5]);
-    expect(events.at(-1)).toEqual({ type: "error", code: null, message: "The server had an error while processing your request.", param: null, sequence_number: 5 });
+    expect(events.at(-1)).toEqual({
+      type: "error",
+      code: null,
+      message: "The server had an error while processing your request.",
+      param: null,
+      sequence_number: 5,
+    });
 
     const client = new OpenAI({ baseURL: base, apiKey: "local", maxRetries: 0 });
     // The client's raw stream throws only for payloads with an `error` field; the typed `error`
@@ -226,7 +264,12 @@ class HeldEngine extends FailingEngine {
     return (async function* (): AsyncGenerator<ChatEvent> {
       await released;
       yield { type: "text", text: "late" };
-      yield { type: "done", finishReason: "stop", usage: { promptTokens: 3, cachedTokens: 0, completionTokens: 1 }, timings: { loadMs: 0, promptMs: 0, generationMs: 0 } };
+      yield {
+        type: "done",
+        finishReason: "stop",
+        usage: { promptTokens: 3, cachedTokens: 0, completionTokens: 1 },
+        timings: { loadMs: 0, promptMs: 0, generationMs: 0 },
+      };
     })();
   }
 }
@@ -236,12 +279,28 @@ describe("keepalives of a silent Messages stream", () => {
     const engine = new HeldEngine();
     const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
     // Opened on first use, which this test never makes.
-    const responses = new ResponseArchive(async () => SqliteResponseStore.open(path.join(await mkdtemp(path.join(os.tmpdir(), "modelhost-keepalive-")), "modelhost.db")), { ttlMs: 60_000, logger: console });
-    const app = await buildApp({ engine, responses, models: new EmptyModelStore(), bodyLimit: 1024 * 1024, connections, corsOrigins: [], streamLimits: { keepaliveMs: 20, stallMs: 0 } });
+    const responses = new ResponseArchive(
+      async () => SqliteResponseStore.open(path.join(await mkdtemp(path.join(os.tmpdir(), "modelhost-keepalive-")), "modelhost.db")),
+      { ttlMs: 60_000, logger: console },
+    );
+    const app = await buildApp({
+      engine,
+      responses,
+      models: new EmptyModelStore(),
+      bodyLimit: 1024 * 1024,
+      connections,
+      corsOrigins: [],
+      streamLimits: { keepaliveMs: 20, stallMs: 0 },
+    });
     try {
       await app.listen({ host: "127.0.0.1", port: 0 });
       const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-      const response = await postJson(`${base}/v1/messages`, { model: "fake", max_tokens: 5, stream: true, messages: [{ role: "user", content: "hi" }] });
+      const response = await postJson(`${base}/v1/messages`, {
+        model: "fake",
+        max_tokens: 5,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      });
       const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
       // Read until two pings arrived: the one after message_start, then a keepalive one.
       let text = "";
@@ -256,9 +315,18 @@ describe("keepalives of a silent Messages stream", () => {
         if (done) break;
         text += value;
       }
-      const names = text.split("\n\n").filter((block) => block !== "").map((block) => /^event: (\S+)\ndata: /.exec(block)?.[1]);
+      const names = text
+        .split("\n\n")
+        .filter((block) => block !== "")
+        .map((block) => /^event: (\S+)\ndata: /.exec(block)?.[1]);
       expect(names.slice(0, 3)).toEqual(["message_start", "ping", "ping"]);
-      expect(names.slice(-5)).toEqual(["content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]);
+      expect(names.slice(-5)).toEqual([
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+      ]);
       expect(text).not.toContain(": keepalive");
       expect(text).toContain('event: ping\ndata: {"type":"ping"}\n\n');
     } finally {

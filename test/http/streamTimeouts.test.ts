@@ -13,7 +13,10 @@ describe("SSE keepalive comments", () => {
 
   beforeAll(async () => {
     // 1 ms: any pause at all (reading the prompt takes far longer) gets a comment.
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { streamKeepalive: 1, batchSize: 16, contextSize: 4096 } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      config: { streamKeepalive: 1, batchSize: 16, contextSize: 4096 },
+    });
   });
   afterAll(async () => server?.close());
 
@@ -55,19 +58,33 @@ describe("generation time limit", () => {
   afterAll(async () => server?.close());
 
   it('ends a generation that runs out of time with finish_reason "length" and what it has', async () => {
-    const reply = await server.client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Write a long story." }], max_tokens: 500 });
+    const reply = await server.client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Write a long story." }],
+      max_tokens: 500,
+    });
     expect(reply.choices[0]?.finish_reason).toBe("length");
     expect(reply.usage?.completion_tokens).toBeGreaterThanOrEqual(1);
     expect(reply.usage?.completion_tokens).toBeLessThan(500);
 
-    const stream = await server.client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "Write a long story." }], max_tokens: 500, stream: true });
+    const stream = await server.client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "Write a long story." }],
+      max_tokens: 500,
+      stream: true,
+    });
     let finish: string | null | undefined;
     for await (const chunk of stream) finish = chunk.choices[0]?.finish_reason ?? finish;
     expect(finish).toBe("length");
   });
 
   it('says done_reason "length" on the native API', async () => {
-    const response = await postJson(`${server.url}/api/chat`, { model: "tiny", messages: [{ role: "user", content: "Write a long story." }], stream: false, options: { num_predict: 500 } });
+    const response = await postJson(`${server.url}/api/chat`, {
+      model: "tiny",
+      messages: [{ role: "user", content: "Write a long story." }],
+      stream: false,
+      options: { num_predict: 500 },
+    });
     const reply = (await response.json()) as { done: boolean; done_reason: string; eval_count: number };
     expect(reply).toMatchObject({ done: true, done_reason: "length" });
     // "length" with fewer tokens than num_predict: the time limit ended it.
@@ -95,8 +112,17 @@ describe("a streaming client that reads nothing", () => {
     // The reply is at most ~4,070 tokens (the tiny model's 4,096-token context): as bare chunks
     // (~0.9 MB) it fits in loopback's socket buffers, and would end without ever stalling. With 20
     // top logprobs per token it is several times what the buffers take.
-    const body = JSON.stringify({ model: "tiny", messages: [{ role: "user", content: "Write a very long essay." }], max_tokens: 100_000, stream: true, logprobs: true, top_logprobs: 20 });
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    const body = JSON.stringify({
+      model: "tiny",
+      messages: [{ role: "user", content: "Write a very long essay." }],
+      max_tokens: 100_000,
+      stream: true,
+      logprobs: true,
+      top_logprobs: 20,
+    });
+    socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
     // Reads nothing from here on: the kernel's buffers fill, then Node's, then the writer waits.
     socket.pause();
     const active = async () => {
@@ -108,7 +134,9 @@ describe("a streaming client that reads nothing", () => {
     await expect.poll(active, { timeout: 120_000, interval: 500 }).toBe(0);
     socket.destroy();
     // Freed because it was dropped, not because the reply had ended.
-    const generations = (await (await fetch(`${server.url}/metrics`)).text()).split("\n").filter((line) => line.startsWith("modelhost_generations_total{"));
+    const generations = (await (await fetch(`${server.url}/metrics`)).text())
+      .split("\n")
+      .filter((line) => line.startsWith("modelhost_generations_total{"));
     expect(generations).toEqual(['modelhost_generations_total{model="tiny",finish_reason="cancelled"} 1']);
     // Above vitest's 60 s default: the polls' own limits (20 s + 120 s) must run out first.
   }, 180_000);

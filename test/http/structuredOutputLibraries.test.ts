@@ -21,7 +21,10 @@ const person = z.object({
   name: z.string().min(1).max(12),
   age: z.number().int().nonnegative(),
   score: z.number().int().positive().max(100),
-  tags: z.array(z.enum(["a", "b", "c"])).min(1).max(3),
+  tags: z
+    .array(z.enum(["a", "b", "c"]))
+    .min(1)
+    .max(3),
 });
 
 const MAX_TOKENS = 200;
@@ -40,7 +43,14 @@ const question = "Describe a person.";
 
 describe("LangChain withStructuredOutput, an .int() field, in its three chat classes", () => {
   it("ChatOpenAI (/v1/chat/completions)", async () => {
-    const model = new ChatOpenAI({ model: "tiny", apiKey: "x", configuration: { baseURL: `${server.url}/v1` }, maxTokens: MAX_TOKENS, temperature: 0, maxRetries: 0 });
+    const model = new ChatOpenAI({
+      model: "tiny",
+      apiKey: "x",
+      configuration: { baseURL: `${server.url}/v1` },
+      maxTokens: MAX_TOKENS,
+      temperature: 0,
+      maxRetries: 0,
+    });
     expect(person.parse(await model.withStructuredOutput(person).invoke(question))).toBeTruthy();
   });
 
@@ -50,19 +60,38 @@ describe("LangChain withStructuredOutput, an .int() field, in its three chat cla
   });
 
   it("ChatAnthropic (/v1/messages, a forced tool with input_schema)", async () => {
-    const model = new ChatAnthropic({ model: "tiny", apiKey: "x", anthropicApiUrl: server.url, maxTokens: MAX_TOKENS, temperature: 0, maxRetries: 0 });
+    const model = new ChatAnthropic({
+      model: "tiny",
+      apiKey: "x",
+      anthropicApiUrl: server.url,
+      maxTokens: MAX_TOKENS,
+      temperature: 0,
+      maxRetries: 0,
+    });
     expect(person.parse(await model.withStructuredOutput(person).invoke(question))).toBeTruthy();
   });
 });
 
 describe("the openai package's zod helpers", () => {
   it("chat.completions.parse with zodResponseFormat", async () => {
-    const completion = await client.chat.completions.parse({ model: "tiny", messages: [{ role: "user", content: question }], response_format: zodResponseFormat(person, "person"), max_tokens: MAX_TOKENS, temperature: 0 });
+    const completion = await client.chat.completions.parse({
+      model: "tiny",
+      messages: [{ role: "user", content: question }],
+      response_format: zodResponseFormat(person, "person"),
+      max_tokens: MAX_TOKENS,
+      temperature: 0,
+    });
     expect(person.parse(completion.choices[0]?.message.parsed)).toBeTruthy();
   });
 
   it("responses.parse with zodTextFormat", async () => {
-    const response = await client.responses.parse({ model: "tiny", input: question, text: { format: zodTextFormat(person, "person") }, max_output_tokens: MAX_TOKENS, temperature: 0 });
+    const response = await client.responses.parse({
+      model: "tiny",
+      input: question,
+      text: { format: zodTextFormat(person, "person") },
+      max_output_tokens: MAX_TOKENS,
+      temperature: 0,
+    });
     expect(person.parse(response.output_parsed)).toBeTruthy();
   });
 });
@@ -71,18 +100,38 @@ describe("the Vercel AI SDK on its default provider (the Responses API)", () => 
   const openai = () => createOpenAI({ baseURL: `${server.url}/v1`, apiKey: "x" });
 
   it("generateObject", async () => {
-    const { object } = await generateObject({ model: openai()("tiny"), schema: person, prompt: question, maxOutputTokens: MAX_TOKENS, temperature: 0, maxRetries: 0 });
+    const { object } = await generateObject({
+      model: openai()("tiny"),
+      schema: person,
+      prompt: question,
+      maxOutputTokens: MAX_TOKENS,
+      temperature: 0,
+      maxRetries: 0,
+    });
     expect(person.parse(object)).toBeTruthy();
   });
 
   it("generateText with Output.object, and a tool with .int() parameters", async () => {
-    const { output } = await generateText({ model: openai()("tiny"), output: Output.object({ schema: person }), prompt: question, maxOutputTokens: MAX_TOKENS, temperature: 0, maxRetries: 0 });
+    const { output } = await generateText({
+      model: openai()("tiny"),
+      output: Output.object({ schema: person }),
+      prompt: question,
+      maxOutputTokens: MAX_TOKENS,
+      temperature: 0,
+      maxRetries: 0,
+    });
     expect(person.parse(output)).toBeTruthy();
     const calls: unknown[] = [];
     const result = await generateText({
       model: openai()("tiny"),
       prompt: "Count to three.",
-      tools: { count: { description: "Counts", inputSchema: z.object({ to: z.number().int().min(1).max(9) }), execute: async (input: unknown) => (calls.push(input), "done") } },
+      tools: {
+        count: {
+          description: "Counts",
+          inputSchema: z.object({ to: z.number().int().min(1).max(9) }),
+          execute: async (input: unknown) => (calls.push(input), "done"),
+        },
+      },
       toolChoice: { type: "tool", toolName: "count" },
       maxOutputTokens: MAX_TOKENS,
       temperature: 0,
@@ -104,7 +153,12 @@ describe("the OpenAI Agents SDK: a run with an .int() tool parameter", () => {
   ] as const) {
     it(`on the ${api} API`, async () => {
       const received: unknown[] = [];
-      const repeat = tool({ name: "repeat", description: "Repeats a label", parameters, execute: async (input) => (received.push(input), "repeated") });
+      const repeat = tool({
+        name: "repeat",
+        description: "Repeats a label",
+        parameters,
+        execute: async (input) => (received.push(input), "repeated"),
+      });
       const agent = new Agent({
         name: "counter",
         instructions: "Use the tool.",

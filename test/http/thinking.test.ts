@@ -30,7 +30,12 @@ describe("thinking models", () => {
   afterAll(() => server?.close());
 
   async function complete(body: Partial<OpenAI.ChatCompletionCreateParamsNonStreaming> & Record<string, unknown>) {
-    const completion = await client.chat.completions.create({ model: "think", messages: question, ...greedy, ...body } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const completion = await client.chat.completions.create({
+      model: "think",
+      messages: question,
+      ...greedy,
+      ...body,
+    } as OpenAI.ChatCompletionCreateParamsNonStreaming);
     return { completion, message: completion.choices[0]!.message as unknown as RawMessage };
   }
 
@@ -48,7 +53,13 @@ describe("thinking models", () => {
 
   it("streams reasoning_content deltas, all before the first content delta, adding up to the same reply", async () => {
     const { message } = await complete({});
-    const stream = await client.chat.completions.create({ model: "think", messages: question, ...greedy, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: "think",
+      messages: question,
+      ...greedy,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const deltas: RawDelta[] = [];
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const chunk of stream) {
@@ -68,7 +79,9 @@ describe("thinking models", () => {
 
   it("raw SSE: reasoning_content chunks carry no content key", async () => {
     const response = await postJson(`${server.url}/v1/chat/completions`, { model: "think", messages: question, ...greedy, stream: true });
-    const chunks = (await readSseEvents(response)).filter((data) => data !== "[DONE]").map((data) => JSON.parse(data) as { choices: Array<{ delta: RawDelta }> });
+    const chunks = (await readSseEvents(response))
+      .filter((data) => data !== "[DONE]")
+      .map((data) => JSON.parse(data) as { choices: Array<{ delta: RawDelta }> });
     const reasoning = chunks.filter((chunk) => chunk.choices[0]?.delta.reasoning_content !== undefined);
     expect(reasoning.length).toBeGreaterThan(0);
     for (const chunk of reasoning) expect(chunk.choices[0]!.delta).toEqual({ reasoning_content: expect.any(String) });
@@ -108,7 +121,12 @@ describe("thinking models", () => {
     // most) but not the thought's own chain (about 58): the model thinks first, then opens a call,
     // which continues after the thought as the model wrote it.
     const toolCallToken = testVocabulary().tokens.indexOf("<tool_call>");
-    const parameters = { type: "object", properties: { city: { type: "string", maxLength: 8 } }, required: ["city"], additionalProperties: false };
+    const parameters = {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 8 } },
+      required: ["city"],
+      additionalProperties: false,
+    };
     const { completion, message } = await complete({
       max_tokens: 400,
       tools: [{ type: "function", function: { name: "get_weather", parameters } }],
@@ -145,7 +163,8 @@ describe("thinking models", () => {
       expect(base.message.thinking).toBe(TEST_MODEL_THOUGHT);
       expect(base.message.content).toMatch(/\S/);
       expect(base.message.content).not.toMatch(/<\/?think>/);
-      for (const think of [true, "high"] as const) expect((await ollama.chat({ model: "think", messages, options, think })).message).toEqual(base.message);
+      for (const think of [true, "high"] as const)
+        expect((await ollama.chat({ model: "think", messages, options, think })).message).toEqual(base.message);
     });
 
     it("streams the thought in message.thinking chunks before the content", async () => {
@@ -173,7 +192,8 @@ describe("thinking models", () => {
       expect(reply.thinking).toBe(TEST_MODEL_THOUGHT);
       expect(reply.response).toMatch(/\S/);
       let thinking = "";
-      for await (const chunk of await ollama.generate({ model: "think", prompt: "How far is the river?", options, stream: true })) thinking += chunk.thinking ?? "";
+      for await (const chunk of await ollama.generate({ model: "think", prompt: "How far is the river?", options, stream: true }))
+        thinking += chunk.thinking ?? "";
       expect(thinking).toBe(TEST_MODEL_THOUGHT);
       expect((await ollama.generate({ model: "think", prompt: "How far is the river?", options, think: false })).thinking).toBeUndefined();
     });

@@ -37,7 +37,11 @@ describe("POST /tokenize and /detokenize", () => {
     return body.tokens;
   };
   const tokenizeWithPieces = async (content: string, model = "tiny") => {
-    const { status, body } = await call<{ tokens: Array<{ id: number; piece: Piece }> }>("/tokenize", { model, content, with_pieces: true });
+    const { status, body } = await call<{ tokens: Array<{ id: number; piece: Piece }> }>("/tokenize", {
+      model,
+      content,
+      with_pieces: true,
+    });
     expect(status, JSON.stringify(body)).toBe(200);
     return body.tokens;
   };
@@ -122,7 +126,13 @@ describe("POST /tokenize and /detokenize", () => {
   });
 
   it.each([
-    ["/detokenize", "a token id outside the vocabulary", { model: "tiny", tokens: [1, 999_999] }, "tokens", /token id 999999 is outside this model's vocabulary \(ids 0 to \d+\)/],
+    [
+      "/detokenize",
+      "a token id outside the vocabulary",
+      { model: "tiny", tokens: [1, 999_999] },
+      "tokens",
+      /token id 999999 is outside this model's vocabulary \(ids 0 to \d+\)/,
+    ],
     ["/detokenize", "a negative token id", { model: "tiny", tokens: [-1] }, "tokens[0]", /too small/i],
     ["/detokenize", "a fractional token id", { model: "tiny", tokens: [1.5] }, "tokens[0]", /expected int/],
     ["/detokenize", "tokens as a string", { model: "tiny", tokens: "1 2" }, "tokens", /expected array, got a string/],

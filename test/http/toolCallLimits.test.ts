@@ -44,7 +44,9 @@ describe("a forced call and max_tokens", () => {
     };
     if (!stream) {
       const reply = await server.client.chat.completions.create(request);
-      const calls = (reply.choices[0]?.message.tool_calls ?? []).map((call) => (call as OpenAI.ChatCompletionMessageFunctionToolCall).function);
+      const calls = (reply.choices[0]?.message.tool_calls ?? []).map(
+        (call) => (call as OpenAI.ChatCompletionMessageFunctionToolCall).function,
+      );
       return { completionTokens: reply.usage!.completion_tokens, cut: reply.choices[0]?.finish_reason === "length", calls };
     }
     const chunks = await server.client.chat.completions.create({ ...request, stream: true, stream_options: { include_usage: true } });
@@ -76,7 +78,9 @@ describe("a forced call and max_tokens", () => {
       temperature: seed === 0 ? 0 : 1,
       store: false,
     });
-    const calls = response.output.flatMap((item) => (item.type === "function_call" ? [{ name: item.name, arguments: item.arguments }] : []));
+    const calls = response.output.flatMap((item) =>
+      item.type === "function_call" ? [{ name: item.name, arguments: item.arguments }] : [],
+    );
     const cut = response.status === "incomplete";
     if (cut) expect(response.incomplete_details).toEqual({ reason: "max_output_tokens" });
     return { completionTokens: response.usage!.output_tokens, cut, calls };
@@ -91,7 +95,9 @@ describe("a forced call and max_tokens", () => {
       max_tokens: maxTokens,
     };
     const reply = stream ? await anthropic.messages.stream(request).finalMessage() : await anthropic.messages.create(request);
-    const calls = reply.content.flatMap((block) => (block.type === "tool_use" ? [{ name: block.name, arguments: JSON.stringify(block.input) }] : []));
+    const calls = reply.content.flatMap((block) =>
+      block.type === "tool_use" ? [{ name: block.name, arguments: JSON.stringify(block.input) }] : [],
+    );
     return { completionTokens: reply.usage.output_tokens, cut: reply.stop_reason === "max_tokens", calls };
   }
 

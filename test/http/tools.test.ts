@@ -78,7 +78,14 @@ describe("tool calls", () => {
   it('"required" always produces valid calls, with finish_reason tool_calls and null content', async () => {
     for (const seed of [1, 2, 3]) {
       const reply = await client.chat.completions.create({
-        model: "tiny", messages, tools, tool_choice: "required", parallel_tool_calls: false, temperature: 1, seed, max_tokens: 400,
+        model: "tiny",
+        messages,
+        tools,
+        tool_choice: "required",
+        parallel_tool_calls: false,
+        temperature: 1,
+        seed,
+        max_tokens: 400,
       });
       const [choice] = reply.choices;
       expect(choice?.finish_reason).toBe("tool_calls");
@@ -90,7 +97,12 @@ describe("tool calls", () => {
 
   it("a named function is the one called, exactly once", async () => {
     const reply = await client.chat.completions.create({
-      model: "tiny", messages, tools, tool_choice: { type: "function", function: { name: "add" } }, temperature: 0, max_tokens: 400,
+      model: "tiny",
+      messages,
+      tools,
+      tool_choice: { type: "function", function: { name: "add" } },
+      temperature: 0,
+      max_tokens: 400,
     });
     const calls = reply.choices[0]?.message.tool_calls;
     expect(calls).toHaveLength(1);
@@ -114,19 +126,37 @@ describe("tool calls", () => {
   });
 
   it("parallel calls, when allowed, are each valid", async () => {
-    const reply = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice: "required", temperature: 0.7, seed: 5, max_tokens: 600 });
+    const reply = await client.chat.completions.create({
+      model: "tiny",
+      messages,
+      tools,
+      tool_choice: "required",
+      temperature: 0.7,
+      seed: 5,
+      max_tokens: 600,
+    });
     const choice = reply.choices[0];
     if (choice?.finish_reason === "tool_calls") expectValidCalls(choice.message.tool_calls);
     else expect(choice?.finish_reason).toBe("length");
   });
 
   it("streams call fragments that accumulate to the unstreamed reply", async () => {
-    const request = { model: "tiny", messages, tools, tool_choice: "required" as const, parallel_tool_calls: false, temperature: 0, max_tokens: 400 };
+    const request = {
+      model: "tiny",
+      messages,
+      tools,
+      tool_choice: "required" as const,
+      parallel_tool_calls: false,
+      temperature: 0,
+      max_tokens: 400,
+    };
     const plain = await client.chat.completions.create(request);
     const chunks: OpenAI.ChatCompletionChunk[] = [];
     for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) chunks.push(chunk);
     const streamed = await accumulate(chunks as unknown as AsyncIterable<OpenAI.ChatCompletionChunk>);
-    const plainCalls = (plain.choices[0]?.message.tool_calls ?? []).map((call) => (call.type === "function" ? { name: call.function.name, arguments: call.function.arguments } : {}));
+    const plainCalls = (plain.choices[0]?.message.tool_calls ?? []).map((call) =>
+      call.type === "function" ? { name: call.function.name, arguments: call.function.arguments } : {},
+    );
     expect(streamed.calls.map(({ name, arguments: args }) => ({ name, arguments: args }))).toEqual(plainCalls);
     expect(streamed.calls[0]?.id).toMatch(/^call_/);
     expect(streamed.finishReason).toBe("tool_calls");
@@ -141,7 +171,16 @@ describe("tool calls", () => {
   it("opens a streamed call with the role in its first chunk and no content, as OpenAI does", async () => {
     for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }] as const) {
       const chunks: OpenAI.ChatCompletionChunk[] = [];
-      const stream = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice, parallel_tool_calls: false, temperature: 0, max_tokens: 400, stream: true });
+      const stream = await client.chat.completions.create({
+        model: "tiny",
+        messages,
+        tools,
+        tool_choice,
+        parallel_tool_calls: false,
+        temperature: 0,
+        max_tokens: 400,
+        stream: true,
+      });
       for await (const chunk of stream) chunks.push(chunk);
       const first = chunks[0]?.choices[0]?.delta;
       expect(first).toMatchObject({ role: "assistant", tool_calls: [{ index: 0, type: "function", function: { arguments: "" } }] });
@@ -153,12 +192,24 @@ describe("tool calls", () => {
   });
 
   it("runs a two-round tool loop with results fed back", async () => {
-    const first = await client.chat.completions.create({ model: "tiny", messages, tools, tool_choice: "required", parallel_tool_calls: false, temperature: 0, max_tokens: 400 });
+    const first = await client.chat.completions.create({
+      model: "tiny",
+      messages,
+      tools,
+      tool_choice: "required",
+      parallel_tool_calls: false,
+      temperature: 0,
+      max_tokens: 400,
+    });
     const assistant = first.choices[0]!.message;
     const history: OpenAI.ChatCompletionMessageParam[] = [
       ...messages,
       { role: "assistant", content: assistant.content, tool_calls: assistant.tool_calls },
-      ...(assistant.tool_calls ?? []).map((call) => ({ role: "tool" as const, tool_call_id: call.id, content: JSON.stringify({ result: 21 }) })),
+      ...(assistant.tool_calls ?? []).map((call) => ({
+        role: "tool" as const,
+        tool_call_id: call.id,
+        content: JSON.stringify({ result: 21 }),
+      })),
     ];
     const second = await client.chat.completions.create({ model: "tiny", messages: history, tools, max_tokens: 12 });
     expect(second.choices[0]?.finish_reason).toMatch(/^(stop|length|tool_calls)$/);
@@ -166,7 +217,14 @@ describe("tool calls", () => {
   });
 
   it("json_object output parses as a JSON object, streamed or not", async () => {
-    const request = { model: "tiny", messages: [{ role: "user" as const, content: "Describe Paris as JSON." }], response_format: { type: "json_object" as const }, temperature: 0.9, seed: 3, max_tokens: 300 };
+    const request = {
+      model: "tiny",
+      messages: [{ role: "user" as const, content: "Describe Paris as JSON." }],
+      response_format: { type: "json_object" as const },
+      temperature: 0.9,
+      seed: 3,
+      max_tokens: 300,
+    };
     const reply = await client.chat.completions.create(request);
     if (reply.choices[0]?.finish_reason === "stop") {
       const value: unknown = JSON.parse(reply.choices[0].message.content ?? "");
@@ -179,15 +237,27 @@ describe("tool calls", () => {
   it("json_schema output validates against the schema", async () => {
     const schema = {
       type: "object",
-      properties: { name: { type: "string", maxLength: 10 }, tags: { type: "array", items: { type: "string", enum: ["a", "b"] }, maxItems: 3 }, ok: { type: "boolean" } },
+      properties: {
+        name: { type: "string", maxLength: 10 },
+        tags: { type: "array", items: { type: "string", enum: ["a", "b"] }, maxItems: 3 },
+        ok: { type: "boolean" },
+      },
       required: ["name", "tags", "ok"],
       additionalProperties: false,
     };
     for (const stream of [false, true]) {
-      const request = { model: "tiny", messages: [{ role: "user" as const, content: "Fill the form." }], response_format: { type: "json_schema" as const, json_schema: { name: "form", schema, strict: true } }, temperature: 0.8, seed: 11, max_tokens: 300 };
+      const request = {
+        model: "tiny",
+        messages: [{ role: "user" as const, content: "Fill the form." }],
+        response_format: { type: "json_schema" as const, json_schema: { name: "form", schema, strict: true } },
+        temperature: 0.8,
+        seed: 11,
+        max_tokens: 300,
+      };
       let text = "";
       if (stream) {
-        for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) text += chunk.choices[0]?.delta.content ?? "";
+        for await (const chunk of await client.chat.completions.create({ ...request, stream: true }))
+          text += chunk.choices[0]?.delta.content ?? "";
       } else {
         text = (await client.chat.completions.create(request)).choices[0]?.message.content ?? "";
       }
@@ -201,13 +271,28 @@ describe("tool calls", () => {
     // model wrote them into the name: U+FFFD three times a character as text, past maxLength.
     const vocabulary = testVocabulary();
     const idOf = (byte: number) => vocabulary.tokens.indexOf(byteSymbol(byte));
-    const logit_bias = Object.fromEntries([0xe0, ...Array.from({ length: 0x20 }, (_, i) => 0x80 + i)].map((byte) => [String(idOf(byte)), 30]));
-    const schema = { type: "object", properties: { name: { type: "string", maxLength: 10 }, ok: { type: "boolean" } }, required: ["name", "ok"], additionalProperties: false };
-    const request = { model: "tiny", messages: [{ role: "user" as const, content: "Fill the form." }], response_format: { type: "json_schema" as const, json_schema: { name: "form", schema, strict: true } }, temperature: 0, logit_bias, max_tokens: 400 };
+    const logit_bias = Object.fromEntries(
+      [0xe0, ...Array.from({ length: 0x20 }, (_, i) => 0x80 + i)].map((byte) => [String(idOf(byte)), 30]),
+    );
+    const schema = {
+      type: "object",
+      properties: { name: { type: "string", maxLength: 10 }, ok: { type: "boolean" } },
+      required: ["name", "ok"],
+      additionalProperties: false,
+    };
+    const request = {
+      model: "tiny",
+      messages: [{ role: "user" as const, content: "Fill the form." }],
+      response_format: { type: "json_schema" as const, json_schema: { name: "form", schema, strict: true } },
+      temperature: 0,
+      logit_bias,
+      max_tokens: 400,
+    };
     for (const stream of [false, true]) {
       let text = "";
       if (stream) {
-        for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) text += chunk.choices[0]?.delta.content ?? "";
+        for await (const chunk of await client.chat.completions.create({ ...request, stream: true }))
+          text += chunk.choices[0]?.delta.content ?? "";
       } else {
         text = (await client.chat.completions.create(request)).choices[0]?.message.content ?? "";
       }
@@ -215,7 +300,10 @@ describe("tool calls", () => {
       const value = JSON.parse(text) as { name: string };
       expect(ajv.validate(schema, value), `${text}: ${ajv.errorsText()}`).toBe(true);
       // The bias did steer the name to characters led by E0 (U+0800–U+0FFF), now well formed.
-      expect([...value.name].some((character) => character.codePointAt(0)! >= 0x800 && character.codePointAt(0)! <= 0xfff), text).toBe(true);
+      expect(
+        [...value.name].some((character) => character.codePointAt(0)! >= 0x800 && character.codePointAt(0)! <= 0xfff),
+        text,
+      ).toBe(true);
     }
   });
 
@@ -226,15 +314,41 @@ describe("tool calls", () => {
     [{ tools: [{ type: "retrieval" }] }, "tools[0].type"],
     [{ tools: [tools[0], tools[0]] }, "tools[1].function.name"],
     [{ tools: [{ type: "function", function: { name: "f", parameters: { type: "string" } } }] }, "tools[0].function.parameters.type"],
-    [{ tools: [{ type: "function", function: { name: "f", parameters: { type: "object", properties: { zip: { type: "string", pattern: "^(?!0)[0-9]{5}$" } } } } }] }, "tools[0].function.parameters.properties.zip.pattern"],
+    [
+      {
+        tools: [
+          {
+            type: "function",
+            function: { name: "f", parameters: { type: "object", properties: { zip: { type: "string", pattern: "^(?!0)[0-9]{5}$" } } } },
+          },
+        ],
+      },
+      "tools[0].function.parameters.properties.zip.pattern",
+    ],
     [{ tools, tool_choice: "sometimes" }, "tool_choice"],
     [{ tools, tool_choice: { type: "function", function: { name: "missing" } } }, "tool_choice.function.name"],
     [{ tool_choice: "required" }, "tool_choice"],
     [{ tools, parallel_tool_calls: "yes" }, "parallel_tool_calls"],
     [{ response_format: { type: "yaml" } }, "response_format.type"],
     [{ response_format: { type: "json_schema", json_schema: { name: "has space", schema: {} } } }, "response_format.json_schema.name"],
-    [{ response_format: { type: "json_schema", json_schema: { name: "s", schema: { type: "object", properties: { n: { type: "number", minimum: 3 } } } } } }, "response_format.json_schema.schema.properties.n.minimum"],
-    [{ messages: [...messages, { role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "add", arguments: "{}" } }] }] }, "messages[1].tool_calls[0].id"],
+    [
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "s", schema: { type: "object", properties: { n: { type: "number", minimum: 3 } } } },
+        },
+      },
+      "response_format.json_schema.schema.properties.n.minimum",
+    ],
+    [
+      {
+        messages: [
+          ...messages,
+          { role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "add", arguments: "{}" } }] },
+        ],
+      },
+      "messages[1].tool_calls[0].id",
+    ],
   ])("refuses %j with a 400 naming %s", async (overrides, param) => {
     const response = await postJson(`${server.url}/v1/chat/completions`, { model: "tiny", messages, ...overrides });
     expect(response.status).toBe(400);
@@ -259,7 +373,13 @@ describe("auto tool choice when the model opens a call by itself", () => {
 
   it("detects the opener in free text, then completes a valid call under the grammar", async () => {
     const request = {
-      model: "tiny", messages, tools, tool_choice: "auto" as const, parallel_tool_calls: false, temperature: 0, max_tokens: 400,
+      model: "tiny",
+      messages,
+      tools,
+      tool_choice: "auto" as const,
+      parallel_tool_calls: false,
+      temperature: 0,
+      max_tokens: 400,
       logit_bias: { [toolCallToken]: 100 },
     };
     const reply = await server.client.chat.completions.create(request);
@@ -267,13 +387,20 @@ describe("auto tool choice when the model opens a call by itself", () => {
     expectValidCalls(reply.choices[0]?.message.tool_calls);
     const streamed = await accumulate(await server.client.chat.completions.create({ ...request, stream: true }));
     expect(streamed.calls.map(({ name, arguments: args }) => ({ name, arguments: args }))).toEqual(
-      (reply.choices[0]?.message.tool_calls ?? []).map((call) => (call.type === "function" ? { name: call.function.name, arguments: call.function.arguments } : {})),
+      (reply.choices[0]?.message.tool_calls ?? []).map((call) =>
+        call.type === "function" ? { name: call.function.name, arguments: call.function.arguments } : {},
+      ),
     );
   });
 
   it("counts the opener once: the model's, replaced by the template's, costs what a required call's does", async () => {
     const request = {
-      model: "tiny", messages, tools, parallel_tool_calls: false, temperature: 0, max_tokens: 400,
+      model: "tiny",
+      messages,
+      tools,
+      parallel_tool_calls: false,
+      temperature: 0,
+      max_tokens: 400,
       logit_bias: { [toolCallToken]: 100 },
     };
     // Same context after the rewind as a required call's (the prompt and the template's opener), so the same call.
@@ -289,7 +416,13 @@ describe("auto tool choice when the model opens a call by itself", () => {
   it("keeps an opened call within max_tokens, its opener included", async () => {
     for (const maxTokens of [1, 2, 3, 5, 8, 13, 21, 34]) {
       const reply = await server.client.chat.completions.create({
-        model: "tiny", messages, tools, tool_choice: "auto", temperature: 0, max_tokens: maxTokens, logit_bias: { [toolCallToken]: 100 },
+        model: "tiny",
+        messages,
+        tools,
+        tool_choice: "auto",
+        temperature: 0,
+        max_tokens: maxTokens,
+        logit_bias: { [toolCallToken]: 100 },
       });
       expect(reply.usage?.completion_tokens, `max_tokens ${maxTokens}`).toBe(maxTokens);
       expect(reply.choices[0]?.finish_reason).toBe("length");
@@ -308,9 +441,7 @@ describe("auto tool choice when the model opens a call by itself", () => {
     const letter = [...plain].find((char) => /[a-z]/.test(char));
     expect(letter, `a letter in ${JSON.stringify(plain)}`).toBeDefined();
     // Every token whose text contains the letter: with all of them banned it cannot appear.
-    const banned = Object.fromEntries(
-      testVocabulary().tokens.flatMap((token, id) => (token.includes(letter!) ? [[id, -100]] : [])),
-    );
+    const banned = Object.fromEntries(testVocabulary().tokens.flatMap((token, id) => (token.includes(letter!) ? [[id, -100]] : [])));
     const reply = await server.client.chat.completions.create({ ...request, logit_bias: banned });
     expect(reply.choices[0]?.message.content).not.toContain(letter);
   });

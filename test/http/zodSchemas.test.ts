@@ -36,7 +36,11 @@ describe("zod 4 schemas", () => {
 
   beforeAll(async () => {
     // A tool's schema goes into the prompt too: zod's patterns make it about 2,000 tokens of the tiny model.
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, manifest: { models: [{ file: "tiny.gguf", id: "tiny" }] }, config: { contextSize: 4096 } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny") },
+      manifest: { models: [{ file: "tiny.gguf", id: "tiny" }] },
+      config: { contextSize: 4096 },
+    });
   });
   afterAll(() => server?.close());
 
@@ -69,7 +73,10 @@ describe("zod 4 schemas", () => {
       const reply = await server.client.chat.completions.create({
         model: "tiny",
         messages,
-        response_format: { type: "json_schema", json_schema: { name, schema: z.toJSONSchema(wrapped) as Record<string, unknown>, strict: true } },
+        response_format: {
+          type: "json_schema",
+          json_schema: { name, schema: z.toJSONSchema(wrapped) as Record<string, unknown>, strict: true },
+        },
         temperature: 1,
         seed: 3,
         max_tokens: MAX_TOKENS,
@@ -97,7 +104,12 @@ describe("zod 4 schemas", () => {
 
   it("as Ollama's format, the reply parses with zod", async () => {
     const ollama = new Ollama({ host: server.url });
-    const reply = await ollama.chat({ model: "tiny", messages, format: zodPersonJsonSchema, options: { temperature: 1, seed: 7, num_predict: MAX_TOKENS } });
+    const reply = await ollama.chat({
+      model: "tiny",
+      messages,
+      format: zodPersonJsonSchema,
+      options: { temperature: 1, seed: 7, num_predict: MAX_TOKENS },
+    });
     zodPerson.parse(JSON.parse(reply.message.content));
   });
 

@@ -131,7 +131,10 @@ describe("embed-tiny test model", () => {
       const tokens = [model.tokens.bos, ...model.tokenize(text), model.tokens.sep] as Token[];
       expect(tokens[0]).toBe(wordPieceVocabulary().clsId);
       const states = referenceForward(preset, weights, tokens);
-      const mean = Array.from({ length: preset.embeddingLength }, (_, d) => states.reduce((sum, state) => sum + (state[d] ?? NaN), 0) / states.length);
+      const mean = Array.from(
+        { length: preset.embeddingLength },
+        (_, d) => states.reduce((sum, state) => sum + (state[d] ?? NaN), 0) / states.length,
+      );
       const actual = await embed(text);
       // F16 weights, and llama.cpp rounds activations to F16 for F16 matrix products.
       actual.forEach((value, d) => expect(value).toBeCloseTo(mean[d] ?? NaN, 2));

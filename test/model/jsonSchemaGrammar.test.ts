@@ -109,7 +109,11 @@ const GENERATION_CASES: GenerationCase[] = [
         },
         shipping: {
           type: "object",
-          properties: { city: { type: "string", maxLength: 10 }, zip: { type: "string", minLength: 5, maxLength: 5 }, on: { type: "string", format: "date" } },
+          properties: {
+            city: { type: "string", maxLength: 10 },
+            zip: { type: "string", minLength: 5, maxLength: 5 },
+            on: { type: "string", format: "date" },
+          },
           required: ["on"],
         },
       },
@@ -122,7 +126,10 @@ const GENERATION_CASES: GenerationCase[] = [
       type: "array",
       minItems: 4,
       maxItems: 4,
-      items: { type: "object", properties: { a: { type: "integer" }, b: { type: "boolean" }, c: { type: "null" }, d: { type: "string", maxLength: 3 } } },
+      items: {
+        type: "object",
+        properties: { a: { type: "integer" }, b: { type: "boolean" }, c: { type: "null" }, d: { type: "string", maxLength: 3 } },
+      },
     },
   },
   { name: "enums of tricky strings", schema: { type: "array", minItems: 4, maxItems: 4, items: { enum: TRICKY_VALUES } } },
@@ -149,8 +156,18 @@ const GENERATION_CASES: GenerationCase[] = [
       maxItems: 3,
       items: {
         oneOf: [
-          { type: "object", properties: { kind: { const: "circle" }, r: { type: "number" } }, required: ["kind", "r"], additionalProperties: false },
-          { type: "object", properties: { kind: { const: "square" }, side: { type: "integer" } }, required: ["kind", "side"], additionalProperties: false },
+          {
+            type: "object",
+            properties: { kind: { const: "circle" }, r: { type: "number" } },
+            required: ["kind", "r"],
+            additionalProperties: false,
+          },
+          {
+            type: "object",
+            properties: { kind: { const: "square" }, side: { type: "integer" } },
+            required: ["kind", "side"],
+            additionalProperties: false,
+          },
           { type: "null" },
         ],
       },
@@ -171,7 +188,10 @@ const GENERATION_CASES: GenerationCase[] = [
       $defs: {
         node: {
           type: "object",
-          properties: { v: { enum: [1, 2, 3] }, kids: { type: "array", maxItems: 2, items: { anyOf: [{ enum: ["leaf", 0] }, { $ref: "#/$defs/node" }] } } },
+          properties: {
+            v: { enum: [1, 2, 3] },
+            kids: { type: "array", maxItems: 2, items: { anyOf: [{ enum: ["leaf", 0] }, { $ref: "#/$defs/node" }] } },
+          },
           required: ["v", "kids"],
         },
       },
@@ -188,14 +208,26 @@ const GENERATION_CASES: GenerationCase[] = [
   },
   {
     name: "e-mail addresses and host names",
-    schema: { type: "object", properties: { email: { type: "string", format: "email" }, host: { type: "string", format: "hostname" } }, required: ["email", "host"] },
+    schema: {
+      type: "object",
+      properties: { email: { type: "string", format: "email" }, host: { type: "string", format: "hostname" } },
+      required: ["email", "host"],
+    },
   },
-  { name: "strings with minLength and maxLength", schema: { type: "array", items: { type: "string", minLength: 2, maxLength: 4 }, minItems: 2, maxItems: 4 } },
+  {
+    name: "strings with minLength and maxLength",
+    schema: { type: "array", items: { type: "string", minLength: 2, maxLength: 4 }, minItems: 2, maxItems: 4 },
+  },
   {
     name: "integers, numbers and booleans",
     schema: {
       type: "object",
-      properties: { i: { type: "integer" }, n: { type: "number" }, b: { type: "boolean" }, list: { type: "array", items: { type: "number" }, maxItems: 3 } },
+      properties: {
+        i: { type: "integer" },
+        n: { type: "number" },
+        b: { type: "boolean" },
+        list: { type: "array", items: { type: "number" }, maxItems: 3 },
+      },
       required: ["i", "n", "b", "list"],
     },
   },
@@ -271,7 +303,13 @@ describe("JSON Schema grammars in llama.cpp", () => {
     await sequence.clearHistory();
     const tokens: Token[] = [];
     const grammarEvaluationState = new LlamaGrammarEvaluationState({ model, grammar });
-    for await (const token of sequence.evaluate(prompt, { temperature: 0.8, seed, tokenBias: randomBias(seed), grammarEvaluationState, yieldEogToken: true })) {
+    for await (const token of sequence.evaluate(prompt, {
+      temperature: 0.8,
+      seed,
+      tokenBias: randomBias(seed),
+      grammarEvaluationState,
+      yieldEogToken: true,
+    })) {
       if (model.isEogToken(token)) return { text: model.detokenize(tokens), finished: true };
       tokens.push(token);
       if (tokens.length === TOKEN_CAP) break;
@@ -302,8 +340,27 @@ describe("JSON Schema grammars in llama.cpp", () => {
 
     it("optional properties: any subset, in order, with the commas right", async () => {
       const allOptional = { properties: { a: { const: 1 }, b: { const: 2 }, c: { const: 3 } } };
-      const subsets = ["{}", '{"a": 1}', '{"b": 2}', '{"c": 3}', '{"a": 1, "b": 2}', '{"a": 1, "c": 3}', '{"b": 2, "c": 3}', '{"a": 1, "b": 2, "c": 3}'];
-      const wrong = ['{"b": 2, "a": 1}', '{, "a": 1}', '{"a": 1,}', '{"a": 1, , "c": 3}', '{ "a": 1}', '{"a":1}', '{"a": 1,"b": 2}', '{"a": 1, "a": 1}', '{"d": 4}'];
+      const subsets = [
+        "{}",
+        '{"a": 1}',
+        '{"b": 2}',
+        '{"c": 3}',
+        '{"a": 1, "b": 2}',
+        '{"a": 1, "c": 3}',
+        '{"b": 2, "c": 3}',
+        '{"a": 1, "b": 2, "c": 3}',
+      ];
+      const wrong = [
+        '{"b": 2, "a": 1}',
+        '{, "a": 1}',
+        '{"a": 1,}',
+        '{"a": 1, , "c": 3}',
+        '{ "a": 1}',
+        '{"a":1}',
+        '{"a": 1,"b": 2}',
+        '{"a": 1, "a": 1}',
+        '{"d": 4}',
+      ];
       await expectTexts(schemaGrammar(allOptional), subsets, wrong);
 
       const mixed = { properties: { a: { const: 1 }, b: { const: 2 }, c: { const: 3 }, d: { const: 4 } }, required: ["b", "d"] };
@@ -323,10 +380,18 @@ describe("JSON Schema grammars in llama.cpp", () => {
       );
       // Past 1000 the repetition is split into chunks (llama.cpp's limit is 2000 per repetition).
       const string = (length: number) => `"${"x".repeat(length)}"`;
-      await expectTexts(schemaGrammar({ type: "string", minLength: 1500, maxLength: 3500 }), [string(1500), string(2000), string(3500)], [string(1499), string(3501)]);
+      await expectTexts(
+        schemaGrammar({ type: "string", minLength: 1500, maxLength: 3500 }),
+        [string(1500), string(2000), string(3500)],
+        [string(1499), string(3501)],
+      );
       await expectTexts(schemaGrammar({ type: "string", minLength: 2999 }), [string(2999), string(5000)], [string(2998)]);
       const nulls = (count: number) => `[${Array(count).fill("null").join(", ")}]`;
-      await expectTexts(schemaGrammar({ type: "array", items: { type: "null" }, minItems: 999, maxItems: 2001 }), [nulls(999), nulls(2001)], [nulls(998), nulls(2002)]);
+      await expectTexts(
+        schemaGrammar({ type: "array", items: { type: "null" }, minItems: 999, maxItems: 2001 }),
+        [nulls(999), nulls(2001)],
+        [nulls(998), nulls(2002)],
+      );
     });
 
     it("integers and numbers, bounded", async () => {
@@ -350,12 +415,30 @@ describe("JSON Schema grammars in llama.cpp", () => {
 
     it("integer ranges: exactly the integers between the bounds, in canonical form", async () => {
       // zod's .int() range is every integer generated; .positive() and .nonnegative() cut it at 0.
-      await expectTexts(schemaGrammar(z.toJSONSchema(z.int())), ["0", "-1", "999999999999999", "-999999999999999"], ["01", "1000000000000000"]);
+      await expectTexts(
+        schemaGrammar(z.toJSONSchema(z.int())),
+        ["0", "-1", "999999999999999", "-999999999999999"],
+        ["01", "1000000000000000"],
+      );
       await expectTexts(schemaGrammar(z.toJSONSchema(z.int().positive())), ["1", "9", "10", "999999999999999"], ["0", "-1", "-0", "01"]);
-      await expectTexts(schemaGrammar(z.toJSONSchema(z.int().nonnegative())), ["0", "1", "999999999999999"], ["-1", "-0", "00", "1000000000000000"]);
-      const magnitude = fc.oneof(fc.integer({ min: 0, max: 12 }), fc.integer({ min: 0, max: 1200 }), fc.integer({ min: 0, max: 10 ** 7 }), fc.constantFrom(0, 1, 9, 10, 99, 100, 999, 1000));
+      await expectTexts(
+        schemaGrammar(z.toJSONSchema(z.int().nonnegative())),
+        ["0", "1", "999999999999999"],
+        ["-1", "-0", "00", "1000000000000000"],
+      );
+      const magnitude = fc.oneof(
+        fc.integer({ min: 0, max: 12 }),
+        fc.integer({ min: 0, max: 1200 }),
+        fc.integer({ min: 0, max: 10 ** 7 }),
+        fc.constantFrom(0, 1, 9, 10, 99, 100, 999, 1000),
+      );
       const bound = fc.tuple(magnitude, fc.boolean()).map(([value, negative]) => (negative ? -value : value));
-      const keywords = fc.record({ lowerExclusive: fc.boolean(), upperExclusive: fc.boolean(), lower: fc.option(bound), upper: fc.option(bound) });
+      const keywords = fc.record({
+        lowerExclusive: fc.boolean(),
+        upperExclusive: fc.boolean(),
+        lower: fc.option(bound),
+        upper: fc.option(bound),
+      });
       await fc.assert(
         fc.asyncProperty(keywords, fc.array(bound, { maxLength: 4 }), async ({ lower, upper, lowerExclusive, upperExclusive }, extra) => {
           const min = lower === null ? -INTEGER_LIMIT : lowerExclusive ? lower + 1 : lower;
@@ -387,7 +470,11 @@ describe("JSON Schema grammars in llama.cpp", () => {
         [...quoted(["-1", "abcd-1", "a-", "a-x", "d-1"]), '"a\n-1"', '"\u0001-1"', '"\\x-1"', '"\\u000a-1"'],
       );
       // Unanchored: any characters around a match.
-      await expectTexts(schemaGrammar({ type: "string", pattern: "ab|^c$" }), quoted(["ab", "xaby", "c", "\n ab é"]), quoted(["", "a b", "cc", "xc"]));
+      await expectTexts(
+        schemaGrammar({ type: "string", pattern: "ab|^c$" }),
+        quoted(["ab", "xaby", "c", "\n ab é"]),
+        quoted(["", "a b", "cc", "xc"]),
+      );
       // With a format and lengths: what satisfies all of them.
       await expectTexts(
         schemaGrammar({ type: "string", format: "date", pattern: "^19", maxLength: 10 }),
@@ -401,29 +488,66 @@ describe("JSON Schema grammars in llama.cpp", () => {
       await expectTexts(
         schemaGrammar({ type: "string", format: "date" }),
         quoted(["2024-02-29", "2000-02-29", "0000-02-29", "1996-02-29", "2023-02-28", "2023-01-31", "2023-04-30", "2023-12-31"]),
-        quoted(["2023-02-29", "1900-02-29", "2100-02-29", "2023-04-31", "2023-02-30", "2023-13-01", "2023-00-10", "2023-01-00", "2023-1-01"]),
+        quoted([
+          "2023-02-29",
+          "1900-02-29",
+          "2100-02-29",
+          "2023-04-31",
+          "2023-02-30",
+          "2023-13-01",
+          "2023-00-10",
+          "2023-01-00",
+          "2023-1-01",
+        ]),
       );
       await expectTexts(
         schemaGrammar({ type: "string", format: "date-time" }),
         quoted(["2024-02-29T23:59:59Z", "2024-01-01T00:00:00.123456789+05:30", "1999-12-31T12:00:00-23:59"]),
-        quoted(["2024-02-29T24:00:00Z", "2024-02-29T23:60:00Z", "2024-02-29 23:00:00Z", "2024-02-29T23:00:00", "2024-02-29t23:00:00z", "2024-02-29T23:00:00+24:00"]),
+        quoted([
+          "2024-02-29T24:00:00Z",
+          "2024-02-29T23:60:00Z",
+          "2024-02-29 23:00:00Z",
+          "2024-02-29T23:00:00",
+          "2024-02-29t23:00:00z",
+          "2024-02-29T23:00:00+24:00",
+        ]),
       );
     });
 
     it("UUIDs, e-mail addresses, host names and IPv4 addresses", async () => {
       const check = async (format: string, accepted: string[], rejected: string[]) => {
         for (const text of accepted) expect(FORMATS[format]?.(text), text).toBe(true);
-        await expectTexts(schemaGrammar({ type: "string", format }), accepted.map((text) => JSON.stringify(text)), rejected.map((text) => JSON.stringify(text)));
+        await expectTexts(
+          schemaGrammar({ type: "string", format }),
+          accepted.map((text) => JSON.stringify(text)),
+          rejected.map((text) => JSON.stringify(text)),
+        );
       };
-      await check("uuid", ["123e4567-e89b-12d3-a456-426614174000"], ["123E4567-E89B-12D3-A456-426614174000", "123e4567e89b12d3a456426614174000"]);
-      await check("email", ["a.b+c@example.com", "x!#$%&'*+/=?^_`{|}~-@a-1.b2.c3", `${"a".repeat(64)}@b.c`], ["a@b", "a..b@c.d", ".a@b.c", "a@-b.c", "a b@c.d", `${"a".repeat(65)}@b.c`]);
-      await check("hostname", ["localhost", "a-b.example.org", "x".repeat(63)], ["-a.com", "a-.com", "a..b", "x".repeat(64), "a.b.c.d", "Example.com"]);
+      await check(
+        "uuid",
+        ["123e4567-e89b-12d3-a456-426614174000"],
+        ["123E4567-E89B-12D3-A456-426614174000", "123e4567e89b12d3a456426614174000"],
+      );
+      await check(
+        "email",
+        ["a.b+c@example.com", "x!#$%&'*+/=?^_`{|}~-@a-1.b2.c3", `${"a".repeat(64)}@b.c`],
+        ["a@b", "a..b@c.d", ".a@b.c", "a@-b.c", "a b@c.d", `${"a".repeat(65)}@b.c`],
+      );
+      await check(
+        "hostname",
+        ["localhost", "a-b.example.org", "x".repeat(63)],
+        ["-a.com", "a-.com", "a..b", "x".repeat(64), "a.b.c.d", "Example.com"],
+      );
       await check("ipv4", ["0.0.0.0", "255.255.255.255", "10.1.20.199"], ["256.1.1.1", "01.1.1.1", "1.1.1", "1.1.1.1.1"]);
     });
 
     it("any JSON value or object, in the fixed layout", async () => {
       const value = '{"a": [1, {"b": null}, []], "c": "\\u00e9", "d": {}, "e": -1.5e-3}';
-      await expectTexts(grammarText(jsonValueGbnf("v-")), [value, "[]", '"x"', "true", "null", "0"], ['{ "a": 1}', "[1,2]", '{"a" : 1}', "[1, 2 ]", " 1", "1\n"]);
+      await expectTexts(
+        grammarText(jsonValueGbnf("v-")),
+        [value, "[]", '"x"', "true", "null", "0"],
+        ['{ "a": 1}', "[1,2]", '{"a" : 1}', "[1, 2 ]", " 1", "1\n"],
+      );
       await expectTexts(grammarText(jsonObjectGbnf("o-")), [value, "{}", '{"": ""}'], ["[]", '"x"', "null", '{"a": 1']);
     });
 
@@ -437,8 +561,14 @@ describe("JSON Schema grammars in llama.cpp", () => {
     });
 
     it("rules of several schemas in one grammar, as for tool calls", async () => {
-      const weather = jsonSchemaToGbnf({ type: "object", properties: { city: { type: "string" } }, required: ["city"] }, { prefix: "tool0-" });
-      const add = jsonSchemaToGbnf({ type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } }, required: ["a", "b"] }, { prefix: "tool1-" });
+      const weather = jsonSchemaToGbnf(
+        { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        { prefix: "tool0-" },
+      );
+      const add = jsonSchemaToGbnf(
+        { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } }, required: ["a", "b"] },
+        { prefix: "tool1-" },
+      );
       for (const { rules } of [weather, add]) expect(rules.every((rule) => /^tool[01]-[A-Za-z0-9-]* ::= /.test(rule))).toBe(true);
       const grammar = [
         `root ::= ${gbnfLiteral('<tool_call>\n{"name": "')} ( ${gbnfLiteral('get_weather", "arguments": ')} ${weather.root} | ${gbnfLiteral('add", "arguments": ')} ${add.root} ) ${gbnfLiteral("}\n</tool_call>")}`,
@@ -447,13 +577,21 @@ describe("JSON Schema grammars in llama.cpp", () => {
       ].join("\n");
       await expectTexts(
         grammar,
-        ['<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": -2}}\n</tool_call>'],
-        ['<tool_call>\n{"name": "add", "arguments": {"city": "Paris"}}\n</tool_call>', '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'],
+        [
+          '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+          '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": -2}}\n</tool_call>',
+        ],
+        [
+          '<tool_call>\n{"name": "add", "arguments": {"city": "Paris"}}\n</tool_call>',
+          '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>',
+        ],
       );
     });
 
     it("refuses what findUnsupportedSchemaFeature reports, and prefixes that are not rule names", () => {
-      expect(() => jsonSchemaToGbnf({ properties: { zip: { type: "string", pattern: "^(?![0-9]{5}$)" } } }, { prefix: "s-" })).toThrow(/'pattern' at 'properties.zip'/);
+      expect(() => jsonSchemaToGbnf({ properties: { zip: { type: "string", pattern: "^(?![0-9]{5}$)" } } }, { prefix: "s-" })).toThrow(
+        /'pattern' at 'properties.zip'/,
+      );
       expect(() => jsonSchemaToGbnf({ type: "string" }, { prefix: "s_" })).toThrow(/prefix/);
       expect(() => jsonValueGbnf("")).toThrow(/prefix/);
     });
@@ -492,7 +630,11 @@ describe("JSON Schema grammars in llama.cpp", () => {
 
     it("tool calls with the schemas of two tools in one grammar", async () => {
       const tools = {
-        get_weather: { type: "object", properties: { city: { type: "string", maxLength: 12 }, unit: { enum: ["C", "F"] } }, required: ["city"] },
+        get_weather: {
+          type: "object",
+          properties: { city: { type: "string", maxLength: 12 }, unit: { enum: ["C", "F"] } },
+          required: ["city"],
+        },
         add: { type: "object", properties: { a: { type: "integer" }, b: { type: "number" } }, required: ["a", "b"] },
       };
       const alternatives: string[] = [];
@@ -503,7 +645,10 @@ describe("JSON Schema grammars in llama.cpp", () => {
         rules.push(...converted.rules);
       }
       const grammar = await grammarOf(
-        [`root ::= ${gbnfLiteral('<tool_call>\n{"name": "')} ( ${alternatives.join(" | ")} ) ${gbnfLiteral("}\n</tool_call>")}`, ...rules].join("\n"),
+        [
+          `root ::= ${gbnfLiteral('<tool_call>\n{"name": "')} ( ${alternatives.join(" | ")} ) ${gbnfLiteral("}\n</tool_call>")}`,
+          ...rules,
+        ].join("\n"),
       );
       const names = new Set<string>();
       for (const seed of SEEDS) {

@@ -5,7 +5,14 @@ import { presets } from "../../src/testmodels/presets.js";
 import type { BertPreset } from "../../src/testmodels/presets.js";
 import { wordPieceVocabulary } from "../../src/testmodels/wordPieceVocabulary.js";
 import { describeDeterministicGeneration } from "../support/describeDeterministicGeneration.js";
-import { loadWithLogs, readWeights, referenceForward, referenceRelevance, RERANK_DOCUMENTS, RERANK_QUERY } from "../support/referenceBert.js";
+import {
+  loadWithLogs,
+  readWeights,
+  referenceForward,
+  referenceRelevance,
+  RERANK_DOCUMENTS,
+  RERANK_QUERY,
+} from "../support/referenceBert.js";
 import { testModelPath } from "../support/testModels.js";
 
 const preset: BertPreset = (() => {
@@ -53,7 +60,14 @@ describe("rerank-tiny test model", () => {
     for (const document of DOCUMENTS) {
       // node-llama-cpp's layout for a model without a rerank template: BOS, query, EOS, SEP,
       // document, EOS; here BOS is [CLS] and EOS and SEP are both [SEP].
-      const tokens = [vocabulary.clsId, ...tokenize(QUERY), vocabulary.sepId, vocabulary.sepId, ...tokenize(document), vocabulary.sepId] as Token[];
+      const tokens = [
+        vocabulary.clsId,
+        ...tokenize(QUERY),
+        vocabulary.sepId,
+        vocabulary.sepId,
+        ...tokenize(document),
+        vocabulary.sepId,
+      ] as Token[];
       expect(context.calculateInputLength(QUERY, document)).toBe(tokens.length);
       const expected = referenceRelevance(weights, referenceForward(preset, weights, tokens));
       const actual = await context.rank(QUERY, document);

@@ -126,9 +126,7 @@ describe("tiny test model", () => {
         { type: "model", response: [] },
       ],
     });
-    expect(contextText.toString()).toBe(
-      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
-    );
+    expect(contextText.toString()).toBe("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   });
 
   it("generates the same varied text twice at temperature 0", async () => {
@@ -157,7 +155,11 @@ describe("tiny test model", () => {
         await sequence.clearHistory();
         const tokens = model.tokenize(`<|im_start|>user\n${prompt}<|im_end|>\n<|im_start|>assistant\n`, true);
         // Sampled from the whole distribution (no top_k, top_p or min_p), which it also reports.
-        for await (const { probabilities } of sequence.evaluateWithMetadata(tokens, { probabilities: true }, { temperature: 1, topK: 0, topP: 1, minP: 0, seed: index + 1 })) {
+        for await (const { probabilities } of sequence.evaluateWithMetadata(
+          tokens,
+          { probabilities: true },
+          { temperature: 1, topK: 0, topP: 1, minP: 0, seed: index + 1 },
+        )) {
           const addedBest = Math.max(...added.map((id) => probabilities.get(id as Token) ?? 0));
           fewestAbove = Math.min(fewestAbove, [...probabilities.values()].filter((probability) => probability > addedBest).length);
           if (++steps % 400 === 0) break;

@@ -120,7 +120,9 @@ describe.skipIf(!needs("chromium"))("a page of another origin, in headless Chrom
       response.end("GGUF");
     });
     pullUrl = `http://127.0.0.1:${await listen(pullTarget)}/any.gguf`;
-    pages = createServer((request, response) => response.writeHead(200, { "content-type": "text/html" }).end(html.get(request.url ?? "") ?? ""));
+    pages = createServer((request, response) =>
+      response.writeHead(200, { "content-type": "text/html" }).end(html.get(request.url ?? "") ?? ""),
+    );
     pagePort = await listen(pages);
     browser = await launchChromium([`--host-resolver-rules=MAP ${EVIL_HOST} 127.0.0.1`]);
   });
@@ -136,7 +138,7 @@ describe.skipIf(!needs("chromium"))("a page of another origin, in headless Chrom
     const page = await browser.newPage();
     await page.goto(`http://${EVIL_HOST}:${pagePort}/${name}`);
     expect(new URL(page.url()).hostname).toBe(EVIL_HOST);
-    await page.waitForFunction("document.title === \"done\"", undefined, { timeout: 30_000 });
+    await page.waitForFunction('document.title === "done"', undefined, { timeout: 30_000 });
     await page.close();
   }
 
@@ -150,7 +152,12 @@ describe.skipIf(!needs("chromium"))("a page of another origin, in headless Chrom
   it("changes nothing on disk and runs no generation with the default settings", async () => {
     const server = await serverWith();
     try {
-      const before = { disk: await diskState(server.modelsDir), generations: await generations(server), refused: await requestCount(server, refused), answered: await requestCount(server, answered) };
+      const before = {
+        disk: await diskState(server.modelsDir),
+        generations: await generations(server),
+        refused: await requestCount(server, refused),
+        answered: await requestCount(server, answered),
+      };
       await attack(server, "default");
       // Beacons go out on the browser's own schedule: wait until every request has been answered.
       const expected = before.refused + attempts(pullUrl).length * SENT_PER_ATTEMPT;

@@ -53,7 +53,11 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     signIns = new SignInService(store, { idleMs: 3_600_000, maxAgeMs: 86_400_000 });
     await signIns.setPassword(ACCOUNT, PASSWORD);
     const tiny = await testModelPath("tiny");
-    server = await startTestServer({ models: { tiny, "tiny-b": tiny }, playgroundDir: built.dir, config: { profile: "hosted", dataDir, tiersFile } });
+    server = await startTestServer({
+      models: { tiny, "tiny-b": tiny },
+      playgroundDir: built.dir,
+      config: { profile: "hosted", dataDir, tiersFile },
+    });
     browser = await launchChromium();
     // A zone 14 hours from UTC, where the local date is another day for most of it: the page shows
     // UTC (as the usage days and the expiry dates picked are) whatever the browser's zone.
@@ -109,7 +113,9 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     await page.locator("#chat-status", { hasText: "Answer complete." }).waitFor();
     chats.tiny++;
     expect((await page.textContent("#chat-messages .message.assistant .content"))?.length).toBeGreaterThan(0);
-    expect(await page.textContent("#chat-messages .message.assistant .meta")).toMatch(/^tiny · TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens · finish: (stop|length)$/);
+    expect(await page.textContent("#chat-messages .message.assistant .meta")).toMatch(
+      /^tiny · TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens · finish: (stop|length)$/,
+    );
     await screenshot(page, "hosted-chat");
   });
 
@@ -123,7 +129,8 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     await page.locator("#compare-status", { hasText: "Both answers complete." }).waitFor();
     chats.tiny++;
     chats["tiny-b"]++;
-    for (const side of ["a", "b"]) expect(await page.textContent(`#compare-pane-${side} .stats`)).toMatch(/^TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens/);
+    for (const side of ["a", "b"])
+      expect(await page.textContent(`#compare-pane-${side} .stats`)).toMatch(/^TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens/);
     await screenshot(page, "hosted-side-by-side");
   });
 
@@ -147,7 +154,15 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     // Created between the click and now: 30 days on, either side of a UTC midnight the test may have crossed.
     const in30Days = [...new Set([clickedAt, Date.now()].map((at) => utcDay(at + 30 * DAY_MS)))].join("|");
     expect(await row.locator("td").nth(4).textContent()).toMatch(new RegExp(`^(${in30Days}) \\d\\d:\\d\\d$`));
-    expect(await page.locator("#token-list thead th").allTextContents()).toEqual(["Name", "Prefix", "Created (UTC)", "Last used (UTC)", "Expires (UTC)", "Status", ""]);
+    expect(await page.locator("#token-list thead th").allTextContents()).toEqual([
+      "Name",
+      "Prefix",
+      "Created (UTC)",
+      "Last used (UTC)",
+      "Expires (UTC)",
+      "Status",
+      "",
+    ]);
     expect(await row.locator("td").nth(3).textContent()).toBe("Never");
 
     const client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 });
@@ -200,9 +215,12 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     await page.click("nav a[href='#/usage']");
     // One UTC day, or two if the run crossed midnight: the calls are counted on the day each was made.
     const days = [...new Set([firstDay, utcDay(Date.now())])];
-    const bar = (chart: string, model: string, day: string) => page.locator(`#chart-${chart} rect.bar[data-date='${day}'][data-model='${model}']`);
-    const value = async (chart: string, model: string, day: string) => ((await bar(chart, model, day).count()) === 0 ? 0 : Number(await bar(chart, model, day).getAttribute("data-value")));
-    const total = async (chart: string, model: string) => (await Promise.all(days.map((day) => value(chart, model, day)))).reduce((sum, each) => sum + each, 0);
+    const bar = (chart: string, model: string, day: string) =>
+      page.locator(`#chart-${chart} rect.bar[data-date='${day}'][data-model='${model}']`);
+    const value = async (chart: string, model: string, day: string) =>
+      (await bar(chart, model, day).count()) === 0 ? 0 : Number(await bar(chart, model, day).getAttribute("data-value"));
+    const total = async (chart: string, model: string) =>
+      (await Promise.all(days.map((day) => value(chart, model, day)))).reduce((sum, each) => sum + each, 0);
     // The ledger is written as requests end; Refresh until it has them all.
     await expect
       .poll(async () => {
@@ -213,7 +231,8 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     expect(await total("tokens", "tiny")).toBeGreaterThan(0);
     for (const day of days) {
       const requests = await value("requests", "tiny", day);
-      if (requests > 0) expect(await bar("requests", "tiny", day).locator("title").textContent()).toBe(`${day} · tiny: ${requests} requests`);
+      if (requests > 0)
+        expect(await bar("requests", "tiny", day).locator("title").textContent()).toBe(`${day} · tiny: ${requests} requests`);
     }
     expect(await page.locator("#usage-legend li").allTextContents()).toEqual([" tiny", " tiny-b"]);
     const limits = (await page.textContent("#usage-limits")) ?? "";
@@ -241,7 +260,9 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
       expect(sent.cookie).toMatch(/(^|; )modelhost_session=mhs_/);
       expect(sent.origin).toBe(new URL(evil.url).origin);
       expect(response.status()).toBe(403);
-      expect(await response.json()).toMatchObject({ error: { code: "csrf_rejected", message: expect.stringContaining(`comes from ${new URL(evil.url).origin}`) } });
+      expect(await response.json()).toMatchObject({
+        error: { code: "csrf_rejected", message: expect.stringContaining(`comes from ${new URL(evil.url).origin}`) },
+      });
       await other.waitForURL(`${server.url}/playground/api/tokens`);
       expect(await other.textContent("body")).toMatch(/"error"/);
       await other.close();

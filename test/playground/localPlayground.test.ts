@@ -47,7 +47,9 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
 
   const slots = async () => {
     const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: { id: string; active: number; queued: number }[] };
-    return health.loaded.filter((model) => model.id === "tiny").map(({ active, queued }) => ({ active, queued }))[0] ?? { active: 0, queued: 0 };
+    return (
+      health.loaded.filter((model) => model.id === "tiny").map(({ active, queued }) => ({ active, queued }))[0] ?? { active: 0, queued: 0 }
+    );
   };
   const lastAnswer = () => page.locator("#chat-messages .message.assistant .content").last();
   const send = async (text: string) => {
@@ -90,7 +92,9 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
     await page.locator("#chat-status", { hasText: "Answer complete." }).waitFor();
 
     expect((await lastAnswer().textContent())?.length).toBeGreaterThan(0);
-    expect(await page.locator("#chat-messages .message.assistant .meta").last().textContent()).toMatch(/^tiny · TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens · finish: (stop|length)$/);
+    expect(await page.locator("#chat-messages .message.assistant .meta").last().textContent()).toMatch(
+      /^tiny · TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens · finish: (stop|length)$/,
+    );
     expect(await page.locator("#chat-messages .message.user .content").allTextContents()).toEqual(["Tell me about the river."]);
     await screenshot(page, "local-chat");
   });
@@ -184,7 +188,10 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
 
     // They are real programs: run them as a user would, with the key in the environment.
     const env = { ...process.env, MODELHOST_API_KEY: "local-any-key" };
-    const curlOutput = JSON.parse((await run("bash", ["-c", curl], { env })).stdout) as { choices: { message: { content: string } }[]; model: string };
+    const curlOutput = JSON.parse((await run("bash", ["-c", curl], { env })).stdout) as {
+      choices: { message: { content: string } }[];
+      model: string;
+    };
     expect(curlOutput.model).toBe("tiny");
     expect(curlOutput.choices[0]?.message.content).toBeTypeOf("string");
     // Inside the repository (its ignored .cache/), so `import OpenAI from "openai"` finds the installed package.
@@ -230,7 +237,9 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
     for (const side of ["a", "b"]) {
       expect(await page.textContent(`#compare-pane-${side} h3`)).toBe(side === "a" ? "tiny" : "tiny-b");
       expect((await page.textContent(`#compare-pane-${side} .content`))?.length).toBeGreaterThan(0);
-      expect(await page.textContent(`#compare-pane-${side} .stats`)).toMatch(/^TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens · finish: (stop|length)$/);
+      expect(await page.textContent(`#compare-pane-${side} .stats`)).toMatch(
+        /^TTFT \d[\d,]* ms · [\d.]+ tokens\/s · \d+ tokens · finish: (stop|length)$/,
+      );
     }
     await screenshot(page, "local-side-by-side");
     expect(problems).toEqual([]);

@@ -9,7 +9,16 @@ import { commandPath } from "../support/debianPackages.js";
 
 export const REPO = path.resolve(import.meta.dirname, "../..");
 const SCREENSHOTS = path.join(REPO, "test-results");
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+  "--disable-quic",
+];
 
 export interface BuiltPage {
   dir: string;

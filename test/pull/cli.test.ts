@@ -40,7 +40,16 @@ afterAll(async () => {
 
 describe("model management from the command line", () => {
   it("pulls with plain progress lines when not on a terminal, then lists, shows and removes", async () => {
-    const pulled = await modelhost("pull", "hf.co/test/Tiny-GGUF:Q4_K_M", "--alias", "tiny", "--models-dir", modelsDir, "--hf-endpoint", hub.url);
+    const pulled = await modelhost(
+      "pull",
+      "hf.co/test/Tiny-GGUF:Q4_K_M",
+      "--alias",
+      "tiny",
+      "--models-dir",
+      modelsDir,
+      "--hf-endpoint",
+      hub.url,
+    );
     expect(pulled.code).toBe(0);
     expect(pulled.stdout).toBe(`hf.co/test/Tiny-GGUF:Q4_K_M: downloaded 322.5 KiB, in ${modelsDir}.\n`);
     const lines = pulled.stderr.trim().split("\n");
@@ -52,18 +61,36 @@ describe("model management from the command line", () => {
     expect(pulled.stdout + pulled.stderr).not.toContain("hf_cli_token");
 
     const table = await modelhost("list", "--models-dir", modelsDir);
-    expect(table.stdout).toMatch(/^ID\s+ALIASES\s+ARCH\s+PARAMS\s+QUANT\s+CONTEXT\s+SIZE\s+TEMPLATE\s+SERVES\nhf\.co\/test\/Tiny-GGUF:Q4_K_M\s+tiny\s+llama\s/);
+    expect(table.stdout).toMatch(
+      /^ID\s+ALIASES\s+ARCH\s+PARAMS\s+QUANT\s+CONTEXT\s+SIZE\s+TEMPLATE\s+SERVES\nhf\.co\/test\/Tiny-GGUF:Q4_K_M\s+tiny\s+llama\s/,
+    );
     for (const command of ["list", "models"]) {
-      const listed = JSON.parse((await modelhost(command, "--json", "--models-dir", modelsDir)).stdout) as { id: string; aliases: string[]; sha256: string }[];
-      expect(listed).toMatchObject([{ id: "hf.co/test/Tiny-GGUF:Q4_K_M", aliases: ["tiny"], architecture: "llama", sizeBytes: model.length }]);
+      const listed = JSON.parse((await modelhost(command, "--json", "--models-dir", modelsDir)).stdout) as {
+        id: string;
+        aliases: string[];
+        sha256: string;
+      }[];
+      expect(listed).toMatchObject([
+        { id: "hf.co/test/Tiny-GGUF:Q4_K_M", aliases: ["tiny"], architecture: "llama", sizeBytes: model.length },
+      ]);
     }
     const shown = JSON.parse((await modelhost("show", "tiny", "--json", "--models-dir", modelsDir)).stdout) as Record<string, unknown>;
-    expect(shown).toMatchObject({ id: "hf.co/test/Tiny-GGUF:Q4_K_M", source: `${hub.url}/test/Tiny-GGUF/Tiny-Q4_K_M.gguf`, path: path.join(modelsDir, "Tiny-Q4_K_M.gguf") });
-    expect((await modelhost("show", "tiny", "--models-dir", modelsDir)).stdout).toMatch(/^id\s+hf\.co\/test\/Tiny-GGUF:Q4_K_M\naliases\s+tiny\n/);
+    expect(shown).toMatchObject({
+      id: "hf.co/test/Tiny-GGUF:Q4_K_M",
+      source: `${hub.url}/test/Tiny-GGUF/Tiny-Q4_K_M.gguf`,
+      path: path.join(modelsDir, "Tiny-Q4_K_M.gguf"),
+    });
+    expect((await modelhost("show", "tiny", "--models-dir", modelsDir)).stdout).toMatch(
+      /^id\s+hf\.co\/test\/Tiny-GGUF:Q4_K_M\naliases\s+tiny\n/,
+    );
 
     // An alias goes alone; the id takes the file.
-    expect((await modelhost("rm", "tiny", "--models-dir", modelsDir)).stdout).toBe("Removed the alias tiny (of hf.co/test/Tiny-GGUF:Q4_K_M).\n");
-    expect((await modelhost("rm", "hf.co/test/Tiny-GGUF:Q4_K_M", "--models-dir", modelsDir)).stdout).toBe("Deleted hf.co/test/Tiny-GGUF:Q4_K_M (322.5 KiB).\n");
+    expect((await modelhost("rm", "tiny", "--models-dir", modelsDir)).stdout).toBe(
+      "Removed the alias tiny (of hf.co/test/Tiny-GGUF:Q4_K_M).\n",
+    );
+    expect((await modelhost("rm", "hf.co/test/Tiny-GGUF:Q4_K_M", "--models-dir", modelsDir)).stdout).toBe(
+      "Deleted hf.co/test/Tiny-GGUF:Q4_K_M (322.5 KiB).\n",
+    );
     expect(await readdir(modelsDir)).toEqual(["models.json"]);
     expect(JSON.parse((await modelhost("list", "--json", "--models-dir", modelsDir)).stdout)).toEqual([]);
 
@@ -117,7 +144,16 @@ describe("model management from the command line", () => {
     try {
       const requests = hub.requests.length;
       for (const alias of ["../escaped", "a\\..\\..\\escaped", "NUL", "con.gguf", "..", "x".repeat(300)]) {
-        const pulled = await modelhost("pull", "hf.co/test/Tiny-GGUF:Q4_K_M", "--alias", alias, "--models-dir", dir, "--hf-endpoint", hub.url);
+        const pulled = await modelhost(
+          "pull",
+          "hf.co/test/Tiny-GGUF:Q4_K_M",
+          "--alias",
+          alias,
+          "--models-dir",
+          dir,
+          "--hf-endpoint",
+          hub.url,
+        );
         expect(pulled.code, alias).toBe(2);
         expect(pulled.stderr).toContain("is not a model name: ");
         expect(pulled.stderr).toContain("Usage: modelhost pull REF");
@@ -149,7 +185,9 @@ describe("model management from the command line", () => {
       expect(hub.requests.length).toBe(requests);
       const allowed = await modelhost("pull", url, "--models-dir", dir, "--allow-http-pull", "true");
       expect(allowed).toMatchObject({ code: 0, stdout: `Tiny-Q4_K_M: downloaded 322.5 KiB, in ${dir}.\n` });
-      expect((await modelhost("pull", url, "--models-dir", dir, "--allow-http-pull", "maybe")).stderr).toContain('Invalid value "maybe" for --allow-http-pull: must be "true" or "false".');
+      expect((await modelhost("pull", url, "--models-dir", dir, "--allow-http-pull", "maybe")).stderr).toContain(
+        'Invalid value "maybe" for --allow-http-pull: must be "true" or "false".',
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -164,7 +202,10 @@ describe("model management from the command line", () => {
       const port = new URL(server.url).port;
       expect(JSON.parse((await modelhost("ps", "--json", "--port", port)).stdout)).toEqual([]);
 
-      const chat = await fetch(`${server.url}/api/chat`, { method: "POST", body: JSON.stringify({ model: reference, messages: [{ role: "user", content: "Hi" }], stream: false, options: { num_predict: 2 } }) });
+      const chat = await fetch(`${server.url}/api/chat`, {
+        method: "POST",
+        body: JSON.stringify({ model: reference, messages: [{ role: "user", content: "Hi" }], stream: false, options: { num_predict: 2 } }),
+      });
       expect(chat.status).toBe(200);
       const loaded = JSON.parse((await modelhost("ps", "--json", "--port", port)).stdout) as { name: string }[];
       expect(loaded).toMatchObject([{ name: reference }]);

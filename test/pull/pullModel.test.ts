@@ -38,14 +38,24 @@ beforeAll(async () => {
       // Served at /files/README.gguf: a page where a model was expected.
       "test/Page": [{ path: "README.gguf", content: Buffer.from("<html>Not here</html>") }],
       "test/Corrupt-GGUF": [
-        { path: "Corrupt-Q4_K_M.gguf", content: model, corruptWith: Buffer.concat([model.subarray(0, 1000), Buffer.from("x"), model.subarray(1001)]) },
+        {
+          path: "Corrupt-Q4_K_M.gguf",
+          content: model,
+          corruptWith: Buffer.concat([model.subarray(0, 1000), Buffer.from("x"), model.subarray(1001)]),
+        },
         { path: "Corrupt-Q8_0.gguf", content: model, corruptWith: Buffer.alloc(model.length), unlisted: true },
       ],
-      "test/Split-GGUF": modelFileParts("Q8_0/Big-Q8_0-00001-of-00003.gguf").map((part, index) => ({ path: part, content: index === 0 ? model : emptyGguf })),
+      "test/Split-GGUF": modelFileParts("Q8_0/Big-Q8_0-00001-of-00003.gguf").map((part, index) => ({
+        path: part,
+        content: index === 0 ? model : emptyGguf,
+      })),
       "test/Gated-GGUF": [{ path: "Gated-Q4_K_M.gguf", content: model }],
       "test/Huge-GGUF": [{ path: "Huge-Q4_K_M.gguf", content: hugeCounts }],
       // A sound first part, and a second one whose header is cut short.
-      "test/BadSplit-GGUF": modelFileParts("Bad-Q8_0-00001-of-00002.gguf").map((part, index) => ({ path: part, content: index === 0 ? model : emptyGguf.subarray(0, 20) })),
+      "test/BadSplit-GGUF": modelFileParts("Bad-Q8_0-00001-of-00002.gguf").map((part, index) => ({
+        path: part,
+        content: index === 0 ? model : emptyGguf.subarray(0, 20),
+      })),
     },
     { gated: { repos: ["test/Gated-GGUF"], token: "hf_accepted" } },
   );
@@ -86,14 +96,24 @@ describe("pulling a model from a hub", () => {
     const before = hub.bytesServed();
     const { result, progress } = pull("hf.co/test/Tiny-GGUF:Q4_K_M", { hfToken: "hf_secret", aliases: ["tiny"] });
     const pulled = await result;
-    expect(pulled).toEqual({ id: "hf.co/test/Tiny-GGUF:Q4_K_M", path: path.join(modelsDir, "Tiny-Q4_K_M.gguf"), downloadedBytes: model.length });
+    expect(pulled).toEqual({
+      id: "hf.co/test/Tiny-GGUF:Q4_K_M",
+      path: path.join(modelsDir, "Tiny-Q4_K_M.gguf"),
+      downloadedBytes: model.length,
+    });
     expect(hub.bytesServed() - before).toBe(model.length);
     expect(await readFile(pulled.path)).toEqual(model);
 
     // Nothing but the model and the manifest: no partial download, no lock.
     expect((await readdir(modelsDir)).sort()).toEqual(["Tiny-Q4_K_M.gguf", "models.json"]);
     expect((await readManifest(modelsDir)).entries).toEqual([
-      { file: "Tiny-Q4_K_M.gguf", id: "hf.co/test/Tiny-GGUF:Q4_K_M", aliases: ["tiny"], source: `${hub.url}/test/Tiny-GGUF/Tiny-Q4_K_M.gguf`, sha256: sha256(model) },
+      {
+        file: "Tiny-Q4_K_M.gguf",
+        id: "hf.co/test/Tiny-GGUF:Q4_K_M",
+        aliases: ["tiny"],
+        source: `${hub.url}/test/Tiny-GGUF/Tiny-Q4_K_M.gguf`,
+        sha256: sha256(model),
+      },
     ]);
     const listed = await new ModelRegistry(modelsDir).list();
     expect(listed.map((entry) => [entry.id, entry.aliases])).toEqual([["hf.co/test/Tiny-GGUF:Q4_K_M", ["tiny"]]]);
@@ -109,7 +129,9 @@ describe("pulling a model from a hub", () => {
     expect(layer.at(-1)?.completed).toBe(model.length);
 
     // The token went to the hub, never to the CDN the hub redirected to.
-    expect(hub.requests.filter((request) => request.server === "hub").every((request) => request.authorization === "Bearer hf_secret")).toBe(true);
+    expect(
+      hub.requests.filter((request) => request.server === "hub").every((request) => request.authorization === "Bearer hf_secret"),
+    ).toBe(true);
     expect(hub.requests.filter((request) => request.server === "cdn").map((request) => request.authorization)).toEqual([undefined]);
 
     // Pulled again: nothing is fetched, and another name for the same file becomes an alias.
@@ -130,7 +152,9 @@ describe("pulling a model from a hub", () => {
     expect(path.basename(fromUrl.path)).toMatch(/^[0-9a-f]{8}-Tiny-Q4_K_M\.gguf$/);
     expect(fromUrl.id).toBe(path.basename(fromUrl.path, ".gguf"));
     expect((await readManifest(modelsDir)).entries.find((entry) => entry.id === fromUrl.id)?.source).toBe(url);
-    expect((await new ModelRegistry(modelsDir).list()).map((entry) => entry.id).sort()).toEqual([fromUrl.id, "Tiny-Q8_0", "hf.co/test/Tiny-GGUF"].sort());
+    expect((await new ModelRegistry(modelsDir).list()).map((entry) => entry.id).sort()).toEqual(
+      [fromUrl.id, "Tiny-Q8_0", "hf.co/test/Tiny-GGUF"].sort(),
+    );
   });
 
   it("resumes a download whose connection dropped half-way, fetching no byte twice", async () => {
@@ -182,7 +206,10 @@ describe("pulling a model from a hub", () => {
 
   it("says how to reach a gated repository, and pulls it with HF_TOKEN", async () => {
     const refused = await failure(pull("hf.co/test/Gated-GGUF:Q4_K_M").result);
-    expect(refused).toEqual({ code: "download_failed", message: expect.stringContaining("the repository is gated. Accept its terms on the hub, and set HF_TOKEN") });
+    expect(refused).toEqual({
+      code: "download_failed",
+      message: expect.stringContaining("the repository is gated. Accept its terms on the hub, and set HF_TOKEN"),
+    });
     const pulled = await pull("hf.co/test/Gated-GGUF:Q4_K_M", { hfToken: "hf_accepted" }).result;
     expect(await readFile(pulled.path)).toEqual(model);
   });
@@ -201,7 +228,9 @@ describe("pulling a model from a hub", () => {
     expect(repo).toEqual({ code: "model_not_found", message: expect.stringContaining("The repository test/Nothing-GGUF does not exist") });
     const quant = await failure(pull("hf.co/test/Tiny-GGUF:Q5_K_S").result);
     expect(quant.code).toBe("model_not_found");
-    expect(quant.message).toBe('The repository test/Tiny-GGUF has no file in quantization "Q5_K_S". Available: Q4_K_M, Q8_0 (e.g. hf.co/test/Tiny-GGUF:Q4_K_M).');
+    expect(quant.message).toBe(
+      'The repository test/Tiny-GGUF has no file in quantization "Q5_K_S". Available: Q4_K_M, Q8_0 (e.g. hf.co/test/Tiny-GGUF:Q4_K_M).',
+    );
     const file = await failure(pull("hf.co/test/Tiny-GGUF/Tiny-F16.gguf").result);
     expect(file.message).toContain('has no file "Tiny-F16.gguf". Available: Q4_K_M, Q8_0');
     const syntax = await failure(pull("llama3.2").result);
@@ -212,7 +241,9 @@ describe("pulling a model from a hub", () => {
   it("refuses a malformed GGUF file, and any malformed part of a split model, before installing anything", async () => {
     const huge = await failure(pull("hf.co/test/Huge-GGUF:Q4_K_M").result);
     expect(huge.code).toBe("invalid_model_file");
-    expect(huge.message).toMatch(/Huge-Q4_K_M\.gguf is not a GGUF model llama\.cpp could load \(key count 1099511627776 needs .* \[count_past_end\]\); it was not installed\./);
+    expect(huge.message).toMatch(
+      /Huge-Q4_K_M\.gguf is not a GGUF model llama\.cpp could load \(key count 1099511627776 needs .* \[count_past_end\]\); it was not installed\./,
+    );
     expect(await readdir(modelsDir)).toEqual([]);
 
     const split = await failure(pull("hf.co/test/BadSplit-GGUF:Q8_0").result);
@@ -224,7 +255,12 @@ describe("pulling a model from a hub", () => {
 
   it("pulls every part of a split model, and lists it once", async () => {
     const pulled = await pull("hf.co/test/Split-GGUF:Q8_0").result;
-    expect((await readdir(modelsDir)).sort()).toEqual(["Big-Q8_0-00001-of-00003.gguf", "Big-Q8_0-00002-of-00003.gguf", "Big-Q8_0-00003-of-00003.gguf", "models.json"]);
+    expect((await readdir(modelsDir)).sort()).toEqual([
+      "Big-Q8_0-00001-of-00003.gguf",
+      "Big-Q8_0-00002-of-00003.gguf",
+      "Big-Q8_0-00003-of-00003.gguf",
+      "models.json",
+    ]);
     expect(pulled.downloadedBytes).toBe(model.length + 2 * emptyGguf.length);
     const listed = await new ModelRegistry(modelsDir).list();
     expect(listed.map((entry) => entry.id)).toEqual(["hf.co/test/Split-GGUF:Q8_0"]);

@@ -33,7 +33,9 @@ describe("which addresses a pull may fetch", () => {
 
     const strict = { allowHttp: false };
     expect(() => assertPullUrl(new URL("https://example.com/m.gguf"), strict)).not.toThrow();
-    expect(() => assertPullUrl(new URL("http://example.com/m.gguf"), strict)).toThrow(/--allow-http-pull true \(MODELHOST_ALLOW_HTTP_PULL=true\)/);
+    expect(() => assertPullUrl(new URL("http://example.com/m.gguf"), strict)).toThrow(
+      /--allow-http-pull true \(MODELHOST_ALLOW_HTTP_PULL=true\)/,
+    );
     expect(() => assertPullUrl(new URL("http://example.com/m.gguf"), { allowHttp: true })).not.toThrow();
     expect(() => assertPullUrl(new URL("ftp://example.com/m.gguf"), { allowHttp: true })).toThrow(/https only, not ftp:/);
     expect(() => assertPullUrl(new URL("file:///etc/passwd"), { allowHttp: true })).toThrow(/https only, not file:/);
@@ -41,7 +43,11 @@ describe("which addresses a pull may fetch", () => {
 
   it("checks each redirect before following it, and before handing it to a caller that follows them itself", async () => {
     const seen: string[] = [];
-    const hops: Record<string, string> = { "https://a.test/1": "https://b.test/2", "https://b.test/2": "http://c.test/3", "https://b.test/ok": "/final" };
+    const hops: Record<string, string> = {
+      "https://a.test/1": "https://b.test/2",
+      "https://b.test/2": "http://c.test/3",
+      "https://b.test/ok": "/final",
+    };
     const inner: typeof fetch = async (input, init) => {
       const url = String(input);
       seen.push(`${url} ${init?.redirect}`);
@@ -85,7 +91,8 @@ describe("pulling by URL", () => {
   let tlsUrl: string;
   let previousTlsSetting: string | undefined;
 
-  const serveFile = (request: IncomingMessage, response: ServerResponse) => response.writeHead(200, { "content-length": model.length }).end(model);
+  const serveFile = (request: IncomingMessage, response: ServerResponse) =>
+    response.writeHead(200, { "content-length": model.length }).end(model);
 
   const pull = (reference: string, options: Partial<PullOptions> = {}) =>
     pullModel(reference, { modelsDir, hfEndpoint: "https://huggingface.co", retryDelayMs: 10, ...options });
@@ -94,7 +101,23 @@ describe("pulling by URL", () => {
     model = await readFile(await testModelPath("tiny"));
     certDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-tls-"));
     const [key, cert] = [path.join(certDir, "key.pem"), path.join(certDir, "cert.pem")];
-    await promisify(execFile)("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]);
+    await promisify(execFile)("openssl", [
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+    ]);
     plain = createServer((request, response) => {
       plainRequests.push(request.url ?? "");
       serveFile(request, response);
@@ -154,7 +177,10 @@ describe("pulling by URL", () => {
     expect((await readdir(modelsDir)).filter((name) => name.includes("downgraded"))).toEqual([]);
 
     // Allowed, the redirect is followed.
-    expect(await pull(`${tlsUrl}/to-http/downgraded.gguf`, { allowHttp: true })).toMatchObject({ id: "downgraded", downloadedBytes: model.length });
+    expect(await pull(`${tlsUrl}/to-http/downgraded.gguf`, { allowHttp: true })).toMatchObject({
+      id: "downgraded",
+      downloadedBytes: model.length,
+    });
     expect(plainRequests).toEqual(["/files/downgraded.gguf"]);
   });
 
@@ -162,7 +188,9 @@ describe("pulling by URL", () => {
     // The hub's API answers every request with a redirect to plain http here.
     const error = await failure(pull("hf.co/test/Tiny-GGUF:Q4_K_M", { hfEndpoint: `${tlsUrl}/to-http` }));
     expect(error).toMatchObject({ code: "invalid_request", param: "model" });
-    expect(error.message).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/to-http\/api\/models\/test\/Tiny-GGUF\/tree\/main redirects to http:\/\/127\.0\.0\.1:\d+; models are pulled over https only/);
+    expect(error.message).toMatch(
+      /^https:\/\/127\.0\.0\.1:\d+\/to-http\/api\/models\/test\/Tiny-GGUF\/tree\/main redirects to http:\/\/127\.0\.0\.1:\d+; models are pulled over https only/,
+    );
     expect(plainRequests).toEqual([]);
   });
 });

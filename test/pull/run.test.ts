@@ -58,7 +58,10 @@ class Terminal {
 function replyAfter(screen: string, message: string): string {
   const start = screen.lastIndexOf(`>>> ${message}`);
   if (start < 0) return "";
-  return screen.slice(start + message.length + 4).split("\n>>>")[0]!.trim();
+  return screen
+    .slice(start + message.length + 4)
+    .split("\n>>>")[0]!
+    .trim();
 }
 
 async function freePort(): Promise<number> {
@@ -87,7 +90,20 @@ describe.skipIf(!needs("tmux"))("modelhost run in a terminal", () => {
     const modelsDir = path.join(home, "models");
     // No server answers on this port: run starts its own, in process.
     const port = await freePort();
-    const terminal = new Terminal([process.execPath, bin, "run", "hf.co/test/Tiny-GGUF:Q4_K_M", "--models-dir", modelsDir, "--hf-endpoint", hub.url, "--port", String(port), "--threads", "1"]);
+    const terminal = new Terminal([
+      process.execPath,
+      bin,
+      "run",
+      "hf.co/test/Tiny-GGUF:Q4_K_M",
+      "--models-dir",
+      modelsDir,
+      "--hf-endpoint",
+      hub.url,
+      "--port",
+      String(port),
+      "--threads",
+      "1",
+    ]);
     try {
       let screen = await terminal.waitFor("the prompt", (text) => text.trimEnd().endsWith(">>>"));
       expect(screen).toContain("pulling manifest");
@@ -146,10 +162,24 @@ describe("modelhost run with a prompt", () => {
   it("answers through the running server and exits", async () => {
     const emptyDir = path.join(serverModels, "elsewhere");
     // The model is only in the server's directory: an answer proves run used the running server.
-    const { stdout } = await promisify(execFile)(process.execPath, [bin, "run", "tiny", "Say hello.", "--port", new URL(server.url).port, "--models-dir", emptyDir]);
+    const { stdout } = await promisify(execFile)(process.execPath, [
+      bin,
+      "run",
+      "tiny",
+      "Say hello.",
+      "--port",
+      new URL(server.url).port,
+      "--models-dir",
+      emptyDir,
+    ]);
     expect(stdout.trim().length).toBeGreaterThan(0);
 
-    const unknown = await promisify(execFile)(process.execPath, [bin, "run", "nosuch", "Hi", "--port", new URL(server.url).port]).catch((error: { code: number; stderr: string }) => error);
-    expect(unknown).toMatchObject({ code: 2, stderr: expect.stringContaining('modelhost: No model "nosuch" is installed. "nosuch" is not a model reference modelhost can pull.') });
+    const unknown = await promisify(execFile)(process.execPath, [bin, "run", "nosuch", "Hi", "--port", new URL(server.url).port]).catch(
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(unknown).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('modelhost: No model "nosuch" is installed. "nosuch" is not a model reference modelhost can pull.'),
+    });
   });
 });

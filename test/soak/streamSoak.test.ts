@@ -17,11 +17,23 @@ const user = { role: "user" as const, content: "Tell me a long story." };
 
 /** One streamed request per wire format; every one holds a decoding slot while it runs. */
 const streams: Record<string, { path: string; body: (maxTokens: number) => object }> = {
-  "chat completions (SSE)": { path: "/v1/chat/completions", body: (max) => ({ model: "tiny", messages: [user], max_tokens: max, stream: true }) },
+  "chat completions (SSE)": {
+    path: "/v1/chat/completions",
+    body: (max) => ({ model: "tiny", messages: [user], max_tokens: max, stream: true }),
+  },
   "native chat (NDJSON)": { path: "/api/chat", body: (max) => ({ model: "tiny", messages: [user], options: { num_predict: max } }) },
-  "native generate (NDJSON)": { path: "/api/generate", body: (max) => ({ model: "tiny", prompt: user.content, options: { num_predict: max } }) },
-  "messages (SSE, named events)": { path: "/v1/messages", body: (max) => ({ model: "tiny", messages: [user], max_tokens: max, stream: true }) },
-  "responses (SSE, typed events)": { path: "/v1/responses", body: (max) => ({ model: "tiny", input: user.content, max_output_tokens: max, stream: true }) },
+  "native generate (NDJSON)": {
+    path: "/api/generate",
+    body: (max) => ({ model: "tiny", prompt: user.content, options: { num_predict: max } }),
+  },
+  "messages (SSE, named events)": {
+    path: "/v1/messages",
+    body: (max) => ({ model: "tiny", messages: [user], max_tokens: max, stream: true }),
+  },
+  "responses (SSE, typed events)": {
+    path: "/v1/responses",
+    body: (max) => ({ model: "tiny", input: user.content, max_output_tokens: max, stream: true }),
+  },
 };
 
 interface Slots {
@@ -107,7 +119,11 @@ describe("soak: streams aborted at random moments, over every streaming format",
     expect(outcome.aborted).toBeGreaterThanOrEqual(outcome.abortedMidStream);
     expect(peakRss).toBeLessThan(RSS_LIMIT_BYTES);
 
-    const reply = await server.client.chat.completions.create({ model: "tiny", messages: [{ role: "user", content: "hi" }], max_tokens: 4 });
+    const reply = await server.client.chat.completions.create({
+      model: "tiny",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+    });
     expect(reply.usage?.completion_tokens).toBe(4);
   }, 600_000);
 });

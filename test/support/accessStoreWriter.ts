@@ -14,6 +14,8 @@ for (let i = 0; ; i++) {
   const { prefix, hash } = generateToken();
   const token = await store.createToken({ accountId: account.id, name: `token-${i}`, prefix, hash, expiresAt: null });
   process.stdout.write(`token ${token.id} ${hash}\n`);
-  await store.recordUsage([{ accountId: account.id, tokenId: token.id, model: "tiny", day: "2025-03-01", requests: 1, promptTokens: i, completionTokens: 1 }]);
+  await store.recordUsage([
+    { accountId: account.id, tokenId: token.id, model: "tiny", day: "2025-03-01", requests: 1, promptTokens: i, completionTokens: 1 },
+  ]);
   process.stdout.write(`usage ${token.id} ${i}\n`);
 }

@@ -75,8 +75,14 @@ export async function startFakeHub(repos: Record<string, HubFile[]>, options: Fa
 
   const hub = createServer((request, response) => {
     const url = new URL(request.url ?? "/", "http://hub");
-    requests.push({ server: "hub", method: request.method ?? "", path: url.pathname, ...(request.headers.authorization ? { authorization: request.headers.authorization } : {}) });
-    const json = (status: number, body: unknown) => response.writeHead(status, { "Content-Type": "application/json" }).end(JSON.stringify(body));
+    requests.push({
+      server: "hub",
+      method: request.method ?? "",
+      path: url.pathname,
+      ...(request.headers.authorization ? { authorization: request.headers.authorization } : {}),
+    });
+    const json = (status: number, body: unknown) =>
+      response.writeHead(status, { "Content-Type": "application/json" }).end(JSON.stringify(body));
 
     const repo = /^\/(?:api\/models\/)?([^/]+\/[^/]+)/.exec(url.pathname)?.[1];
     if (repo && options.gated?.repos.includes(repo) && request.headers.authorization !== `Bearer ${options.gated.token}`) {

@@ -30,7 +30,13 @@ function isDate(text: string): boolean {
 function isTime(text: string): boolean {
   const match = /^(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:Z|[+-](\d{2}):(\d{2}))$/.exec(text);
   if (!match) return false;
-  const [hour, minute, second, offsetHour, offsetMinute] = match.slice(1).map((group) => Number(group ?? 0)) as [number, number, number, number, number];
+  const [hour, minute, second, offsetHour, offsetMinute] = match.slice(1).map((group) => Number(group ?? 0)) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   return hour < 24 && minute < 60 && second < 60 && offsetHour < 24 && offsetMinute < 60;
 }
 

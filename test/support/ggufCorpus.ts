@@ -59,7 +59,13 @@ const kv = {
   u32: (key: string, value: number): Kv => ({ key, value: (out) => out.u32(T.u32).u32(value) }),
   u64: (key: string, value: bigint): Kv => ({ key, value: (out) => out.u32(T.u64).u64(value) }),
   /** An array of `itemType`, of `items` (each written by `write`), announcing `count` items. */
-  array: <I>(key: string, itemType: number, items: readonly I[], write: (out: Bytes, item: I) => void, count = BigInt(items.length)): Kv => ({
+  array: <I>(
+    key: string,
+    itemType: number,
+    items: readonly I[],
+    write: (out: Bytes, item: I) => void,
+    count = BigInt(items.length),
+  ): Kv => ({
     key,
     value: (out) => {
       out.u32(T.arr).u32(itemType).u64(count);
@@ -209,20 +215,43 @@ export function ggufCorpus(): CorpusCase[] {
 
   // Sound files.
   add("sound", sound.bytes, "accepted");
-  add("version 2", variant(() => ({ version: 2 })), "accepted");
-  add("alignment 64", variant((spec) => ({ alignment: 64, kvs: [...spec.kvs, kv.u32("general.alignment", 64)] })), "accepted");
+  add(
+    "version 2",
+    variant(() => ({ version: 2 })),
+    "accepted",
+  );
+  add(
+    "alignment 64",
+    variant((spec) => ({ alignment: 64, kvs: [...spec.kvs, kv.u32("general.alignment", 64)] })),
+    "accepted",
+  );
   add("empty array", withKey(u32s("test.empty", [])), "accepted");
   add("empty string array", withKey(strings("test.empty_strings", [])), "accepted");
   add("no keys, no tensors", encodeGguf({ kvs: [], tensors: [] }).bytes, "accepted");
-  add("bytes after the last tensor", variant(() => ({ trailing: Buffer.alloc(100, 1) })), "accepted");
-  add("last tensor without its padding", variant(() => ({ noFinalPadding: true })), "accepted");
+  add(
+    "bytes after the last tensor",
+    variant(() => ({ trailing: Buffer.alloc(100, 1) })),
+    "accepted",
+  );
+  add(
+    "last tensor without its padding",
+    variant(() => ({ noFinalPadding: true })),
+    "accepted",
+  );
   const bigVocabulary = Array.from({ length: 5000 }, (_, index) => `t${index}`);
   add(
     "a vocabulary too long to keep (5,000 tokens), skipped and counted",
-    variant(() => ({ kvs: [kv.str("general.architecture", "llama"), strings("tokenizer.ggml.tokens", bigVocabulary)], tensors: [embedding(5000n)] })),
+    variant(() => ({
+      kvs: [kv.str("general.architecture", "llama"), strings("tokenizer.ggml.tokens", bigVocabulary)],
+      tensors: [embedding(5000n)],
+    })),
     "accepted",
   );
-  add("a chat template of exactly 1 MiB", variant(() => ({ kvs: [kv.str("tokenizer.chat_template", "x".repeat(MiB))] })), "accepted");
+  add(
+    "a chat template of exactly 1 MiB",
+    variant(() => ({ kvs: [kv.str("tokenizer.chat_template", "x".repeat(MiB))] })),
+    "accepted",
+  );
 
   // Truncation at every section boundary, and one byte short.
   for (const { at, label } of sound.sections) {
@@ -230,39 +259,100 @@ export function ggufCorpus(): CorpusCase[] {
     add(`cut at the start of the ${label} (${at} bytes)`, sound.bytes.subarray(0, at), TRUNCATION_OUTCOMES[label] ?? "truncated");
   }
   add("one byte short", sound.bytes.subarray(0, sound.bytes.length - 1), "tensor_past_end");
-  add("cut in the middle of a key", sound.bytes.subarray(0, sound.sections.find((section) => section.label === "key 2")!.at + 10), "length_past_end");
+  add(
+    "cut in the middle of a key",
+    sound.bytes.subarray(0, sound.sections.find((section) => section.label === "key 2")!.at + 10),
+    "length_past_end",
+  );
 
   // Magic and version.
-  add("bad magic", variant(() => ({ magic: "GGUX" })), "bad_magic");
+  add(
+    "bad magic",
+    variant(() => ({ magic: "GGUX" })),
+    "bad_magic",
+  );
   add("HTML where a model was expected", Buffer.from("<html>Not here</html>"), "bad_magic");
-  add("version 1", variant(() => ({ version: 1 })), "unsupported_version");
-  add("version 4", variant(() => ({ version: 4 })), "unsupported_version");
-  add("big-endian version", variant(() => ({ version: 0x03000000 })), "unsupported_version");
+  add(
+    "version 1",
+    variant(() => ({ version: 1 })),
+    "unsupported_version",
+  );
+  add(
+    "version 4",
+    variant(() => ({ version: 4 })),
+    "unsupported_version",
+  );
+  add(
+    "big-endian version",
+    variant(() => ({ version: 0x03000000 })),
+    "unsupported_version",
+  );
 
   // Counts and lengths past the end of the file.
   const issue = Buffer.concat([Buffer.from("GGUF"), Buffer.from([3, 0, 0, 0]), Buffer.alloc(80)]);
   issue.writeBigUInt64LE(1n << 40n, 8);
   issue.writeBigUInt64LE(1n << 40n, 16);
   add("issue 28's 88 bytes: 2^40 tensors and 2^40 keys", issue, "count_past_end");
-  add("2^40 tensors", variant(() => ({ tensorCount: 1n << 40n })), "count_past_end");
-  add("2^64-1 keys", variant(() => ({ kvCount: 2n ** 64n - 1n })), "count_past_end");
-  add("a key longer than the file", variant((spec) => ({ kvs: [{ ...spec.kvs[0]!, keyLength: 1n << 62n }] })), "length_past_end");
+  add(
+    "2^40 tensors",
+    variant(() => ({ tensorCount: 1n << 40n })),
+    "count_past_end",
+  );
+  add(
+    "2^64-1 keys",
+    variant(() => ({ kvCount: 2n ** 64n - 1n })),
+    "count_past_end",
+  );
+  add(
+    "a key longer than the file",
+    variant((spec) => ({ kvs: [{ ...spec.kvs[0]!, keyLength: 1n << 62n }] })),
+    "length_past_end",
+  );
   add("a string value longer than the file", withKey(kv.str("general.name", "tiny", 1n << 50n)), "length_past_end");
   add("an array of 2^60 u32", withKey(u32s("test.array", [1, 2], 1n << 60n)), "count_past_end");
-  add("a vocabulary of 2^40 tokens", variant(() => ({ kvs: [strings("tokenizer.ggml.tokens", VOCABULARY, 1n << 40n)] })), "count_past_end");
-  const lastTooLong = kv.array("tokenizer.ggml.tokens", T.str, [0n, 1n << 40n], (out, length) => out.str("a", length === 0n ? undefined : length));
-  add("a vocabulary whose last token is longer than the file", variant(() => ({ kvs: [lastTooLong] })), "length_past_end");
+  add(
+    "a vocabulary of 2^40 tokens",
+    variant(() => ({ kvs: [strings("tokenizer.ggml.tokens", VOCABULARY, 1n << 40n)] })),
+    "count_past_end",
+  );
+  const lastTooLong = kv.array("tokenizer.ggml.tokens", T.str, [0n, 1n << 40n], (out, length) =>
+    out.str("a", length === 0n ? undefined : length),
+  );
+  add(
+    "a vocabulary whose last token is longer than the file",
+    variant(() => ({ kvs: [lastTooLong] })),
+    "length_past_end",
+  );
   add("a tensor name longer than the file", withTensors([{ ...norm, nameLength: 1n << 40n }]), "length_past_end");
-  add("more keys than 65,536", encodeGguf({ kvs: [], tensors: [], kvCount: 65_537n, trailing: Buffer.alloc(65_537 * 14) }).bytes, "too_many_keys");
-  add("more tensors than 65,536", encodeGguf({ kvs: [], tensors: [], tensorCount: 65_537n, trailing: Buffer.alloc(65_537 * 24) }).bytes, "too_many_tensors");
+  add(
+    "more keys than 65,536",
+    encodeGguf({ kvs: [], tensors: [], kvCount: 65_537n, trailing: Buffer.alloc(65_537 * 14) }).bytes,
+    "too_many_keys",
+  );
+  add(
+    "more tensors than 65,536",
+    encodeGguf({ kvs: [], tensors: [], tensorCount: 65_537n, trailing: Buffer.alloc(65_537 * 24) }).bytes,
+    "too_many_tensors",
+  );
   // 70 million bytes of u8 array, in a sparse file: a header past the 64 MiB bound.
-  add("a header of 70 MB", encodeGguf({ kvs: [kv.array("test.blob", T.u8, [], () => {}, 70_000_000n)], tensors: [] }).bytes, "header_too_large", 70_000_100);
+  add(
+    "a header of 70 MB",
+    encodeGguf({ kvs: [kv.array("test.blob", T.u8, [], () => {}, 70_000_000n)], tensors: [] }).bytes,
+    "header_too_large",
+    70_000_100,
+  );
   // 600 kept arrays of 4,096 u8: 2.5 MB of file, ~40 MB as JavaScript numbers.
-  const manyArrays = Array.from({ length: 600 }, (_, index) => kv.array(`test.a${index}`, T.u8, [Buffer.alloc(4096, 7)], (out, items) => out.raw(items), 4096n));
+  const manyArrays = Array.from({ length: 600 }, (_, index) =>
+    kv.array(`test.a${index}`, T.u8, [Buffer.alloc(4096, 7)], (out, items) => out.raw(items), 4096n),
+  );
   add("600 short arrays to keep", encodeGguf({ kvs: manyArrays, tensors: [] }).bytes, "metadata_too_large");
 
   // Strings too long to keep.
-  add("a chat template of 3 MiB", variant(() => ({ kvs: [kv.str("tokenizer.chat_template", "{{ x }}".repeat((3 * MiB) / 7))] })), "chat_template_too_long");
+  add(
+    "a chat template of 3 MiB",
+    variant(() => ({ kvs: [kv.str("tokenizer.chat_template", "{{ x }}".repeat((3 * MiB) / 7))] })),
+    "chat_template_too_long",
+  );
   add("a string of 9 MiB", withKey(kv.str("general.description", Buffer.alloc(9 * MiB, 0x61))), "string_too_long");
 
   // Value types.
@@ -273,15 +363,31 @@ export function ggufCorpus(): CorpusCase[] {
   add("empty nested array", withKey(kv.array("test.nested", T.arr, [], () => {})), "nested_array");
   add("a bool of value 2", withKey(kv.raw("test.flag", (out) => out.u32(T.bool).u8(2))), "wrong_key_type");
   add("general.alignment as u64", withKey(kv.u64("general.alignment", 32n)), "wrong_key_type");
-  add("general.architecture as u32", variant((spec) => ({ kvs: [kv.u32("general.architecture", 7), ...spec.kvs.slice(1)] })), "wrong_key_type");
-  add("a vocabulary of numbers", variant(() => ({ kvs: [u32s("tokenizer.ggml.tokens", [1, 2, 3, 4])] })), "wrong_key_type");
+  add(
+    "general.architecture as u32",
+    variant((spec) => ({ kvs: [kv.u32("general.architecture", 7), ...spec.kvs.slice(1)] })),
+    "wrong_key_type",
+  );
+  add(
+    "a vocabulary of numbers",
+    variant(() => ({ kvs: [u32s("tokenizer.ggml.tokens", [1, 2, 3, 4])] })),
+    "wrong_key_type",
+  );
 
   // Keys.
   add("empty key", withKey({ key: "", value: (out) => out.u32(T.u32).u32(1) }), "empty_key");
   add("duplicate key", withKey(kv.u32("llama.context_length", 256)), "duplicate_key");
   add("duplicate array key", withKey(strings("tokenizer.ggml.tokens", VOCABULARY)), "duplicate_key");
-  add("alignment 48", variant((spec) => ({ kvs: [...spec.kvs, kv.u32("general.alignment", 48)] })), "bad_alignment");
-  add("alignment 0", variant((spec) => ({ kvs: [...spec.kvs, kv.u32("general.alignment", 0)] })), "bad_alignment");
+  add(
+    "alignment 48",
+    variant((spec) => ({ kvs: [...spec.kvs, kv.u32("general.alignment", 48)] })),
+    "bad_alignment",
+  );
+  add(
+    "alignment 0",
+    variant((spec) => ({ kvs: [...spec.kvs, kv.u32("general.alignment", 0)] })),
+    "bad_alignment",
+  );
 
   // Tensor infos.
   add("a tensor name of 64 bytes", withTensors([embedding(4n), { ...norm, name: "n".repeat(64) }]), "bad_tensor_name");

@@ -4,7 +4,13 @@ import { expect } from "vitest";
 /** The parts of GET /openapi.json the tests read. */
 export interface OpenApiDocument {
   openapi: string;
-  paths: Record<string, Record<string, { summary: string; requestBody?: { content: { "application/json": { schema: unknown } } }; responses: Record<string, unknown> }>>;
+  paths: Record<
+    string,
+    Record<
+      string,
+      { summary: string; requestBody?: { content: { "application/json": { schema: unknown } } }; responses: Record<string, unknown> }
+    >
+  >;
   components: { schemas: Record<string, object> };
 }
 

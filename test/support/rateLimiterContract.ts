@@ -181,7 +181,10 @@ export function describeRateLimiterContract(name: string, create: () => Promise<
 
     it("peeks without consuming anything", async () => {
       const policy = { requestsPerMinute: 2, tokensPerDay: 1_000 };
-      expect(await limiter.peek(key, policy)).toMatchObject({ requests: { limit: 2, remaining: 2, resetSeconds: 0 }, tokens: { limit: 1_000, remaining: 1_000 } });
+      expect(await limiter.peek(key, policy)).toMatchObject({
+        requests: { limit: 2, remaining: 2, resetSeconds: 0 },
+        tokens: { limit: 1_000, remaining: 1_000 },
+      });
       await limiter.peek(key, policy);
 
       const admission = await limiter.admit(key, policy, 100);

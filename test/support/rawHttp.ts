@@ -48,7 +48,7 @@ export function parseResponse(bytes: Buffer): RawResponse {
 
 function unchunk(bytes: Buffer): Buffer {
   const parts: Buffer[] = [];
-  for (let at = 0; ; ) {
+  for (let at = 0; ;) {
     const eol = bytes.indexOf("\r\n", at);
     const size = parseInt(bytes.subarray(at, eol).toString("latin1"), 16);
     if (!(size > 0)) return Buffer.concat(parts);

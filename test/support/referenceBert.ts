@@ -49,7 +49,9 @@ export function referenceForward(preset: BertPreset, weights: Map<string, Float3
   const at = (values: Float32Array, i: number): number => values[i] ?? NaN;
   /** y = W x + b for a ggml [inputs, outputs] matrix (each output's weights contiguous). */
   const linear = (name: string, x: readonly number[], outputs: number) =>
-    Array.from({ length: outputs }, (_, o) => x.reduce((sum, value, i) => sum + at(w(`${name}.weight`), o * x.length + i) * value, at(w(`${name}.bias`), o)));
+    Array.from({ length: outputs }, (_, o) =>
+      x.reduce((sum, value, i) => sum + at(w(`${name}.weight`), o * x.length + i) * value, at(w(`${name}.bias`), o)),
+    );
   const layerNorm = (name: string, x: readonly number[]) => {
     const mean = x.reduce((sum, value) => sum + value, 0) / x.length;
     const variance = x.reduce((sum, value) => sum + (value - mean) ** 2, 0) / x.length;
@@ -65,7 +67,10 @@ export function referenceForward(preset: BertPreset, weights: Map<string, Float3
       "token_embd_norm",
       Array.from(
         { length: hidden },
-        (_, d) => at(w("token_embd.weight"), token * hidden + d) + at(w("token_types.weight"), d) + at(w("position_embd.weight"), position * hidden + d),
+        (_, d) =>
+          at(w("token_embd.weight"), token * hidden + d) +
+          at(w("token_types.weight"), d) +
+          at(w("position_embd.weight"), position * hidden + d),
       ),
     ),
   );
@@ -88,7 +93,9 @@ export function referenceForward(preset: BertPreset, weights: Map<string, Float3
       }
       return out;
     });
-    states = states.map((state, i) => layerNorm(`${prefix}.attn_output_norm`, add(state, linear(`${prefix}.attn_output`, attended[i] ?? [], hidden))));
+    states = states.map((state, i) =>
+      layerNorm(`${prefix}.attn_output_norm`, add(state, linear(`${prefix}.attn_output`, attended[i] ?? [], hidden))),
+    );
     states = states.map((state) => {
       const up = linear(`${prefix}.ffn_up`, state, preset.feedForwardLength).map(gelu);
       return layerNorm(`${prefix}.layer_output_norm`, add(state, linear(`${prefix}.ffn_down`, up, hidden)));
@@ -124,6 +131,12 @@ export function referenceRelevance(weights: Map<string, Float32Array>, states: r
  */
 export async function loadWithLogs(path: string): Promise<{ llama: Llama; model: LlamaModel; logs: string[] }> {
   const logs: string[] = [];
-  const llama = await getLlama({ gpu: false, build: "never", maxThreads: 0, logLevel: LlamaLogLevel.info, logger: (_level, message) => logs.push(message) });
+  const llama = await getLlama({
+    gpu: false,
+    build: "never",
+    maxThreads: 0,
+    logLevel: LlamaLogLevel.info,
+    logger: (_level, message) => logs.push(message),
+  });
   return { llama, model: await llama.loadModel({ modelPath: path }), logs };
 }

@@ -12,5 +12,7 @@ export interface Route {
  * registry the default-deny hook keeps, so a route added later is covered too.
  */
 export function routesOf(app: FastifyInstance): Route[] {
-  return declaredRoutes(app).flatMap((route) => route.methods.filter((method) => method !== "HEAD").map((method) => ({ method, path: route.url })));
+  return declaredRoutes(app).flatMap((route) =>
+    route.methods.filter((method) => method !== "HEAD").map((method) => ({ method, path: route.url })),
+  );
 }

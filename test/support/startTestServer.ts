@@ -40,7 +40,17 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
   for (const [id, file] of Object.entries(options.models)) await symlink(file, path.join(modelsDir, `${id}.gguf`));
   if (options.manifest !== undefined) await writeFile(path.join(modelsDir, "models.json"), JSON.stringify(options.manifest));
   const config = loadConfig({
-    overrides: { host: "127.0.0.1", port: 0, modelsDir, dataDir, logLevel: "silent", threads: 1, parallel: 4, contextSize: 1024, ...options.config },
+    overrides: {
+      host: "127.0.0.1",
+      port: 0,
+      modelsDir,
+      dataDir,
+      logLevel: "silent",
+      threads: 1,
+      parallel: 4,
+      contextSize: 1024,
+      ...options.config,
+    },
   });
   const server = await serve(config, { logDestination: options.logDestination, playgroundDir: options.playgroundDir, now: options.now });
   return {
@@ -72,7 +82,9 @@ export async function readSseEvents(response: Response): Promise<string[]> {
  * A typed SSE body (Anthropic's Messages, OpenAI's Responses) as its named events, checking the
  * framing: `event: <type>` then `data: {…}` of that same type, then a blank line.
  */
-export async function readNamedEvents<Data extends { type: string } = { type: string } & Record<string, unknown>>(response: Response): Promise<Array<{ event: string; data: Data }>> {
+export async function readNamedEvents<Data extends { type: string } = { type: string } & Record<string, unknown>>(
+  response: Response,
+): Promise<Array<{ event: string; data: Data }>> {
   const text = await response.text();
   return text
     .split("\n\n")

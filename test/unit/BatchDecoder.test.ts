@@ -51,8 +51,17 @@ class FakeNative implements NativeContext {
     this.#lastBatch = this.#outputs;
   }
   sampleToken(batchIndex: number): Promise<number>;
-  sampleToken(batchIndex: number, sampler: NativeSampler, probabilities: boolean, confidence: boolean): Promise<[number, number[] | undefined, number | undefined]>;
-  async sampleToken(batchIndex: number, _sampler?: NativeSampler, probabilities?: boolean): Promise<number | [number, number[] | undefined, number | undefined]> {
+  sampleToken(
+    batchIndex: number,
+    sampler: NativeSampler,
+    probabilities: boolean,
+    confidence: boolean,
+  ): Promise<[number, number[] | undefined, number | undefined]>;
+  async sampleToken(
+    batchIndex: number,
+    _sampler?: NativeSampler,
+    probabilities?: boolean,
+  ): Promise<number | [number, number[] | undefined, number | undefined]> {
     this.sampleCalls++;
     const token = this.predict(batchIndex);
     return probabilities === undefined ? token : [token, probabilities ? [token, 0.75, token + 1, 0.25] : undefined, 0.75];
@@ -88,7 +97,11 @@ type Delivery = keyof typeof DELIVERIES;
 /** modelhost's native steps as the C++ (src/engine/native/decodeAndSample.cpp) runs them, on the fake context. */
 function fakeSteps(native: FakeNative, delivery: Delivery = "each step at once") {
   // `holds`: what each generate call was told it may hold steps for (control[1], µs).
-  const calls = { decodeAndSample: [] as number[][], generate: [] as Array<{ sequences: number[]; maxSteps: number; steps: number }>, holds: [] as number[] };
+  const calls = {
+    decodeAndSample: [] as number[][],
+    generate: [] as Array<{ sequences: number[]; maxSteps: number; steps: number }>,
+    holds: [] as number[],
+  };
   const steps: NativeSteps = {
     decodeAndSample: async (context, indexes) => {
       await context.decodeBatch();
@@ -110,7 +123,10 @@ function fakeSteps(native: FakeNative, delivery: Delivery = "each step at once")
           if (step > 0) {
             if (step > maxSteps || control[0] !== 0 || tokens.some((token) => token < 0 || endTokens.includes(token))) return call.steps;
             context.initBatch(tokens.length);
-            indexes = Int32Array.from(sequenceIds, (id, i) => context.addToBatch(id, positions[i]! + step - 1, Uint32Array.of(tokens[i]!), Uint32Array.of(0))[0]!);
+            indexes = Int32Array.from(
+              sequenceIds,
+              (id, i) => context.addToBatch(id, positions[i]! + step - 1, Uint32Array.of(tokens[i]!), Uint32Array.of(0))[0]!,
+            );
           }
           await context.decodeBatch();
           tokens = Int32Array.from(indexes, (index) => native.predict(index));
@@ -135,7 +151,12 @@ function loopDecoder(delivery: Delivery, holdMs = 16) {
 }
 
 const sampler: NativeSampler = { applyConfig: () => undefined, dispose: () => undefined };
-const setup = (overrides: Partial<GenerationSetup> = {}): GenerationSetup => ({ sampler, isLast: () => false, limit: Infinity, ...overrides });
+const setup = (overrides: Partial<GenerationSetup> = {}): GenerationSetup => ({
+  sampler,
+  isLast: () => false,
+  limit: Infinity,
+  ...overrides,
+});
 
 async function take(generator: AsyncGenerator<{ token: Token }>, count: number): Promise<number[]> {
   const tokens: number[] = [];
@@ -180,7 +201,8 @@ describe("BatchDecoder", () => {
     const replies = await Promise.all(generators.map((generator) => take(generator, 4)));
     expect(replies).toEqual(arrival.map((id) => [1, 2, 3, 4].map((k) => 100 * id + k)));
     expect(native.batches.length).toBeGreaterThan(1);
-    for (const batch of native.batches) expect(batch.map((item) => item.sequence)).toEqual([...batch.map((item) => item.sequence)].sort((a, b) => a - b));
+    for (const batch of native.batches)
+      expect(batch.map((item) => item.sequence)).toEqual([...batch.map((item) => item.sequence)].sort((a, b) => a - b));
   });
 
   it("stops decoding a generation at its limit and after its last token", async () => {
@@ -201,7 +223,12 @@ describe("BatchDecoder", () => {
     expect(await take(slow, 1)).toEqual([1]);
     expect(await take(fast, 40)).toEqual(Array.from({ length: 40 }, (_, i) => 101 + i));
     // The slow one's tokens 2…17 were sampled and wait; nothing past them was decoded.
-    expect(native.batches.flat().filter((entry) => entry.sequence === 0).map((entry) => entry.tokens[0])).toEqual(Array.from({ length: MAX_TOKENS_AHEAD + 1 }, (_, i) => i));
+    expect(
+      native.batches
+        .flat()
+        .filter((entry) => entry.sequence === 0)
+        .map((entry) => entry.tokens[0]),
+    ).toEqual(Array.from({ length: MAX_TOKENS_AHEAD + 1 }, (_, i) => i));
     expect(await take(slow, MAX_TOKENS_AHEAD + 2)).toEqual(Array.from({ length: MAX_TOKENS_AHEAD + 2 }, (_, i) => 2 + i));
     await slow.return();
   });
@@ -296,7 +323,13 @@ describe("BatchDecoder", () => {
     const [plainTokens] = await Promise.all([take(plain, 3), collect()]);
     expect(plainTokens).toEqual([1, 2, 3]);
     expect(sampled.map((step) => step.token)).toEqual([101, 102, 103]);
-    expect(sampled[0]).toMatchObject({ confidence: 0.75, probabilities: new Map([[101, 0.75], [102, 0.25]]) });
+    expect(sampled[0]).toMatchObject({
+      confidence: 0.75,
+      probabilities: new Map([
+        [101, 0.75],
+        [102, 0.25],
+      ]),
+    });
     expect(calls.decodeAndSample).toHaveLength(3);
     // Never in the loop: a batch with a logprob step is not all native samples.
     expect(calls.generate).toEqual([]);
@@ -322,7 +355,11 @@ describe("BatchDecoder", () => {
 
       it("stops after an end token, and at once for new work, which joins the next batch", async () => {
         const { native, calls, decoder } = loopDecoder(delivery);
-        const ended = decoder.generate(new DecoderSequence(0), [0] as Token[], setup({ isLast: (token) => token === 3, endTokens: [3 as Token] }));
+        const ended = decoder.generate(
+          new DecoderSequence(0),
+          [0] as Token[],
+          setup({ isLast: (token) => token === 3, endTokens: [3 as Token] }),
+        );
         expect(await take(ended, 10)).toEqual([1, 2, 3]);
         expect(calls.generate.at(-1)).toMatchObject({ sequences: [0], steps: 3 });
 

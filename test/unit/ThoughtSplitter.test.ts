@@ -73,12 +73,22 @@ describe("ThoughtSplitter", () => {
   });
 
   it("splits the same way however the text is cut into pieces", () => {
-    const texts = ["<think>\nLet me see.\n</think>\n\nFour.", "  <think>a</think>b", "<thinking>no", "plain </think> text", "<think>\n\n</think>\n\nX"];
+    const texts = [
+      "<think>\nLet me see.\n</think>\n\nFour.",
+      "  <think>a</think>b",
+      "<thinking>no",
+      "plain </think> text",
+      "<think>\n\n</think>\n\nX",
+    ];
     fc.assert(
       fc.property(fc.constantFrom(...texts), fc.array(fc.nat(60), { maxLength: 12 }), (text, positions) => {
         const whole = run([text]);
         const pieces = run(cut(text, positions));
-        expect({ thinking: pieces.thinking, text: pieces.text, raw: pieces.raw }).toEqual({ thinking: whole.thinking, text: whole.text, raw: whole.raw });
+        expect({ thinking: pieces.thinking, text: pieces.text, raw: pieces.raw }).toEqual({
+          thinking: whole.thinking,
+          text: whole.text,
+          raw: whole.raw,
+        });
       }),
     );
   });

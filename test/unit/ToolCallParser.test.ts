@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ToolCallParser, type ToolCallParserEvent } from "../../src/engine/tools/ToolCallParser.js";
 
-const qwen = { paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", nextCall: "\n<tool_call>\n{\"name\": \"" };
+const qwen = { paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", nextCall: '\n<tool_call>\n{"name": "' };
 
 function feed(parser: ToolCallParser, pieces: string[]): ToolCallParserEvent[] {
   return pieces.flatMap((piece) => parser.push(piece));
@@ -42,9 +42,12 @@ describe("ToolCallParser", () => {
   it("starts in the arguments of a call whose name was given", () => {
     const parser = new ToolCallParser({ paramsPrefix: "(", suffix: ")", nextCall: "\n||call: " }, { name: "add" });
     const events = feed(parser, ['{"a": ', "1, ", '"b": 2}', ")"]);
-    expect(events.filter((event) => event.type === "arguments").map((event) => (event.type === "arguments" ? event.text : "")).join("")).toBe(
-      '{"a": 1, "b": 2}',
-    );
+    expect(
+      events
+        .filter((event) => event.type === "arguments")
+        .map((event) => (event.type === "arguments" ? event.text : ""))
+        .join(""),
+    ).toBe('{"a": 1, "b": 2}');
     expect(parser.calls).toBe(1);
   });
 

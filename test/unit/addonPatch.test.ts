@@ -15,7 +15,6 @@ import {
   unpatchContextSource,
 } from "../../src/engine/native/addonPatch.js";
 
-
 describe("the decode-and-sample addon patch", () => {
   it("is written for the node-llama-cpp version installed", async () => {
     const { version } = JSON.parse(await readFile(path.join(llamaDir(), "../package.json"), "utf8")) as { version: string };
@@ -43,14 +42,20 @@ describe("the decode-and-sample addon patch", () => {
     expect(result.patched).not.toContain("llama_decode(");
     expect(result.patched.split("modelhostDecode(ctx->ctx, ctx->batch)")).toHaveLength(2);
     // Declared before its use.
-    expect(result.patched.indexOf("int modelhostDecode(llama_context* ctx, llama_batch batch);")).toBeLessThan(result.patched.indexOf("modelhostDecode(ctx->ctx"));
+    expect(result.patched.indexOf("int modelhostDecode(llama_context* ctx, llama_batch batch);")).toBeLessThan(
+      result.patched.indexOf("modelhostDecode(ctx->ctx"),
+    );
     expect(unpatchContextSource(result.patched)).toBe(original);
     expect(unpatchContextSource(original)).toBe(original);
   });
 
   it("leaves files of another layout alone", () => {
     expect(patchAddonSource("int main() {}\n")).toEqual({ skipped: "addon.cpp is not laid out as expected" });
-    expect(patchContextSource('#include "AddonContext.h"\nint main() {}\n')).toEqual({ skipped: "AddonContext.cpp is not laid out as expected" });
-    expect(patchSgemmSource("bool llamafile_sgemm() { return false; }\n")).toEqual({ skipped: "llama.cpp's sgemm.cpp is not laid out as expected" });
+    expect(patchContextSource('#include "AddonContext.h"\nint main() {}\n')).toEqual({
+      skipped: "AddonContext.cpp is not laid out as expected",
+    });
+    expect(patchSgemmSource("bool llamafile_sgemm() { return false; }\n")).toEqual({
+      skipped: "llama.cpp's sgemm.cpp is not laid out as expected",
+    });
   });
 });

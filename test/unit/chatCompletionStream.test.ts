@@ -38,7 +38,12 @@ describe("OpenAI translators", () => {
 
   it("counts each prompt once and every completion in the usage chunk", () => {
     const stream = new ChatCompletionStream({ ...identity, includeUsage: true });
-    for (const [prompt, choice] of [[0, 0], [0, 1], [1, 2]] as const) stream.next({ prompt, choice, event: { type: "done", finishReason: "stop", usage, timings } });
+    for (const [prompt, choice] of [
+      [0, 0],
+      [0, 1],
+      [1, 2],
+    ] as const)
+      stream.next({ prompt, choice, event: { type: "done", finishReason: "stop", usage, timings } });
     expect(stream.end()[0]?.usage).toMatchObject({ prompt_tokens: 6, completion_tokens: 6, total_tokens: 12 });
   });
 
@@ -52,9 +57,23 @@ describe("OpenAI translators", () => {
     ];
     const streamed = events.flatMap((event) => chunks.next(of(event)));
     expect(streamed.map((chunk) => chunk.choices[0]?.delta)).toEqual([
-      { role: "assistant", tool_calls: [{ index: 0, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "get_weather", arguments: "" } }] },
+      {
+        role: "assistant",
+        tool_calls: [
+          {
+            index: 0,
+            id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/),
+            type: "function",
+            function: { name: "get_weather", arguments: "" },
+          },
+        ],
+      },
       { tool_calls: [{ index: 0, function: { arguments: '{"city":"Paris"}' } }] },
-      { tool_calls: [{ index: 1, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "add", arguments: "" } }] },
+      {
+        tool_calls: [
+          { index: 1, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "add", arguments: "" } },
+        ],
+      },
       {},
     ]);
     expect(streamed.some((chunk) => "content" in chunk.choices[0]!.delta)).toBe(false);
@@ -65,7 +84,10 @@ describe("OpenAI translators", () => {
 
   it("opens a choice that begins with text, a thought or nothing with the role-only chunk, once per choice", () => {
     const chunks = new ChatCompletionStream({ ...identity, includeUsage: true });
-    expect(chunks.next(of({ type: "text", text: "Hi" })).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ role: "assistant", content: "" }, { content: "Hi" }]);
+    expect(chunks.next(of({ type: "text", text: "Hi" })).map((chunk) => chunk.choices[0]?.delta)).toEqual([
+      { role: "assistant", content: "" },
+      { content: "Hi" },
+    ]);
     expect(chunks.next(of({ type: "text", text: "!" })).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ content: "!" }]);
     expect(chunks.next(of({ type: "thinking", text: "Hm" }, 1)).map((chunk) => chunk.choices[0]?.delta)).toEqual([
       { role: "assistant", content: "" },
@@ -77,7 +99,9 @@ describe("OpenAI translators", () => {
     ]);
     // A call after text: the role was given already.
     expect(chunks.next(of({ type: "tool_call_start", index: 0, name: "f" }))[0]?.choices[0]?.delta).toEqual({
-      tool_calls: [{ index: 0, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "f", arguments: "" } }],
+      tool_calls: [
+        { index: 0, id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), type: "function", function: { name: "f", arguments: "" } },
+      ],
     });
   });
 
@@ -106,7 +130,11 @@ describe("OpenAI translators", () => {
     ];
     const stream = new ChatCompletionStream({ ...identity, includeUsage: false });
     const streamed = events.flatMap((event) => stream.next(of(event))).slice(1);
-    expect(streamed.slice(0, 3).map((chunk) => chunk.choices[0]?.delta)).toEqual([{ reasoning_content: "Let me" }, { reasoning_content: " see." }, { content: "Four." }]);
+    expect(streamed.slice(0, 3).map((chunk) => chunk.choices[0]?.delta)).toEqual([
+      { reasoning_content: "Let me" },
+      { reasoning_content: " see." },
+      { content: "Four." },
+    ]);
     const whole = await toChatCompletion(identity, [
       (async function* () {
         yield* events;
@@ -118,9 +146,16 @@ describe("OpenAI translators", () => {
 
   it("shapes errors as {error:{message,type,param,code}} and hides internals", () => {
     expect(toOpenAIError(new ServerError("model_not_found", { model: "x", param: "model" }))).toEqual({
-      error: { message: "The model `x` does not exist or you do not have access to it.", type: "invalid_request_error", param: "model", code: "model_not_found" },
+      error: {
+        message: "The model `x` does not exist or you do not have access to it.",
+        type: "invalid_request_error",
+        param: "model",
+        code: "model_not_found",
+      },
     });
     const internal = toOpenAIError(new ServerError("internal_error", { cause: new Error("/secret/path failed") }));
-    expect(internal).toEqual({ error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null } });
+    expect(internal).toEqual({
+      error: { message: "The server had an error while processing your request.", type: "server_error", param: null, code: null },
+    });
   });
 });

@@ -20,7 +20,13 @@ describe("fromChatCompletionRequest", () => {
       model: "m",
       messages: [
         { role: "system", content: "Be brief." },
-        { role: "user", content: [{ type: "text", text: "a" }, { type: "text", text: "b" }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "a" },
+            { type: "text", text: "b" },
+          ],
+        },
       ],
       max_tokens: 7,
       stop: "\n",
@@ -91,8 +97,16 @@ describe("fromChatCompletionRequest", () => {
     [{ model: "m" }, "messages", "Missing required parameter: 'messages'."],
     [{ model: "m", messages: [] }, "messages", undefined],
     [{ model: "m", messages: [{ role: "robot", content: "x" }] }, "messages[0].role", undefined],
-    [{ model: "m", messages: [{ role: "user", content: 5 }] }, "messages[0].content", "Invalid value for 'messages[0].content': expected a string or an array of content parts."],
-    [{ model: "m", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, "messages[0].content[0].type", undefined],
+    [
+      { model: "m", messages: [{ role: "user", content: 5 }] },
+      "messages[0].content",
+      "Invalid value for 'messages[0].content': expected a string or an array of content parts.",
+    ],
+    [
+      { model: "m", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] },
+      "messages[0].content[0].type",
+      undefined,
+    ],
     [{ model: "m", messages: [{ role: "user", content: [{ type: "text" }] }] }, "messages[0].content[0].text", undefined],
     [{ model: "m", messages: [user], temperature: 3 }, "temperature", undefined],
     [{ model: "m", messages: [user], temperature: "hot" }, "temperature", undefined],
@@ -122,7 +136,11 @@ describe("fromChatCompletionRequest", () => {
   });
 
   it("refuses a tool result that answers a call already answered or made before another turn", () => {
-    const call = { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }] };
+    const call = {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: "{}" } }],
+    };
     const answer = { role: "tool", tool_call_id: "c1", content: "1" };
     expect(errorOf({ model: "m", messages: [user, call, answer, answer] }).param).toBe("messages[3].tool_call_id");
     expect(errorOf({ model: "m", messages: [user, call, user, answer] }).param).toBe("messages[3].tool_call_id");

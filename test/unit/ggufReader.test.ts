@@ -7,7 +7,14 @@ import path from "node:path";
 import fc from "fast-check";
 import { readGgufFileInfo } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GgufRefusal, ggufRefusalCodes, MAX_RETAINED_BYTES, newReadStats, readGgufHeader, type GgufReadStats } from "../../src/gguf/GgufReader.js";
+import {
+  GgufRefusal,
+  ggufRefusalCodes,
+  MAX_RETAINED_BYTES,
+  newReadStats,
+  readGgufHeader,
+  type GgufReadStats,
+} from "../../src/gguf/GgufReader.js";
 import { GgufWriter } from "../../src/gguf/GgufWriter.js";
 import { checkModelFile } from "../../src/models/checkModelFile.js";
 import { ggufCorpus, writeCorpus, type CorpusCase } from "../support/ggufCorpus.js";
@@ -57,7 +64,9 @@ describe("the GGUF reader on a corpus of malformed files", () => {
       "key count 1099511627776 needs at least 15393162788864 bytes at offset 24, but 64 are left [count_past_end]",
     );
     const mismatch = corpus.findIndex((entry) => entry.expected === "vocabulary_mismatch");
-    await expect(readGgufHeader(files[mismatch]!)).rejects.toThrow('"tokenizer.ggml.tokens" has 4 tokens, but "token_embd.weight" has 5 rows');
+    await expect(readGgufHeader(files[mismatch]!)).rejects.toThrow(
+      '"tokenizer.ggml.tokens" has 4 tokens, but "token_embd.weight" has 5 rows',
+    );
   });
 
   it("reads a 70 MB sparse file's header without reading its bytes", async () => {
@@ -110,7 +119,9 @@ describe("the GGUF reader on sound models", () => {
     const started = performance.now();
     const header = await readGgufHeader(file, stats);
     const ms = performance.now() - started;
-    console.log(`a ${(size / 1e6).toFixed(1)} MB file with a 200k vocabulary: read in ${ms.toFixed(0)} ms, ${stats.bytesRead} bytes read, largest buffer ${stats.largestBuffer}, ${stats.retainedBytes} bytes kept`);
+    console.log(
+      `a ${(size / 1e6).toFixed(1)} MB file with a 200k vocabulary: read in ${ms.toFixed(0)} ms, ${stats.bytesRead} bytes read, largest buffer ${stats.largestBuffer}, ${stats.retainedBytes} bytes kept`,
+    );
     expect(header.arrayLengths.get("tokenizer.ggml.merges")).toBe(250_000);
     expect(header.metadata.has("tokenizer.ggml.tokens")).toBe(false); // counted, not kept
     expect(header.parameterCount).toBe(200_000);
@@ -169,7 +180,9 @@ describe("the GGUF reader on random mutations of a sound model", () => {
           await writeFile(file, mutated);
           const stats = newReadStats();
           let timer: NodeJS.Timeout | undefined;
-          const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${HANG_MS} ms`)), HANG_MS)));
+          const hang = new Promise<never>(
+            (_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${HANG_MS} ms`)), HANG_MS)),
+          );
           try {
             // A crash (anything thrown but a GgufRefusal) or a hang fails the property.
             if ((await Promise.race([outcome(file, stats), hang])) === "accepted") accepted++;
@@ -184,7 +197,9 @@ describe("the GGUF reader on random mutations of a sound model", () => {
         { numRuns: runs },
       );
       const heapGrowth = process.memoryUsage().heapUsed - heapBefore;
-      console.log(`${name}: ${runs} mutations, ${accepted} accepted, largest buffer ${largestBuffer} bytes, heap growth ${(heapGrowth / 1e6).toFixed(1)} MB`);
+      console.log(
+        `${name}: ${runs} mutations, ${accepted} accepted, largest buffer ${largestBuffer} bytes, heap growth ${(heapGrowth / 1e6).toFixed(1)} MB`,
+      );
       // Garbage not yet collected included: far below what one unbounded allocation would take.
       expect(heapGrowth).toBeLessThan(256 * 1024 * 1024);
     });

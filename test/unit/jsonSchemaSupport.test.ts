@@ -79,11 +79,23 @@ describe("findUnsupportedSchemaFeature", () => {
       ["the empty schema", {}],
       ["an object with every supported keyword", PERSON],
       ["nested $defs references, recursive, with unused definitions left unchecked", TREE],
-      ["draft-07 definitions", { definitions: { id: { type: "string", format: "uuid" } }, type: "array", items: { $ref: "#/definitions/id" } }],
+      [
+        "draft-07 definitions",
+        { definitions: { id: { type: "string", format: "uuid" } }, type: "array", items: { $ref: "#/definitions/id" } },
+      ],
       ["a reference to the root", { type: "object", properties: { next: { $ref: "#" } } }],
-      ["references in JSON Pointer and percent encoding", { $defs: { "a/b": { type: "string" }, "c d": { type: "null" } }, anyOf: [{ $ref: "#/$defs/a~1b" }, { $ref: "#/$defs/c%20d" }] }],
-      ["every supported format", { type: "object", properties: Object.fromEntries(SUPPORTED_FORMATS.map((format) => [format, { type: "string", format }])) }],
-      ["annotations and unknown keywords", { ...Object.fromEntries([...ANNOTATION_KEYWORDS].map((keyword) => [keyword, "x"])), "x-order": 1, example: {}, type: "string" }],
+      [
+        "references in JSON Pointer and percent encoding",
+        { $defs: { "a/b": { type: "string" }, "c d": { type: "null" } }, anyOf: [{ $ref: "#/$defs/a~1b" }, { $ref: "#/$defs/c%20d" }] },
+      ],
+      [
+        "every supported format",
+        { type: "object", properties: Object.fromEntries(SUPPORTED_FORMATS.map((format) => [format, { type: "string", format }])) },
+      ],
+      [
+        "annotations and unknown keywords",
+        { ...Object.fromEntries([...ANNOTATION_KEYWORDS].map((keyword) => [keyword, "x"])), "x-order": 1, example: {}, type: "string" },
+      ],
       ["a property forbidden with false", { properties: { secret: false, name: { type: "string" } } }],
       ["a required property that properties does not declare", { type: "object", required: ["id"] }],
       ["a $ref beside annotations and $defs", { $ref: "#/$defs/a", description: "d", $defs: { a: { type: "boolean" } } }],
@@ -102,13 +114,19 @@ describe("findUnsupportedSchemaFeature", () => {
       ],
       ["bounds at the limit", { type: "string", minLength: MAX_BOUND, maxLength: MAX_BOUND }],
       ["integer ranges", { type: "array", items: { type: "integer", minimum: -5, exclusiveMaximum: 7.5 } }],
-      ["draft-04 / OpenAPI 3.0 boolean exclusive bounds", { type: "integer", minimum: 0, exclusiveMinimum: true, maximum: 9, exclusiveMaximum: false }],
+      [
+        "draft-04 / OpenAPI 3.0 boolean exclusive bounds",
+        { type: "integer", minimum: 0, exclusiveMinimum: true, maximum: 9, exclusiveMaximum: false },
+      ],
       ["number bounds at or beyond ±(2^53−1)", { type: "number", minimum: -Number.MAX_SAFE_INTEGER, exclusiveMaximum: 1e300 }],
       ["a pattern", { type: "string", pattern: "^(?:[A-Z]{2}|x)-\\d{3,5}(?<suffix>[^\\s])?$" }],
       ["an unanchored pattern with lengths", { type: "string", pattern: "ab+", minLength: 3, maxLength: 6 }],
       ["a format with a pattern and lengths", { type: "string", format: "date", pattern: "^20", maxLength: 10 }],
       ["a pattern with an enum", { enum: ["a1", "b"], pattern: "\\d" }],
-      ["string keywords on another type, which they do not constrain", { type: "integer", pattern: "^a{5}$", maxLength: 2, format: "date" }],
+      [
+        "string keywords on another type, which they do not constrain",
+        { type: "integer", pattern: "^a{5}$", maxLength: 2, format: "date" },
+      ],
       ["numeric keywords on another type", { type: "string", minimum: 0, exclusiveMaximum: 0.5 }],
     ])("accepts %s", (_, schema) => {
       expect(findUnsupportedSchemaFeature(schema)).toBeUndefined();
@@ -130,7 +148,10 @@ describe("findUnsupportedSchemaFeature", () => {
 
   it("reports the first feature depth-first, in the order the keywords appear", () => {
     const properties = { a: { properties: { b: { minimum: 1 } } }, c: { pattern: "\\1" } };
-    expect(findUnsupportedSchemaFeature({ properties, maxProperties: 2 })).toMatchObject({ path: "properties.a.properties.b", keyword: "minimum" });
+    expect(findUnsupportedSchemaFeature({ properties, maxProperties: 2 })).toMatchObject({
+      path: "properties.a.properties.b",
+      keyword: "minimum",
+    });
     expect(findUnsupportedSchemaFeature({ maxProperties: 2, properties })).toMatchObject({ path: "", keyword: "maxProperties" });
   });
 
@@ -241,8 +262,14 @@ describe("findUnsupportedSchemaFeature", () => {
         [{ enum: ["a", "b"] }, { enum: ["b", "c"] }],
         [{ enum: ["a"] }, { type: "string" }],
         [{}, { type: "null" }],
-        [{ type: "object", properties: { kind: { const: "a" } }, required: ["kind"] }, { type: "object", properties: { kind: { enum: ["a", "b"] } }, required: ["kind"] }],
-        [{ type: "object", properties: { kind: { const: "a" } } }, { type: "object", properties: { kind: { const: "b" } } }],
+        [
+          { type: "object", properties: { kind: { const: "a" } }, required: ["kind"] },
+          { type: "object", properties: { kind: { enum: ["a", "b"] } }, required: ["kind"] },
+        ],
+        [
+          { type: "object", properties: { kind: { const: "a" } } },
+          { type: "object", properties: { kind: { const: "b" } } },
+        ],
       ]) {
         expect(findUnsupportedSchemaFeature({ oneOf })).toMatchObject({ path: "", keyword: "oneOf" });
       }
@@ -251,18 +278,32 @@ describe("findUnsupportedSchemaFeature", () => {
 
   describe("references", () => {
     it("refuses a cycle through $ref and anyOf alone, which would be left recursion", () => {
-      expect(findUnsupportedSchemaFeature({ $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/a" } } })).toMatchObject({ path: "", keyword: "$ref" });
+      expect(findUnsupportedSchemaFeature({ $ref: "#/$defs/a", $defs: { a: { $ref: "#/$defs/a" } } })).toMatchObject({
+        path: "",
+        keyword: "$ref",
+      });
       const indirect = {
         properties: { x: { $ref: "#/$defs/a" } },
         $defs: { a: { anyOf: [{ type: "null" }, { $ref: "#/$defs/b" }] }, b: { oneOf: [{ $ref: "#/$defs/a" }] } },
       };
-      expect(findUnsupportedSchemaFeature(indirect)).toMatchObject({ path: "properties.x", keyword: "$ref", reason: expect.stringContaining("leads back to itself") });
-      expect(findUnsupportedSchemaFeature({ anyOf: [{ type: "string" }, { $ref: "#" }] })).toMatchObject({ path: "anyOf[1]", keyword: "$ref" });
+      expect(findUnsupportedSchemaFeature(indirect)).toMatchObject({
+        path: "properties.x",
+        keyword: "$ref",
+        reason: expect.stringContaining("leads back to itself"),
+      });
+      expect(findUnsupportedSchemaFeature({ anyOf: [{ type: "string" }, { $ref: "#" }] })).toMatchObject({
+        path: "anyOf[1]",
+        keyword: "$ref",
+      });
     });
 
     it("refuses a recursive schema without finite values", () => {
       const required = { type: "object", properties: { child: { $ref: "#" } }, required: ["child"] };
-      expect(findUnsupportedSchemaFeature(required)).toMatchObject({ path: "properties.child", keyword: "$ref", reason: expect.stringContaining("no finite value") });
+      expect(findUnsupportedSchemaFeature(required)).toMatchObject({
+        path: "properties.child",
+        keyword: "$ref",
+        reason: expect.stringContaining("no finite value"),
+      });
       const nonEmpty = { $ref: "#/$defs/list", $defs: { list: { type: "array", minItems: 1, items: { $ref: "#/$defs/list" } } } };
       expect(findUnsupportedSchemaFeature(nonEmpty)).toMatchObject({ path: "", keyword: "$ref" });
     });
@@ -270,7 +311,10 @@ describe("findUnsupportedSchemaFeature", () => {
     it("accepts recursion that can stop", () => {
       const optional = { type: "object", properties: { child: { $ref: "#" } } };
       const nullable = { type: ["object", "null"], properties: { child: { $ref: "#" } }, required: ["child"] };
-      const leaf = { $ref: "#/$defs/t", $defs: { t: { anyOf: [{ const: 0 }, { type: "array", minItems: 1, items: { $ref: "#/$defs/t" } }] } } };
+      const leaf = {
+        $ref: "#/$defs/t",
+        $defs: { t: { anyOf: [{ const: 0 }, { type: "array", minItems: 1, items: { $ref: "#/$defs/t" } }] } },
+      };
       for (const schema of [optional, nullable, leaf]) expect(findUnsupportedSchemaFeature(schema)).toBeUndefined();
     });
   });
@@ -278,7 +322,10 @@ describe("findUnsupportedSchemaFeature", () => {
 
 describe("schema readers shared with the grammar converter", () => {
   it("integerRange: the tightest bounds, rounded inwards, within ±(10^15−1)", () => {
-    expect(integerRange({ type: "integer", minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })).toEqual({ min: -INTEGER_LIMIT, max: INTEGER_LIMIT });
+    expect(integerRange({ type: "integer", minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER })).toEqual({
+      min: -INTEGER_LIMIT,
+      max: INTEGER_LIMIT,
+    });
     expect(integerRange({ exclusiveMinimum: 0, maximum: Number.MAX_SAFE_INTEGER })).toEqual({ min: 1, max: INTEGER_LIMIT });
     expect(integerRange({ minimum: 0.5, exclusiveMaximum: 10 })).toEqual({ min: 1, max: 9 });
     expect(integerRange({ minimum: -3, exclusiveMinimum: -2.5, maximum: 7.9, exclusiveMaximum: 8 })).toEqual({ min: -2, max: 7 });

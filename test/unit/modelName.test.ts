@@ -141,7 +141,19 @@ describe("a file's default id", () => {
 
 describe("a plain file name", () => {
   it.each(["model.gguf", "Qwen2.5 (copy).gguf", "console.gguf"])("accepts %j", (name) => expect(isPlainFileName(name)).toBe(true));
-  it.each(["", ".", "..", ".hidden.gguf", "../x.gguf", "a/b.gguf", "a\\b.gguf", "/abs.gguf", "nul\u0000.gguf", "con.gguf", "NUL", "Lpt1.x.gguf", "a".repeat(256)])("refuses %j", (name) =>
-    expect(isPlainFileName(name)).toBe(false),
-  );
+  it.each([
+    "",
+    ".",
+    "..",
+    ".hidden.gguf",
+    "../x.gguf",
+    "a/b.gguf",
+    "a\\b.gguf",
+    "/abs.gguf",
+    "nul\u0000.gguf",
+    "con.gguf",
+    "NUL",
+    "Lpt1.x.gguf",
+    "a".repeat(256),
+  ])("refuses %j", (name) => expect(isPlainFileName(name)).toBe(false));
 });

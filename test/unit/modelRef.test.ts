@@ -9,7 +9,10 @@ describe("parseModelRef", () => {
     ["huggingface.co/bartowski/Qwen2.5-0.5B-Instruct-GGUF", { repo: "bartowski/Qwen2.5-0.5B-Instruct-GGUF" }],
     ["bartowski/Qwen2.5-0.5B-Instruct-GGUF:iq3_m", { repo: "bartowski/Qwen2.5-0.5B-Instruct-GGUF", quant: "iq3_m" }],
     ["hf.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF:latest", { repo: "Qwen/Qwen2.5-0.5B-Instruct-GGUF" }],
-    ["hf.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf", { repo: "Qwen/Qwen2.5-0.5B-Instruct-GGUF", file: "qwen2.5-0.5b-instruct-q4_k_m.gguf" }],
+    [
+      "hf.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf",
+      { repo: "Qwen/Qwen2.5-0.5B-Instruct-GGUF", file: "qwen2.5-0.5b-instruct-q4_k_m.gguf" },
+    ],
     ["hf.co/o/r/Q8_0/m-00001-of-00002.gguf", { repo: "o/r", file: "Q8_0/m-00001-of-00002.gguf" }],
     ["hf.co/o/r:m-Q8_0.gguf", { repo: "o/r", file: "m-Q8_0.gguf" }],
     ["https://huggingface.co/o/r/blob/main/m%20x.gguf", { repo: "o/r", file: "m x.gguf" }],
@@ -18,7 +21,11 @@ describe("parseModelRef", () => {
   });
 
   it("reads a URL of a .gguf file, and refuses what it cannot pull", () => {
-    expect(parseModelRef("https://example.com/models/m.gguf?x=1")).toEqual({ kind: "url", name: "https://example.com/models/m.gguf?x=1", url: "https://example.com/models/m.gguf?x=1" });
+    expect(parseModelRef("https://example.com/models/m.gguf?x=1")).toEqual({
+      kind: "url",
+      name: "https://example.com/models/m.gguf?x=1",
+      url: "https://example.com/models/m.gguf?x=1",
+    });
     expect(() => parseModelRef("https://example.com/models/m.bin")).toThrow(/does not name a \.gguf file/);
     expect(() => parseModelRef("ftp://example.com/m.gguf")).toThrow(/Only https:\/\//);
     expect(() => parseModelRef("llama3.2:1b")).toThrow(/is not a model reference modelhost can pull/);
@@ -27,7 +34,14 @@ describe("parseModelRef", () => {
 
 describe("chooseRepoFiles", () => {
   const file = (path: string) => ({ path, size: 1 });
-  const repo = [file("README.md"), file("m-Q8_0.gguf"), file("m-IQ3_XS.gguf"), file("m-UD-Q4_K_XL.gguf"), file("mmproj-m-F16.gguf"), file("m.Q2_K.gguf")];
+  const repo = [
+    file("README.md"),
+    file("m-Q8_0.gguf"),
+    file("m-IQ3_XS.gguf"),
+    file("m-UD-Q4_K_XL.gguf"),
+    file("mmproj-m-F16.gguf"),
+    file("m.Q2_K.gguf"),
+  ];
 
   it("matches a quantization case-insensitively, and prefers Q4_K_M, then Q8_0, then the first file", () => {
     expect(chooseRepoFiles("o/r", repo, { quant: "iq3_xs" })).toEqual([file("m-IQ3_XS.gguf")]);
@@ -40,14 +54,21 @@ describe("chooseRepoFiles", () => {
 
   it("takes every part of a split model, and offers none that lacks a part", () => {
     const parts = [file("Q8_0/m-Q8_0-00002-of-00002.gguf"), file("Q8_0/m-Q8_0-00001-of-00002.gguf"), file("m-Q6_K-00001-of-00002.gguf")];
-    expect(chooseRepoFiles("o/r", parts, { quant: "Q8_0" })).toEqual([file("Q8_0/m-Q8_0-00001-of-00002.gguf"), file("Q8_0/m-Q8_0-00002-of-00002.gguf")]);
+    expect(chooseRepoFiles("o/r", parts, { quant: "Q8_0" })).toEqual([
+      file("Q8_0/m-Q8_0-00001-of-00002.gguf"),
+      file("Q8_0/m-Q8_0-00002-of-00002.gguf"),
+    ]);
     expect(chooseRepoFiles("o/r", parts, { file: "m-Q8_0-00002-of-00002.gguf" })).toHaveLength(2);
-    expect(() => chooseRepoFiles("o/r", parts, { quant: "Q6_K" })).toThrow('no file in quantization "Q6_K". Available: Q8_0 (e.g. hf.co/o/r:Q8_0)');
+    expect(() => chooseRepoFiles("o/r", parts, { quant: "Q6_K" })).toThrow(
+      'no file in quantization "Q6_K". Available: Q8_0 (e.g. hf.co/o/r:Q8_0)',
+    );
   });
 
   it("says when a repository has no GGUF file, or several files match", () => {
     expect(() => chooseRepoFiles("o/r", [file("model.safetensors")], {})).toThrow("The repository o/r has no GGUF model files.");
-    expect(() => chooseRepoFiles("o/r", [file("a-Q8_0.gguf"), file("b-Q8_0.gguf")], { quant: "Q8_0" })).toThrow(/Several files of o\/r are in quantization "Q8_0": a-Q8_0\.gguf, b-Q8_0\.gguf/);
+    expect(() => chooseRepoFiles("o/r", [file("a-Q8_0.gguf"), file("b-Q8_0.gguf")], { quant: "Q8_0" })).toThrow(
+      /Several files of o\/r are in quantization "Q8_0": a-Q8_0\.gguf, b-Q8_0\.gguf/,
+    );
   });
 });
 

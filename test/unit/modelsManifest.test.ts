@@ -3,7 +3,15 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { defaultModelId, isListedModelFile, modelFileParts, splitPartOf } from "../../src/models/modelFiles.js";
-import { addAlias, deleteModel, MANIFEST_FILE, nameModel, readManifest, removeAlias, updateManifest } from "../../src/models/modelsManifest.js";
+import {
+  addAlias,
+  deleteModel,
+  MANIFEST_FILE,
+  nameModel,
+  readManifest,
+  removeAlias,
+  updateManifest,
+} from "../../src/models/modelsManifest.js";
 
 let directory: string;
 
@@ -26,10 +34,9 @@ describe("model files", () => {
     expect(modelFileParts("m-00002-of-00003.gguf")).toEqual(["m-00001-of-00003.gguf", "m-00002-of-00003.gguf", "m-00003-of-00003.gguf"]);
     expect(modelFileParts("sub/m.gguf")).toEqual(["sub/m.gguf"]);
     expect(defaultModelId("/x/Qwen-Q4_K_M-00001-of-00002.gguf")).toBe("Qwen-Q4_K_M");
-    expect(["a.gguf", "a-00001-of-00002.gguf", "a-00002-of-00002.gguf", ".a.gguf", "a.gguf.partial", "models.json"].filter(isListedModelFile)).toEqual([
-      "a.gguf",
-      "a-00001-of-00002.gguf",
-    ]);
+    expect(
+      ["a.gguf", "a-00001-of-00002.gguf", "a-00002-of-00002.gguf", ".a.gguf", "a.gguf.partial", "models.json"].filter(isListedModelFile),
+    ).toEqual(["a.gguf", "a-00001-of-00002.gguf"]);
   });
 });
 
@@ -112,8 +119,12 @@ describe("models.json", () => {
     const read = await readManifest(directory);
     expect(read.entries).toEqual([{ file: "good.gguf", aliases: ["fine", "ok:v1"] }]);
     expect(read.warnings).toHaveLength(10);
-    expect(read.warnings?.[0]).toBe('models.json: models.0 is skipped: its file "../outside.gguf" is not a plain file name in the models directory.');
-    expect(read.warnings).toContain("models.json: models.6.id is ignored: a model name is [host/][namespace/]name[:tag] of letters, digits, '.', '_' and '-', each part beginning with a letter or a digit.");
+    expect(read.warnings?.[0]).toBe(
+      'models.json: models.0 is skipped: its file "../outside.gguf" is not a plain file name in the models directory.',
+    );
+    expect(read.warnings).toContain(
+      "models.json: models.6.id is ignored: a model name is [host/][namespace/]name[:tag] of letters, digits, '.', '_' and '-', each part beginning with a letter or a digit.",
+    );
     // A rewrite keeps what the person wrote, checked or not.
     await addAlias(directory, "good.gguf", "more");
     expect((await manifestJson()).models).toHaveLength(models.length);
@@ -125,7 +136,9 @@ describe("models.json", () => {
       await writeFile(path.join(outside, "victim.gguf"), "GGUF");
       await expect(deleteModel(directory, path.join(outside, "victim.gguf"))).rejects.toThrow(/must be a file in the models directory/);
       await expect(deleteModel(directory, "../victim.gguf")).rejects.toThrow(/must be a file in the models directory/);
-      await expect(nameModel(directory, { file: path.join(outside, "victim.gguf"), id: "victim" })).rejects.toThrow(/must be a file in the models directory/);
+      await expect(nameModel(directory, { file: path.join(outside, "victim.gguf"), id: "victim" })).rejects.toThrow(
+        /must be a file in the models directory/,
+      );
       expect(await readdir(outside)).toEqual(["victim.gguf"]);
     } finally {
       await rm(outside, { recursive: true, force: true });

@@ -63,13 +63,23 @@ describe("native protocol translators", () => {
       {
         model: "m",
         created_at: "2025-01-02T03:04:05.678Z",
-        message: { role: "assistant", content: "", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 0, name: "get_weather", arguments: { city: "Tokyo" } } }] },
+        message: {
+          role: "assistant",
+          content: "",
+          tool_calls: [
+            { id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 0, name: "get_weather", arguments: { city: "Tokyo" } } },
+          ],
+        },
         done: false,
       },
       {
         model: "m",
         created_at: "2025-01-02T03:04:05.678Z",
-        message: { role: "assistant", content: "", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 1, name: "now", arguments: {} } }] },
+        message: {
+          role: "assistant",
+          content: "",
+          tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/), function: { index: 1, name: "now", arguments: {} } }],
+        },
         done: false,
       },
       {
@@ -86,10 +96,20 @@ describe("native protocol translators", () => {
         eval_duration: 3_250_000,
       },
     ]);
-    const whole = await toNativeReply(context, (async function* () {
-      yield* events;
-    })());
-    expect(whole).toMatchObject({ message: { content: "Hi", tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }, { id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }] }, done: true, done_reason: "stop" });
+    const whole = await toNativeReply(
+      context,
+      (async function* () {
+        yield* events;
+      })(),
+    );
+    expect(whole).toMatchObject({
+      message: {
+        content: "Hi",
+        tool_calls: [{ id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }, { id: expect.stringMatching(/^call_[a-z0-9]{8}$/) }],
+      },
+      done: true,
+      done_reason: "stop",
+    });
   });
 
   it("sends the thought in message.thinking (chat) or thinking (generate), concatenated when not streamed", async () => {
@@ -100,11 +120,18 @@ describe("native protocol translators", () => {
       { role: "assistant", content: "", thinking: "m." },
       { role: "assistant", content: "Yes." },
     ]);
-    const replay = (async function* () {
+    const replay = async function* () {
       yield* events;
+    };
+    expect(await toNativeReply(context, replay())).toMatchObject({
+      message: { role: "assistant", content: "Yes.", thinking: "Hmm." },
+      done: true,
     });
-    expect(await toNativeReply(context, replay())).toMatchObject({ message: { role: "assistant", content: "Yes.", thinking: "Hmm." }, done: true });
-    expect(await toNativeReply({ ...context, kind: "generate" }, replay())).toMatchObject({ response: "Yes.", thinking: "Hmm.", done: true });
+    expect(await toNativeReply({ ...context, kind: "generate" }, replay())).toMatchObject({
+      response: "Yes.",
+      thinking: "Hmm.",
+      done: true,
+    });
   });
 
   it("translates chat requests with the native defaults, tool results by tool_name, and format", () => {
@@ -112,7 +139,11 @@ describe("native protocol translators", () => {
       model: "m",
       messages: [
         { role: "USER", content: "weather?" },
-        { role: "assistant", content: "", tool_calls: [{ function: { name: "a", arguments: { x: 1 } } }, { function: { name: "b", arguments: {} } }] },
+        {
+          role: "assistant",
+          content: "",
+          tool_calls: [{ function: { name: "a", arguments: { x: 1 } } }, { function: { name: "b", arguments: {} } }],
+        },
         { role: "tool", content: "B", tool_name: "b" },
         { role: "tool", content: "A", tool_name: "a" },
       ],
@@ -141,7 +172,9 @@ describe("native protocol translators", () => {
       { role: "tool", content: "B", toolCallId: "call_1_1" },
       { role: "tool", content: "A", toolCallId: "call_1_0" },
     ]);
-    expect(() => fromChatRequest({ model: "m", messages: [{ role: "tool", content: "x", tool_name: "a" }] })).toThrow(/answers no unanswered call/);
+    expect(() => fromChatRequest({ model: "m", messages: [{ role: "tool", content: "x", tool_name: "a" }] })).toThrow(
+      /answers no unanswered call/,
+    );
     expect(fromChatRequest({ model: "m" }).loadOnly).toBe(true);
   });
 
@@ -151,7 +184,11 @@ describe("native protocol translators", () => {
       { role: "user", content: "p" },
     ]);
     expect(fromGenerateRequest({ model: "m", prompt: "p", raw: true, context: [1] }).chat.prompt).toEqual({ type: "raw", text: "p" });
-    expect(fromGenerateRequest({ model: "m", prompt: "def f(", suffix: "  return x" }).chat.prompt).toEqual({ type: "infill", prefix: "def f(", suffix: "  return x" });
+    expect(fromGenerateRequest({ model: "m", prompt: "def f(", suffix: "  return x" }).chat.prompt).toEqual({
+      type: "infill",
+      prefix: "def f(",
+      suffix: "  return x",
+    });
     expect(fromGenerateRequest({ model: "m", keep_alive: 0 })).toMatchObject({ loadOnly: true, keepAliveMs: 0 });
     expect(fromGenerateRequest({ model: "m", prompt: "", raw: true })).toMatchObject({ loadOnly: true });
     expect(fromGenerateRequest({ model: "m", suffix: "  return x" })).toMatchObject({ loadOnly: false });
@@ -166,7 +203,9 @@ describe("native protocol translators", () => {
   });
 
   it("answers errors as {error}, unknown models with the text clients match", () => {
-    expect(toOllamaError(new ServerError("model_not_found", { model: "x" }))).toEqual({ error: 'model "x" not found, try pulling it first' });
+    expect(toOllamaError(new ServerError("model_not_found", { model: "x" }))).toEqual({
+      error: 'model "x" not found, try pulling it first',
+    });
     expect(toOllamaError(new ServerError("internal_error", { cause: new Error("/secret") }))).toEqual({
       error: "The server had an error while processing your request.",
     });

@@ -1,10 +1,5 @@
 import { describe, expect, it } from "vitest";
-import {
-  Q8_0_BLOCK_BYTES,
-  float16BitsToNumber,
-  float32ToFloat16Bits,
-  quantizeQ8_0,
-} from "../../src/gguf/quantizeQ8_0.js";
+import { Q8_0_BLOCK_BYTES, float16BitsToNumber, float32ToFloat16Bits, quantizeQ8_0 } from "../../src/gguf/quantizeQ8_0.js";
 
 describe("float32ToFloat16Bits", () => {
   it.each([

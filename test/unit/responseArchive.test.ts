@@ -33,7 +33,14 @@ describe("ResponseArchive", () => {
     const ttlMs = 30 * 24 * 3_600_000;
     const archive = new ResponseArchive(async () => store, { ttlMs, logger: console, now: () => now });
     await archive.save("resp_1", "acct", { id: "resp_1" }, [{ id: "msg_1" }]);
-    expect(store.records.get("resp_1")).toEqual({ id: "resp_1", owner: "acct", createdAt: 1_000_000, expiresAt: 1_000_000 + ttlMs, response: { id: "resp_1" }, input: [{ id: "msg_1" }] });
+    expect(store.records.get("resp_1")).toEqual({
+      id: "resp_1",
+      owner: "acct",
+      createdAt: 1_000_000,
+      expiresAt: 1_000_000 + ttlMs,
+      response: { id: "resp_1" },
+      input: [{ id: "msg_1" }],
+    });
     // The first save purges what has expired, at the same clock.
     expect(store.purges).toEqual([1_000_000]);
 

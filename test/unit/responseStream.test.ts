@@ -33,18 +33,57 @@ describe("ResponseStream", () => {
     expect(types).toEqual([
       "response.created",
       "response.in_progress",
-      ...["response.output_item.added", "response.content_part.added", "response.reasoning_text.delta", "response.reasoning_text.done", "response.content_part.done", "response.output_item.done"],
-      ...["response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done"],
-      ...["response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done"],
-      ...["response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done"],
-      ...["response.output_item.added", "response.content_part.added", "response.output_text.delta", "response.output_text.done", "response.content_part.done", "response.output_item.done"],
+      ...[
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+      ],
+      ...[
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+      ],
+      ...[
+        "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+      ],
+      ...[
+        "response.output_item.added",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+      ],
+      ...[
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+      ],
       "response.completed",
     ]);
     // Every added item's output_index is the length of the output before it, as the SDK checks.
     const added = wire.filter((event) => event.type === "response.output_item.added");
     expect(added.map((event) => ("output_index" in event ? event.output_index : -1))).toEqual([0, 1, 2, 3, 4]);
     expect(response.output.map((item) => item.type)).toEqual(["reasoning", "message", "function_call", "function_call", "message"]);
-    expect(response.output[2]).toMatchObject({ type: "function_call", call_id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/), name: "f", arguments: '{"x":1}', status: "completed" });
+    expect(response.output[2]).toMatchObject({
+      type: "function_call",
+      call_id: expect.stringMatching(/^call_[A-Za-z0-9]{24}$/),
+      name: "f",
+      arguments: '{"x":1}',
+      status: "completed",
+    });
     expect(response.output_text).toBe("Let me check.Done.");
     expect(response.status).toBe("completed");
     expect(response.usage).toEqual({

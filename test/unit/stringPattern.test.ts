@@ -30,7 +30,7 @@ function accepts(automaton: StringAutomaton, text: string): boolean {
 /** A random string of the automaton: a walk that stops at an accepting state with probability 1/4. */
 function sample(automaton: StringAutomaton, random: () => number): string {
   let text = "";
-  for (let state = 0; ; ) {
+  for (let state = 0; ;) {
     const { accepting, moves } = automaton.states[state] as StringAutomaton["states"][number];
     if (moves.length === 0 || (accepting && random() < 0.25)) return text;
     const { set, to } = moves[Math.floor(random() * moves.length)] as (typeof moves)[number];
@@ -67,7 +67,7 @@ const PATTERNS: [string, string][] = [
   ["^$", "a"],
   ["^a[]?$", "a"],
   ["^[^]$", "a\n"],
-  ["^\"\\\\?\"$", '"\\'],
+  ['^"\\\\?"$', '"\\'],
 ];
 
 describe("stringAutomaton of a pattern", () => {
@@ -155,24 +155,28 @@ const ZOD_STRINGS = [
 ] as const;
 
 describe("format and pattern together, as zod writes them", () => {
-  it.each(ZOD_STRINGS.map(([format, schema]) => [`${format} ${JSON.stringify(z.toJSONSchema(schema)).slice(0, 60)}…`, format, schema] as const))(
-    "%s: every string satisfies zod, the pattern and the format",
-    (_, format, schema) => {
-      const json = z.toJSONSchema(schema) as { pattern: string; format: string; minLength?: number; maxLength?: number };
-      expect(json.format).toBe(format);
-      const patterns = json.maxLength !== undefined && json.maxLength <= 63 ? SHORT_FORMAT_PATTERNS : FORMAT_PATTERNS;
-      const automaton = stringAutomaton({ pattern: json.pattern, format: patterns[format], minLength: json.minLength, maxLength: json.maxLength });
-      const formatCheck = new RegExp(`^(?:${FORMAT_PATTERNS[format] as string})$`);
-      const random = seeded(format.length);
-      for (let index = 0; index < 300; index++) {
-        const text = sample(automaton, random);
-        expect(schema.safeParse(text).success, text).toBe(true);
-        expect(new RegExp(json.pattern, "u").test(text), text).toBe(true);
-        expect(isFormat(format, text), text).toBe(true);
-        if (json.maxLength === undefined) expect(formatCheck.test(text), text).toBe(true);
-      }
-    },
-  );
+  it.each(
+    ZOD_STRINGS.map(([format, schema]) => [`${format} ${JSON.stringify(z.toJSONSchema(schema)).slice(0, 60)}…`, format, schema] as const),
+  )("%s: every string satisfies zod, the pattern and the format", (_, format, schema) => {
+    const json = z.toJSONSchema(schema) as { pattern: string; format: string; minLength?: number; maxLength?: number };
+    expect(json.format).toBe(format);
+    const patterns = json.maxLength !== undefined && json.maxLength <= 63 ? SHORT_FORMAT_PATTERNS : FORMAT_PATTERNS;
+    const automaton = stringAutomaton({
+      pattern: json.pattern,
+      format: patterns[format],
+      minLength: json.minLength,
+      maxLength: json.maxLength,
+    });
+    const formatCheck = new RegExp(`^(?:${FORMAT_PATTERNS[format] as string})$`);
+    const random = seeded(format.length);
+    for (let index = 0; index < 300; index++) {
+      const text = sample(automaton, random);
+      expect(schema.safeParse(text).success, text).toBe(true);
+      expect(new RegExp(json.pattern, "u").test(text), text).toBe(true);
+      expect(isFormat(format, text), text).toBe(true);
+      if (json.maxLength === undefined) expect(formatCheck.test(text), text).toBe(true);
+    }
+  });
 
   it("the format patterns match the formats' RFC checks", () => {
     for (const [format, pattern] of Object.entries({ ...FORMAT_PATTERNS, ...prefixKeys(SHORT_FORMAT_PATTERNS) })) {

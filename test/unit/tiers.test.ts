@@ -35,11 +35,20 @@ describe("tiers", () => {
       policy: { requestsPerMinute: 60, tokensPerDay: 150_000 },
       maxOutputTokens: 512,
     });
-    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "chat", model: "big-model" })).toMatchObject({ key: "a:big-*", policy: { requestsPerMinute: 15, tokensPerDay: 10_000 } });
-    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "chat", model: "small" })).toMatchObject({ key: "a", policy: { requestsPerMinute: 15 } });
+    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "chat", model: "big-model" })).toMatchObject({
+      key: "a:big-*",
+      policy: { requestsPerMinute: 15, tokensPerDay: 10_000 },
+    });
+    expect(resolveLimits(tiers as never, "a", "free", { endpoint: "chat", model: "small" })).toMatchObject({
+      key: "a",
+      policy: { requestsPerMinute: 15 },
+    });
     // No model: no glob applies, even one that matches every name; the endpoint's group still does.
     const everyModel = { default: "free", tiers: { free: { requestsPerMinute: 15, models: { "*": { requestsPerMinute: 1 } } } } };
-    expect(resolveLimits(everyModel as never, "a", "free", { endpoint: "chat" })).toMatchObject({ key: "a", policy: { requestsPerMinute: 15 } });
+    expect(resolveLimits(everyModel as never, "a", "free", { endpoint: "chat" })).toMatchObject({
+      key: "a",
+      policy: { requestsPerMinute: 15 },
+    });
     expect(resolveLimits(tiers as never, "a", "free", { endpoint: "embeddings" })).toMatchObject({ key: "a:@embeddings" });
   });
 

@@ -6,7 +6,12 @@ import { TEST_MODEL_CHAT_TEMPLATE } from "../../src/testmodels/testChatTemplate.
 
 describe("toChatHistory", () => {
   it("ends with an empty model turn to generate", () => {
-    expect(toChatHistory([{ role: "system", content: "s" }, { role: "user", content: "u" }])).toEqual([
+    expect(
+      toChatHistory([
+        { role: "system", content: "s" },
+        { role: "user", content: "u" },
+      ]),
+    ).toEqual([
       { type: "system", text: "s" },
       { type: "user", text: "u" },
       { type: "model", response: [] },

@@ -16,7 +16,9 @@ const functions = {
 describe("rendering a tool conversation", () => {
   it("with the model's own template: tools in the system turn, the call and its result in the history", () => {
     const wrapper = new JinjaTemplateChatWrapper({ template: TEST_MODEL_CHAT_TEMPLATE });
-    const prompt = wrapper.generateContextState({ chatHistory: toChatHistory(conversation), availableFunctions: functions }).contextText.toString();
+    const prompt = wrapper
+      .generateContextState({ chatHistory: toChatHistory(conversation), availableFunctions: functions })
+      .contextText.toString();
     expect(prompt).toContain('"name": "get_weather"');
     expect(prompt).toContain("Current weather");
     expect(prompt).toContain('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>');
@@ -27,7 +29,9 @@ describe("rendering a tool conversation", () => {
 
   it("with a template that knows no tools: the documented generic syntax", () => {
     const wrapper = new GeneralChatWrapper();
-    const prompt = wrapper.generateContextState({ chatHistory: toChatHistory(conversation), availableFunctions: functions }).contextText.toString();
+    const prompt = wrapper
+      .generateContextState({ chatHistory: toChatHistory(conversation), availableFunctions: functions })
+      .contextText.toString();
     expect(prompt).toContain("get_weather");
     expect(prompt).toContain("||call: get_weather(");
     expect(prompt).toContain('"temp_c": 21');

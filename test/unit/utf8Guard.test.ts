@@ -54,7 +54,11 @@ function vocabulary(extra: number[][]): Array<readonly [Token, readonly number[]
  * them, a lead's length read from its high bits (F8–FF as 4-byte leads), and a C0 or C1 left
  * open at a token's end refused. Nothing checks the code point's range.
  */
-function grammarAccepts(pending: number, lead: number | undefined, bytes: readonly number[]): { pending: number; lead: number | undefined } | undefined {
+function grammarAccepts(
+  pending: number,
+  lead: number | undefined,
+  bytes: readonly number[],
+): { pending: number; lead: number | undefined } | undefined {
   let remain = pending;
   let open = lead;
   for (const byte of bytes) {
@@ -75,26 +79,40 @@ function grammarAccepts(pending: number, lead: number | undefined, bytes: readon
 describe("Utf8Tables", () => {
   it("never bans a token of valid UTF-8 text, wherever the text is cut into tokens", () => {
     fc.assert(
-      fc.property(fc.string({ unit: "binary", minLength: 1, maxLength: 12 }), fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 12 }), (text, cuts) => {
-        const bytes = [...Buffer.from(text, "utf8")];
-        const tokens: number[][] = [];
-        for (let at = 0, i = 0; at < bytes.length; i++) {
-          const length = cuts[i % cuts.length]!;
-          tokens.push(bytes.slice(at, at + length));
-          at += length;
-        }
-        const tables = new Utf8Tables(tokens.map((token, index) => [index as Token, token] as const));
-        expect(tables.invalid).toHaveLength(0);
-        for (let index = 1; index < tokens.length; index++) {
-          const lead = tables.leadEnding.get((index - 1) as Token);
-          if (lead !== undefined) expect([...tables.notAfter.get(lead)!]).not.toContain(index);
-        }
-      }),
+      fc.property(
+        fc.string({ unit: "binary", minLength: 1, maxLength: 12 }),
+        fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 12 }),
+        (text, cuts) => {
+          const bytes = [...Buffer.from(text, "utf8")];
+          const tokens: number[][] = [];
+          for (let at = 0, i = 0; at < bytes.length; i++) {
+            const length = cuts[i % cuts.length]!;
+            tokens.push(bytes.slice(at, at + length));
+            at += length;
+          }
+          const tables = new Utf8Tables(tokens.map((token, index) => [index as Token, token] as const));
+          expect(tables.invalid).toHaveLength(0);
+          for (let index = 1; index < tokens.length; index++) {
+            const lead = tables.leadEnding.get((index - 1) as Token);
+            if (lead !== undefined) expect([...tables.notAfter.get(lead)!]).not.toContain(index);
+          }
+        },
+      ),
     );
   });
 
   it("with the grammar's own checks, lets only valid UTF-8 through", () => {
-    const extra = [hex("e0 9f b9"), hex("c0 80"), hex("9f b9"), hex("a0 80"), hex("41 e0"), hex("ed a0 80"), hex("f0 9f 98 80"), hex("f4 90 80 80"), hex("e7 8a a7")];
+    const extra = [
+      hex("e0 9f b9"),
+      hex("c0 80"),
+      hex("9f b9"),
+      hex("a0 80"),
+      hex("41 e0"),
+      hex("ed a0 80"),
+      hex("f0 9f 98 80"),
+      hex("f4 90 80 80"),
+      hex("e7 8a a7"),
+    ];
     const tables = new Utf8Tables(vocabulary(extra));
     const all = vocabulary(extra);
     const invalid = new Set(tables.invalid);
@@ -106,14 +124,18 @@ describe("Utf8Tables", () => {
         let after: number | undefined;
         for (const choice of choices) {
           const banned = new Set([...invalid, ...(after !== undefined ? tables.notAfter.get(after)! : [])]);
-          const allowed = all.filter(([token, bytes]) => !banned.has(token) && grammarAccepts(state.pending, state.lead, bytes) !== undefined);
+          const allowed = all.filter(
+            ([token, bytes]) => !banned.has(token) && grammarAccepts(state.pending, state.lead, bytes) !== undefined,
+          );
           const [token, bytes] = allowed[choice % allowed.length]!;
           state = grammarAccepts(state.pending, state.lead, bytes)!;
           after = tables.leadEnding.get(token);
           output.push(...bytes);
         }
         // Whatever is complete is valid UTF-8 (the end may still be inside a character).
-        expect(() => fatal.decode(Uint8Array.from(output.slice(0, output.length - (state.pending > 0 ? lengthOfOpenCharacter(output) : 0))))).not.toThrow();
+        expect(() =>
+          fatal.decode(Uint8Array.from(output.slice(0, output.length - (state.pending > 0 ? lengthOfOpenCharacter(output) : 0)))),
+        ).not.toThrow();
       }),
       { numRuns: 300 },
     );
@@ -134,12 +156,15 @@ describe("Utf8Guard", () => {
     const sampler: NativeSampler = { applyConfig: (config) => configs.push(config), dispose: () => {} };
     return { sampler, configs };
   };
-  const bans = (config: NativeSamplerConfig) => [...(config.tokenBiasKeys ?? [])].filter((_, index) => config.tokenBiasValues![index] === -Infinity);
+  const bans = (config: NativeSamplerConfig) =>
+    [...(config.tokenBiasKeys ?? [])].filter((_, index) => config.tokenBiasValues![index] === -Infinity);
   const base: NativeSamplerConfig = { temperature: 0.8, topK: 40, topP: 1, minP: 0, seed: 7 };
 
   it("bans what no context allows, and after E0 what E0 does not allow next, for one token", () => {
     const guard = new Utf8Guard(tables, base);
-    expect(bans(guard.config).sort((a, b) => a - b)).toEqual([0xc0, 0xc1, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff]);
+    expect(bans(guard.config).sort((a, b) => a - b)).toEqual([
+      0xc0, 0xc1, 0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff,
+    ]);
     expect(guard.pauseTokens.sort((a, b) => a - b)).toEqual([0xe0, 0xed, 0xf0, 0xf4]);
     const { sampler, configs } = recording();
     expect(guard.sampled(sampler, 0x41 as Token)).toBe(false);
@@ -154,7 +179,14 @@ describe("Utf8Guard", () => {
   });
 
   it("keeps the request's own biases and the penalty history the sampler keeps", () => {
-    const config: NativeSamplerConfig = { ...base, tokenBiasKeys: Uint32Array.of(5, 0xc0), tokenBiasValues: Float32Array.of(2, 3), repeatPenalty: 1.1, repeatPenaltyMaxTokens: 3, repeatPenaltyTokens: Uint32Array.of(1, 2) };
+    const config: NativeSamplerConfig = {
+      ...base,
+      tokenBiasKeys: Uint32Array.of(5, 0xc0),
+      tokenBiasValues: Float32Array.of(2, 3),
+      repeatPenalty: 1.1,
+      repeatPenaltyMaxTokens: 3,
+      repeatPenaltyTokens: Uint32Array.of(1, 2),
+    };
     const guard = new Utf8Guard(tables, config);
     expect([...guard.config.tokenBiasKeys!.slice(0, 2)]).toEqual([5, 0xc0]);
     expect([...guard.config.tokenBiasValues!.slice(0, 2)]).toEqual([2, -Infinity]);

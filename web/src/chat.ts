@@ -27,13 +27,24 @@ export function chatPage(models: readonly Model[]): HTMLElement {
     h("option", { value: "json_object" }, "JSON object"),
     h("option", { value: "json_schema" }, "JSON schema"),
   );
-  const schema = h("textarea", { id: "chat-schema", rows: 6, spellcheck: "false", placeholder: '{"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}' });
+  const schema = h("textarea", {
+    id: "chat-schema",
+    rows: 6,
+    spellcheck: "false",
+    placeholder: '{"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}',
+  });
   const schemaField = field("Schema", schema, "The answer is constrained to match it");
   schemaField.hidden = true;
   format.addEventListener("change", () => (schemaField.hidden = format.value !== "json_schema"));
 
   const list = h("ol", { class: "messages", id: "chat-messages", "aria-label": "Conversation" });
-  const input = h("textarea", { id: "chat-input", rows: 3, placeholder: "Message (Enter sends, Shift+Enter for a new line)", "aria-label": "Message", required: true });
+  const input = h("textarea", {
+    id: "chat-input",
+    rows: 3,
+    placeholder: "Message (Enter sends, Shift+Enter for a new line)",
+    "aria-label": "Message",
+    required: true,
+  });
   const send = h("button", { type: "submit", id: "chat-send" }, "Send");
   const stop = h("button", { type: "button", id: "chat-stop", class: "danger", disabled: true }, "Stop");
   const edit = h("button", { type: "button", id: "chat-edit", class: "secondary", disabled: true }, "Edit last message");
@@ -47,7 +58,18 @@ export function chatPage(models: readonly Model[]): HTMLElement {
   const code = h("code", { id: "chat-code" });
   let language: Language = "curl";
   const tabs = LANGUAGES.map(({ id, label }) =>
-    h("button", { type: "button", role: "tab", id: `chat-code-${id}`, "aria-controls": "chat-code-block", "aria-selected": String(id === language), onclick: () => showCode(id) }, label),
+    h(
+      "button",
+      {
+        type: "button",
+        role: "tab",
+        id: `chat-code-${id}`,
+        "aria-controls": "chat-code-block",
+        "aria-selected": String(id === language),
+        onclick: () => showCode(id),
+      },
+      label,
+    ),
   );
   const codePanel = h(
     "details",

@@ -8,7 +8,8 @@ export interface ChatMessage {
   content: string;
 }
 
-export type ResponseFormat = { type: "text" } | { type: "json_object" } | { type: "json_schema"; json_schema: { name: string; schema: unknown; strict?: boolean } };
+export type ResponseFormat =
+  { type: "text" } | { type: "json_object" } | { type: "json_schema"; json_schema: { name: string; schema: unknown; strict?: boolean } };
 
 export interface ChatBody {
   model: string;
@@ -41,7 +42,8 @@ export async function streamChat(body: ChatBody, signal: AbortSignal, onText: (t
       finishReason,
       completionTokens,
       ttftMs: firstAt === null ? null : firstAt - started,
-      tokensPerSecond: completionTokens !== null && completionTokens > 1 && decodeSeconds > 0 ? (completionTokens - 1) / decodeSeconds : null,
+      tokensPerSecond:
+        completionTokens !== null && completionTokens > 1 && decodeSeconds > 0 ? (completionTokens - 1) / decodeSeconds : null,
     };
   };
   try {

@@ -29,7 +29,12 @@ export function codeFor(language: Language, body: ChatBody, baseURL: string): st
 function curl(body: ChatBody, baseURL: string): string {
   // Single-quoted for the shell: a ' inside ends the quote, adds an escaped one and reopens it.
   const data = JSON.stringify(body, null, 2).replace(/'/g, `'\\''`);
-  return [`curl ${baseURL}/chat/completions \\`, `  -H "Authorization: Bearer $${KEY_VARIABLE}" \\`, `  -H "Content-Type: application/json" \\`, `  -d '${data}'`].join("\n");
+  return [
+    `curl ${baseURL}/chat/completions \\`,
+    `  -H "Authorization: Bearer $${KEY_VARIABLE}" \\`,
+    `  -H "Content-Type: application/json" \\`,
+    `  -d '${data}'`,
+  ].join("\n");
 }
 
 function javascript(body: ChatBody, baseURL: string): string {

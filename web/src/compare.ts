@@ -22,7 +22,14 @@ export function comparePage(models: readonly Model[]): HTMLElement {
     const content = h("div", { class: "content markdown" });
     const stats = h("p", { class: "meta stats" });
     const error = errorLine();
-    return { side, title, content, stats, error, element: h("article", { class: "pane", id: `compare-pane-${side}` }, title, content, error, stats) };
+    return {
+      side,
+      title,
+      content,
+      stats,
+      error,
+      element: h("article", { class: "pane", id: `compare-pane-${side}` }, title, content, error, stats),
+    };
   });
 
   async function run(side: number, messages: ChatMessage[], signal: AbortSignal): Promise<void> {

@@ -22,9 +22,32 @@ export interface SamplingControls {
 
 /** Temperature, max tokens and top_p; a field left empty is left to the server's default. */
 export function samplingControls(prefix: string, defaults = { temperature: "0.7", maxTokens: "512", topP: "1" }): SamplingControls {
-  const temperature = h("input", { id: `${prefix}-temperature`, type: "number", min: 0, max: 2, step: 0.1, value: defaults.temperature, inputmode: "decimal" });
-  const maxTokens = h("input", { id: `${prefix}-max-tokens`, type: "number", min: 1, step: 1, value: defaults.maxTokens, inputmode: "numeric" });
-  const topP = h("input", { id: `${prefix}-top-p`, type: "number", min: 0, max: 1, step: 0.05, value: defaults.topP, inputmode: "decimal" });
+  const temperature = h("input", {
+    id: `${prefix}-temperature`,
+    type: "number",
+    min: 0,
+    max: 2,
+    step: 0.1,
+    value: defaults.temperature,
+    inputmode: "decimal",
+  });
+  const maxTokens = h("input", {
+    id: `${prefix}-max-tokens`,
+    type: "number",
+    min: 1,
+    step: 1,
+    value: defaults.maxTokens,
+    inputmode: "numeric",
+  });
+  const topP = h("input", {
+    id: `${prefix}-top-p`,
+    type: "number",
+    min: 0,
+    max: 1,
+    step: 0.05,
+    value: defaults.topP,
+    inputmode: "decimal",
+  });
   const element = h(
     "div",
     { class: "sampling" },
@@ -32,7 +55,8 @@ export function samplingControls(prefix: string, defaults = { temperature: "0.7"
     field("Max tokens", maxTokens, "Longest answer, in tokens"),
     field("Top p", topP, "0–1; nucleus sampling"),
   );
-  const number = (input: HTMLInputElement) => (input.value.trim() === "" || Number.isNaN(input.valueAsNumber) ? undefined : input.valueAsNumber);
+  const number = (input: HTMLInputElement) =>
+    input.value.trim() === "" || Number.isNaN(input.valueAsNumber) ? undefined : input.valueAsNumber;
   return {
     element,
     values: () => {

@@ -15,7 +15,11 @@ type Attributes = Record<string, string | number | boolean | null | undefined | 
  * `h("button", { type: "button", onclick: go }, "Send")`. Attributes whose value is a function are
  * listeners (`onclick` → "click"); `true` sets a boolean attribute, `false`/null/undefined leave it out.
  */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attributes: Attributes = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attributes: Attributes = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const element = document.createElement(tag);
   setAttributes(element, attributes);
   append(element, children);
@@ -24,7 +28,11 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attributes: Att
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
-export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attributes: Attributes = {}, ...children: Child[]): SVGElementTagNameMap[K] {
+export function svg<K extends keyof SVGElementTagNameMap>(
+  tag: K,
+  attributes: Attributes = {},
+  ...children: Child[]
+): SVGElementTagNameMap[K] {
   const element = document.createElementNS(SVG_NS, tag);
   setAttributes(element, attributes);
   append(element, children);

@@ -38,14 +38,28 @@ async function restart(notice?: string): Promise<void> {
   } catch (failure) {
     const error = errorLine();
     showError(error, failure);
-    root.replaceChildren(h("main", { class: "narrow" }, h("h1", {}, "modelhost playground"), error, h("button", { type: "button", onclick: () => void restart() }, "Try again")));
+    root.replaceChildren(
+      h(
+        "main",
+        { class: "narrow" },
+        h("h1", {}, "modelhost playground"),
+        error,
+        h("button", { type: "button", onclick: () => void restart() }, "Try again"),
+      ),
+    );
   }
 }
 
 function showSignIn(notice?: string): void {
   document.title = "Sign in · modelhost playground";
   const account = h("input", { id: "sign-in-account", name: "username", autocomplete: "username", required: true });
-  const password = h("input", { id: "sign-in-password", name: "password", type: "password", autocomplete: "current-password", required: true });
+  const password = h("input", {
+    id: "sign-in-password",
+    name: "password",
+    type: "password",
+    autocomplete: "current-password",
+    required: true,
+  });
   const submit = h("button", { type: "submit", id: "sign-in-submit" }, "Sign in");
   const error = errorLine();
   error.id = "sign-in-error";
@@ -74,7 +88,13 @@ function showSignIn(notice?: string): void {
       h("p", {}, "Sign in with your account to try the models, manage your tokens and see your usage."),
       form,
       error,
-      h("p", { class: "hint" }, "No password yet? The operator sets one with ", h("code", {}, "modelhost account password NAME"), ", or gives you a one-time sign-in link."),
+      h(
+        "p",
+        { class: "hint" },
+        "No password yet? The operator sets one with ",
+        h("code", {}, "modelhost account password NAME"),
+        ", or gives you a one-time sign-in link.",
+      ),
     ),
   );
   account.focus();
@@ -119,12 +139,25 @@ async function showApp(session: Session): Promise<void> {
     }
   });
   const who = hosted
-    ? h("div", { class: "who" }, h("span", { id: "account-name" }, `${session.account?.name ?? ""}`), h("span", { class: "hint" }, ` · tier ${session.account?.tier ?? ""}`), " ", signOutButton)
+    ? h(
+        "div",
+        { class: "who" },
+        h("span", { id: "account-name" }, `${session.account?.name ?? ""}`),
+        h("span", { class: "hint" }, ` · tier ${session.account?.tier ?? ""}`),
+        " ",
+        signOutButton,
+      )
     : h("div", { class: "who hint" }, "Local server: no sign-in");
 
   root.replaceChildren(
     h("a", { href: "#main", class: "skip" }, "Skip to content"),
-    h("header", {}, h("h1", {}, "modelhost ", h("span", { class: "hint" }, "playground")), h("nav", { "aria-label": "Pages" }, ...links), who),
+    h(
+      "header",
+      {},
+      h("h1", {}, "modelhost ", h("span", { class: "hint" }, "playground")),
+      h("nav", { "aria-label": "Pages" }, ...links),
+      who,
+    ),
     main,
   );
 

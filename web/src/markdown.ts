@@ -32,5 +32,7 @@ purify.addHook("afterSanitizeAttributes", (node) => {
 /** Replaces the element's content with the Markdown rendered as sanitised HTML. */
 export function renderMarkdown(element: HTMLElement, markdown: string): void {
   const html = marked.parse(markdown, { async: false });
-  element.replaceChildren(purify.sanitize(html, { RETURN_DOM_FRAGMENT: true, FORBID_TAGS: ["style", "img", "form", "input", "button", "textarea", "select"] }));
+  element.replaceChildren(
+    purify.sanitize(html, { RETURN_DOM_FRAGMENT: true, FORBID_TAGS: ["style", "img", "form", "input", "button", "textarea", "select"] }),
+  );
 }

@@ -27,7 +27,14 @@ export function tokensPage(): Page {
   });
   const create = h("button", { type: "submit", id: "token-create" }, "Create token");
   const formError = errorLine();
-  const form = h("form", { id: "token-form", class: "row" }, field("Name", name), field("Expires", expiry), dateField, h("div", { class: "buttons" }, create));
+  const form = h(
+    "form",
+    { id: "token-form", class: "row" },
+    field("Name", name),
+    field("Expires", expiry),
+    dateField,
+    h("div", { class: "buttons" }, create),
+  );
 
   const secret = h("code", { id: "token-value" });
   const created = h(
@@ -35,7 +42,12 @@ export function tokensPage(): Page {
     { id: "token-created", class: "notice", hidden: true, role: "region", "aria-label": "New token" },
     h("p", {}, h("strong", {}, "Copy your new token now."), " It is shown only this once; the server keeps only its hash."),
     h("p", { class: "secret" }, secret),
-    h("div", { class: "buttons" }, copyButton("Copy token", () => secret.textContent ?? ""), h("button", { type: "button", class: "secondary", onclick: () => hideSecret() }, "Done")),
+    h(
+      "div",
+      { class: "buttons" },
+      copyButton("Copy token", () => secret.textContent ?? ""),
+      h("button", { type: "button", class: "secondary", onclick: () => hideSecret() }, "Done"),
+    ),
   );
   const hideSecret = () => {
     secret.textContent = "";
@@ -48,8 +60,23 @@ export function tokensPage(): Page {
   const table = h(
     "table",
     { id: "token-list" },
-    h("caption", {}, "Your tokens ", h("button", { type: "button", id: "token-refresh", class: "secondary small", onclick: () => void load() }, "Refresh")),
-    h("thead", {}, h("tr", {}, ...["Name", "Prefix", "Created (UTC)", "Last used (UTC)", "Expires (UTC)", "Status", ""].map((title) => h("th", { scope: "col" }, title)))),
+    h(
+      "caption",
+      {},
+      "Your tokens ",
+      h("button", { type: "button", id: "token-refresh", class: "secondary small", onclick: () => void load() }, "Refresh"),
+    ),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        ...["Name", "Prefix", "Created (UTC)", "Last used (UTC)", "Expires (UTC)", "Status", ""].map((title) =>
+          h("th", { scope: "col" }, title),
+        ),
+      ),
+    ),
     rows,
   );
 
@@ -138,7 +165,13 @@ export function tokensPage(): Page {
     "section",
     { class: "page tokens-page", "aria-labelledby": "tokens-title" },
     h("h2", { id: "tokens-title" }, "Tokens"),
-    h("p", { class: "hint" }, "Personal access tokens for the API (/v1 and the native API). Send one as ", h("code", {}, "Authorization: Bearer …"), "."),
+    h(
+      "p",
+      { class: "hint" },
+      "Personal access tokens for the API (/v1 and the native API). Send one as ",
+      h("code", {}, "Authorization: Bearer …"),
+      ".",
+    ),
     form,
     formError,
     created,

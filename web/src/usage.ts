@@ -35,7 +35,15 @@ export function usagePage(): Page {
   const table = h(
     "table",
     { id: "usage-table" },
-    h("thead", {}, h("tr", {}, ...["Day (UTC)", "Model", "Requests", "Prompt tokens", "Completion tokens"].map((title) => h("th", { scope: "col" }, title)))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        ...["Day (UTC)", "Model", "Requests", "Prompt tokens", "Completion tokens"].map((title) => h("th", { scope: "col" }, title)),
+      ),
+    ),
     tableBody,
   );
   const refreshButton = h("button", { type: "button", id: "usage-refresh", class: "secondary", onclick: () => void load() }, "Refresh");
@@ -59,7 +67,14 @@ export function usagePage(): Page {
     const models = [...new Set(rows.map((row) => row.model))].sort();
     const colour = (model: string) => PALETTE[models.indexOf(model) % PALETTE.length] as string;
     legend.replaceChildren(
-      ...models.map((model) => h("li", {}, svg("svg", { width: 12, height: 12, "aria-hidden": "true" }, svg("rect", { width: 12, height: 12, fill: colour(model) })), ` ${model}`)),
+      ...models.map((model) =>
+        h(
+          "li",
+          {},
+          svg("svg", { width: 12, height: 12, "aria-hidden": "true" }, svg("rect", { width: 12, height: 12, fill: colour(model) })),
+          ` ${model}`,
+        ),
+      ),
     );
     if (models.length === 0) legend.append(h("li", {}, "No requests in the last 30 days."));
     charts.replaceChildren(...SERIES.map((series) => barChart(series, rows, days, models, colour)));
@@ -118,7 +133,13 @@ function limitEntries(limits: Usage["limits"]): HTMLElement[] {
   const add = (title: string, figure: LimitFigure, reset: string) =>
     entries.push(
       h("dt", {}, title),
-      h("dd", {}, h("strong", {}, formatNumber(figure.remaining)), ` of ${formatNumber(figure.limit)} left`, h("span", { class: "hint" }, ` (${reset} ${duration(figure.resetSeconds)})`)),
+      h(
+        "dd",
+        {},
+        h("strong", {}, formatNumber(figure.remaining)),
+        ` of ${formatNumber(figure.limit)} left`,
+        h("span", { class: "hint" }, ` (${reset} ${duration(figure.resetSeconds)})`),
+      ),
     );
   if (limits.requests_per_minute) add("Requests in the last minute", limits.requests_per_minute, "the window frees one in");
   if (limits.tokens_per_day) add("Tokens today (UTC)", limits.tokens_per_day, "resets in");
@@ -144,7 +165,13 @@ const HEIGHT = 220;
 const MARGIN = { top: 12, right: 8, bottom: 28, left: 56 };
 
 /** Stacked bars, one per day, one segment per model; every segment has a tooltip (<title>). */
-function barChart(series: Series, rows: readonly UsageRow[], days: string[], models: string[], colour: (model: string) => string): HTMLElement {
+function barChart(
+  series: Series,
+  rows: readonly UsageRow[],
+  days: string[],
+  models: string[],
+  colour: (model: string) => string,
+): HTMLElement {
   const byDay = new Map<string, UsageRow[]>();
   for (const row of rows) byDay.set(row.date, [...(byDay.get(row.date) ?? []), row]);
   const totals = days.map((day) => (byDay.get(day) ?? []).reduce((sum, row) => sum + series.value(row), 0));
@@ -158,7 +185,11 @@ function barChart(series: Series, rows: readonly UsageRow[], days: string[], mod
   const chart = svg(
     "svg",
     { class: "chart", id: `chart-${series.unit}`, viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-labelledby": titleId },
-    svg("title", { id: titleId }, `${series.title}: ${formatNumber(totals.reduce((a, b) => a + b, 0))} ${series.unit} in 30 days, ${formatNumber(totals[totals.length - 1] ?? 0)} today`),
+    svg(
+      "title",
+      { id: titleId },
+      `${series.title}: ${formatNumber(totals.reduce((a, b) => a + b, 0))} ${series.unit} in 30 days, ${formatNumber(totals[totals.length - 1] ?? 0)} today`,
+    ),
   );
   // Counts are whole: a half-way line only where it falls on a whole number.
   for (const tick of [0, top / 2, top].filter(Number.isInteger)) {
@@ -177,7 +208,17 @@ function barChart(series: Series, rows: readonly UsageRow[], days: string[], mod
       chart.append(
         svg(
           "rect",
-          { class: "bar", x, width: step * 0.7, y: y(base + value), height: y(base) - y(base + value), fill: colour(model), "data-date": day, "data-model": model, "data-value": value },
+          {
+            class: "bar",
+            x,
+            width: step * 0.7,
+            y: y(base + value),
+            height: y(base) - y(base + value),
+            fill: colour(model),
+            "data-date": day,
+            "data-model": model,
+            "data-value": value,
+          },
           svg("title", {}, `${day} · ${model}: ${formatNumber(value)} ${series.unit}`),
         ),
       );
@@ -185,7 +226,13 @@ function barChart(series: Series, rows: readonly UsageRow[], days: string[], mod
     }
     // A label every week, and today's.
     if (index % 7 === 1 || index === days.length - 1) {
-      chart.append(svg("text", { class: "axis", x: MARGIN.left + index * step + step / 2, y: HEIGHT - 8, "text-anchor": "middle" }, index === days.length - 1 ? "today" : day.slice(5)));
+      chart.append(
+        svg(
+          "text",
+          { class: "axis", x: MARGIN.left + index * step + step / 2, y: HEIGHT - 8, "text-anchor": "middle" },
+          index === days.length - 1 ? "today" : day.slice(5),
+        ),
+      );
     }
   });
   return h("figure", {}, h("figcaption", {}, series.title), chart);

@@ -18,7 +18,10 @@ const FUNCTIONS = new Map<string, (...args: number[]) => number>([
   ["min", Math.min],
   ["max", Math.max],
 ]);
-const CONSTANTS = new Map([["pi", Math.PI], ["e", Math.E]]);
+const CONSTANTS = new Map([
+  ["pi", Math.PI],
+  ["e", Math.E],
+]);
 /** Bounds that keep a hostile expression cheap. */
 const MAX_LENGTH = 500;
 const MAX_DEPTH = 50;

@@ -14,7 +14,11 @@ const USAGE = `usage: npm run agent -- <command>
   serve                 the page and /stream on AGENT_PORT`;
 
 async function main(argv: string[]): Promise<void> {
-  const { positionals, values } = parseArgs({ args: argv, allowPositionals: true, options: { debug: { type: "boolean" }, help: { type: "boolean" } } });
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { debug: { type: "boolean" }, help: { type: "boolean" } },
+  });
   const [command, ...rest] = positionals;
   if (values.help || command === undefined) {
     console.log(USAGE);

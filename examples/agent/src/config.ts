@@ -28,7 +28,10 @@ export interface Config {
 export const APP_DIR = path.resolve(import.meta.dirname, "..");
 
 /** Reads `.env` (when present) under the environment; the environment wins. */
-export function readEnvironment(envFile = path.join(APP_DIR, ".env"), env: NodeJS.ProcessEnv = process.env): Record<string, string | undefined> {
+export function readEnvironment(
+  envFile = path.join(APP_DIR, ".env"),
+  env: NodeJS.ProcessEnv = process.env,
+): Record<string, string | undefined> {
   const fromFile = fs.existsSync(envFile) ? parseEnv(fs.readFileSync(envFile, "utf8")) : {};
   return { ...fromFile, ...env };
 }
@@ -36,7 +39,9 @@ export function readEnvironment(envFile = path.join(APP_DIR, ".env"), env: NodeJ
 export function loadConfig(env: Record<string, string | undefined> = readEnvironment()): Config {
   const apiKey = env.OPENAI_API_KEY;
   if (!apiKey) {
-    throw new Error("OPENAI_API_KEY is not set. Put it in examples/agent/.env (see .env.example); any placeholder works against a local modelhost.");
+    throw new Error(
+      "OPENAI_API_KEY is not set. Put it in examples/agent/.env (see .env.example); any placeholder works against a local modelhost.",
+    );
   }
   return {
     baseURL: env.OPENAI_BASE_URL || "http://127.0.0.1:11434/v1",

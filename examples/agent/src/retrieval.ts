@@ -43,7 +43,14 @@ export function createRetriever(client: OpenAI, store: ChunkStore, embeddingMode
       const [vector] = await embed(client, embeddingModel, [question], signal);
       return store.nearest(vector!, CANDIDATES).map((chunk) => {
         const similarity = 1 - chunk.distance;
-        return { text: chunk.text, source: chunk.source, position: chunk.position, similarity, band: band(similarity), used: similarity > threshold };
+        return {
+          text: chunk.text,
+          source: chunk.source,
+          position: chunk.position,
+          similarity,
+          band: band(similarity),
+          used: similarity > threshold,
+        };
       });
     },
   };

@@ -27,5 +27,10 @@ export function namedEvent(name: string, data: string): string {
 export const doneEvent = (): string => frame(DONE);
 
 function frame(data: string): string {
-  return data.split(/\r\n|\r|\n/).map((line) => `data: ${line}\n`).join("") + "\n";
+  return (
+    data
+      .split(/\r\n|\r|\n/)
+      .map((line) => `data: ${line}\n`)
+      .join("") + "\n"
+  );
 }

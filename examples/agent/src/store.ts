@@ -40,7 +40,10 @@ export class SqliteVecStore implements ChunkStore {
    * @param embeddingModel recorded on first use: vectors of different models are not comparable,
    *   so a store built with one model refuses another instead of returning meaningless neighbours.
    */
-  constructor(file: string, private readonly embeddingModel: string) {
+  constructor(
+    file: string,
+    private readonly embeddingModel: string,
+  ) {
     if (file !== ":memory:") fs.mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
     sqliteVec.load(this.db);
@@ -58,7 +61,9 @@ export class SqliteVecStore implements ChunkStore {
     `);
     const model = this.meta("embedding_model");
     if (model !== undefined && model !== embeddingModel) {
-      throw new Error(`${file} holds vectors of the embedding model ${model}, not ${embeddingModel}: use another AGENT_DATABASE, or delete it and ingest again.`);
+      throw new Error(
+        `${file} holds vectors of the embedding model ${model}, not ${embeddingModel}: use another AGENT_DATABASE, or delete it and ingest again.`,
+      );
     }
   }
 

@@ -25,8 +25,12 @@ export function createTools(retriever: Retriever): Tool[] {
       async run({ query }, { signal, onSources }) {
         const matches = await retriever.search(String(query), signal);
         onSources(matches);
-        const results = matches.filter((match) => match.used).map(({ source, similarity, text }) => ({ source, similarity: round(similarity), text }));
-        return results.length > 0 ? { results } : { results, note: "No passage is similar enough: there is no information on that in the documents." };
+        const results = matches
+          .filter((match) => match.used)
+          .map(({ source, similarity, text }) => ({ source, similarity: round(similarity), text }));
+        return results.length > 0
+          ? { results }
+          : { results, note: "No passage is similar enough: there is no information on that in the documents." };
       },
     },
     {
@@ -36,9 +40,13 @@ export function createTools(retriever: Retriever): Tool[] {
       run: ({ time_zone }) => currentTime(String(time_zone)),
     },
     {
-      definition: fn("calculate", "Evaluate an arithmetic expression: + - * / % ^, parentheses, sqrt abs round floor ceil ln log10 min max, pi, e.", {
-        expression: { type: "string", description: "For example (17 + 25) * 2 ^ 3", maxLength: 500 },
-      }),
+      definition: fn(
+        "calculate",
+        "Evaluate an arithmetic expression: + - * / % ^, parentheses, sqrt abs round floor ceil ln log10 min max, pi, e.",
+        {
+          expression: { type: "string", description: "For example (17 + 25) * 2 ^ 3", maxLength: 500 },
+        },
+      ),
       run: ({ expression }) => ({ expression, result: calculate(String(expression)) }),
     },
   ];
@@ -48,7 +56,10 @@ export function createTools(retriever: Retriever): Tool[] {
 export async function runTool(tools: Tool[], call: OpenAI.ChatCompletionMessageToolCall, context: ToolContext): Promise<string> {
   if (call.type !== "function") return JSON.stringify({ error: `unsupported tool type ${call.type}` });
   const tool = tools.find((candidate) => candidate.definition.function.name === call.function.name);
-  if (!tool) return JSON.stringify({ error: `unknown tool "${call.function.name}"; available: ${tools.map((t) => t.definition.function.name).join(", ")}` });
+  if (!tool)
+    return JSON.stringify({
+      error: `unknown tool "${call.function.name}"; available: ${tools.map((t) => t.definition.function.name).join(", ")}`,
+    });
   let args: unknown;
   try {
     args = JSON.parse(call.function.arguments || "{}");
@@ -69,8 +80,15 @@ export function currentTime(timeZone: string, now = new Date()): Record<string, 
   // Throws RangeError("Invalid time zone specified: …") for a name that is not IANA.
   const format = new Intl.DateTimeFormat("en-GB", {
     timeZone,
-    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
-    hourCycle: "h23", weekday: "long", timeZoneName: "longOffset",
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    second: "2-digit",
+    hourCycle: "h23",
+    weekday: "long",
+    timeZoneName: "longOffset",
   });
   const part = (type: Intl.DateTimeFormatPartTypes) => format.formatToParts(now).find((p) => p.type === type)?.value ?? "";
   return {
@@ -85,7 +103,11 @@ export function currentTime(timeZone: string, now = new Date()): Record<string, 
 function fn(name: string, description: string, properties: Record<string, object>): OpenAI.ChatCompletionFunctionTool {
   return {
     type: "function",
-    function: { name, description, parameters: { type: "object", properties, required: Object.keys(properties), additionalProperties: false } },
+    function: {
+      name,
+      description,
+      parameters: { type: "object", properties, required: Object.keys(properties), additionalProperties: false },
+    },
   };
 }
 

@@ -10,8 +10,22 @@ import { axis, startScriptedService, type ScriptedReply, type ScriptedService } 
 import { createTestApp, type TestApp } from "./support/testApp.js";
 
 const SCREENSHOT = path.resolve(import.meta.dirname, "../../../test-results/agent-page.png");
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"];
-const PIECES = ["The keeper lit the lamp", " at dusk [1].\n", "Model output: <script>window.pwned = true</script>", " & <b>not bold</b>\r\nEnd."];
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+  "--disable-quic",
+];
+const PIECES = [
+  "The keeper lit the lamp",
+  " at dusk [1].\n",
+  "Model output: <script>window.pwned = true</script>",
+  " & <b>not bold</b>\r\nEnd.",
+];
 
 describe.skipIf(!needs("chromium"))("the page, in headless Chromium", () => {
   let browser: Browser;
@@ -27,7 +41,11 @@ describe.skipIf(!needs("chromium"))("the page, in headless Chromium", () => {
   async function setUp(script: ScriptedReply[]): Promise<void> {
     service = await startScriptedService(script, () => axis(0));
     app = createTestApp(service.baseURL);
-    await ingest(app.writeDocs({ "keeper.md": "The keeper lit the lamp at dusk." }), { client: app.client, store: app.store, embeddingModel: "embed" });
+    await ingest(app.writeDocs({ "keeper.md": "The keeper lit the lamp at dusk." }), {
+      client: app.client,
+      store: app.store,
+      embeddingModel: "embed",
+    });
     relay = await startRelay(app);
   }
   afterEach(async () => {
@@ -51,7 +69,10 @@ describe.skipIf(!needs("chromium"))("the page, in headless Chromium", () => {
   }
 
   it("streams the answer as text (never HTML), shows the sources with scores and bands, and closes its EventSource on [DONE]", async () => {
-    await setUp([{ kind: "text", pieces: ["unstreamed"] }, { kind: "text", pieces: PIECES }]);
+    await setUp([
+      { kind: "text", pieces: ["unstreamed"] },
+      { kind: "text", pieces: PIECES },
+    ]);
     const page = await openPage();
     try {
       await page.fill("#question", "Who lit the lamp?");
@@ -79,7 +100,10 @@ describe.skipIf(!needs("chromium"))("the page, in headless Chromium", () => {
   });
 
   it("shows an error that arrives after the stream began", async () => {
-    await setUp([{ kind: "text", pieces: ["unstreamed"] }, { kind: "text_then_error", pieces: ["Half an answer"] }]);
+    await setUp([
+      { kind: "text", pieces: ["unstreamed"] },
+      { kind: "text_then_error", pieces: ["Half an answer"] },
+    ]);
     const page = await openPage();
     try {
       await page.fill("#question", "Who lit the lamp?");

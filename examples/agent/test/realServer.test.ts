@@ -23,7 +23,10 @@ let server: TestServer;
 let proxy: CountingProxy;
 
 beforeAll(async () => {
-  server = await startTestServer({ models: { tiny: await testModelPath("tiny"), "embed-tiny": await testModelPath("embed-tiny") }, config: { contextSize: 4096 } });
+  server = await startTestServer({
+    models: { tiny: await testModelPath("tiny"), "embed-tiny": await testModelPath("embed-tiny") },
+    config: { contextSize: 4096 },
+  });
   proxy = await startCountingProxy(server.url);
 });
 afterAll(async () => {
@@ -40,8 +43,17 @@ describe("ingest, against the real server", () => {
     const app = testApp();
     try {
       const options = { client: app.client, store: app.store, embeddingModel: "embed-tiny" };
-      const longDoc = Array.from({ length: 12 }, (_, i) => `Paragraph ${i} tells of keeper number ${i}. He kept the light burning all night.`).join("\n\n");
-      const docs = app.writeDocs({ "a.md": longDoc, "b.txt": "Bananas are rich in potassium.", "c.md": DOC, "notes/d.markdown": "A nested note.", "image.png": "not text" });
+      const longDoc = Array.from(
+        { length: 12 },
+        (_, i) => `Paragraph ${i} tells of keeper number ${i}. He kept the light burning all night.`,
+      ).join("\n\n");
+      const docs = app.writeDocs({
+        "a.md": longDoc,
+        "b.txt": "Bananas are rich in potassium.",
+        "c.md": DOC,
+        "notes/d.markdown": "A nested note.",
+        "image.png": "not text",
+      });
       const first = await ingest(docs, { ...options, chunking: { maxChars: 200, overlapChars: 80 } });
       expect(first.added.map((file) => path.relative(docs, file))).toEqual(["a.md", "b.txt", "c.md", "notes/d.markdown"]);
       expect(first.chunks).toBeGreaterThan(5); // a.md alone is cut into several overlapping chunks
@@ -107,7 +119,12 @@ describe("answers, against the real server", () => {
     const before = proxy.count("/v1/chat/completions");
     const { pieces, sources, events } = collector();
     await answer(DOC, app, events);
-    expect(sources[0]![0]).toMatchObject({ source: expect.stringMatching(/lighthouse\.md$/), position: 0, band: "very strong", used: true });
+    expect(sources[0]![0]).toMatchObject({
+      source: expect.stringMatching(/lighthouse\.md$/),
+      position: 0,
+      band: "very strong",
+      used: true,
+    });
     expect(sources[0]![0]!.similarity).toBeCloseTo(1, 4);
     expect(proxy.count("/v1/chat/completions") - before).toBe(2);
     expect(pieces.join("").length).toBeGreaterThan(0);
@@ -136,7 +153,12 @@ describe("answers, against the real server", () => {
   });
 
   it("stops generating when the client disconnects during the tool round (the server's /health shows no active request)", async () => {
-    const longApp = createTestApp(`${proxy.url}/v1`, { chatModel: "tiny", embeddingModel: "embed-tiny", maxTokens: 3000, database: app.config.database });
+    const longApp = createTestApp(`${proxy.url}/v1`, {
+      chatModel: "tiny",
+      embeddingModel: "embed-tiny",
+      maxTokens: 3000,
+      database: app.config.database,
+    });
     const relay = await startRelay(longApp);
     const active = async () => {
       const health = (await (await fetch(`${server.url}/health`)).json()) as { loaded: { id: string; active: number; queued: number }[] };
@@ -175,7 +197,8 @@ describe("npm run agent (the CLI), against the real server", () => {
     app.store.close();
     try {
       const docs = app.writeDocs({ "lighthouse.md": DOC });
-      const cli = (...args: string[]) => run(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], { cwd: APP_DIR, env, timeout: 120_000 });
+      const cli = (...args: string[]) =>
+        run(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], { cwd: APP_DIR, env, timeout: 120_000 });
       const ingested = await cli("ingest", docs);
       expect(ingested.stdout).toMatch(/1 added, 0 changed, 0 unchanged, 0 removed; 1 chunks embedded in 1 requests; 1 chunks stored/);
       const asked = await cli("ask", DOC, "--debug");

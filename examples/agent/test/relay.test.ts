@@ -18,7 +18,11 @@ let relay: Awaited<ReturnType<typeof startRelay>>;
 async function setUp(script: ScriptedReply[]): Promise<void> {
   service = await startScriptedService(script, embedText);
   app = createTestApp(service.baseURL);
-  await ingest(app.writeDocs({ "keeper.md": "The keeper lit the lamp." }), { client: app.client, store: app.store, embeddingModel: "embed" });
+  await ingest(app.writeDocs({ "keeper.md": "The keeper lit the lamp." }), {
+    client: app.client,
+    store: app.store,
+    embeddingModel: "embed",
+  });
   relay = await startRelay(app);
 }
 
@@ -28,11 +32,25 @@ afterEach(async () => {
   await service?.close();
 });
 
-const PIECES = ["line one\nline two", "\r\n", "a\rb", "c\r\nd", "data: not a field", " leading space", "", "  two spaces\n", "[DONE]", "end."];
+const PIECES = [
+  "line one\nline two",
+  "\r\n",
+  "a\rb",
+  "c\r\nd",
+  "data: not a field",
+  " leading space",
+  "",
+  "  two spaces\n",
+  "[DONE]",
+  "end.",
+];
 
 describe("GET /stream", () => {
   it("frames each piece as data: lines that a conforming parser rebuilds, and ends with [DONE]", async () => {
-    await setUp([{ kind: "text", pieces: ["unstreamed"] }, { kind: "text", pieces: PIECES }]);
+    await setUp([
+      { kind: "text", pieces: ["unstreamed"] },
+      { kind: "text", pieces: PIECES },
+    ]);
     const response = await fetch(`${relay.url}/stream?question=${encodeURIComponent("Who lit the lamp?")}`);
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toBe("text/event-stream");
@@ -46,18 +64,35 @@ describe("GET /stream", () => {
 
     const events = parseSse(body);
     expect(events[0]!.event).toBe("sources");
-    expect(JSON.parse(events[0]!.data)).toMatchObject([{ source: expect.stringMatching(/keeper\.md$/), similarity: 1, band: "very strong", used: true }]);
+    expect(JSON.parse(events[0]!.data)).toMatchObject([
+      { source: expect.stringMatching(/keeper\.md$/), similarity: 1, band: "very strong", used: true },
+    ]);
     const texts = events.slice(1).map((event) => {
       expect(event.event).toBeUndefined();
       return event.data;
     });
     // LF and leading spaces exactly; CR and CRLF as LF; the empty piece not sent; a "[DONE]" piece split so it cannot end the stream.
-    expect(texts).toEqual(["line one\nline two", "\n", "a\nb", "c\nd", "data: not a field", " leading space", "  two spaces\n", "[DO", "NE]", "end.", "[DONE]"]);
+    expect(texts).toEqual([
+      "line one\nline two",
+      "\n",
+      "a\nb",
+      "c\nd",
+      "data: not a field",
+      " leading space",
+      "  two spaces\n",
+      "[DO",
+      "NE]",
+      "end.",
+      "[DONE]",
+    ]);
     expect(texts.slice(0, -1).join("")).toBe(PIECES.join("").replace(/\r\n?/g, "\n"));
   });
 
   it("asks the default question when none is given", async () => {
-    await setUp([{ kind: "text", pieces: ["x"] }, { kind: "text", pieces: ["y"] }]);
+    await setUp([
+      { kind: "text", pieces: ["x"] },
+      { kind: "text", pieces: ["y"] },
+    ]);
     const events = parseSse(await (await fetch(`${relay.url}/stream`)).text());
     expect(events.map((event) => event.data).slice(1)).toEqual(["y", "[DONE]"]);
     const questions = service.requests.filter((r) => r.path === "/v1/embeddings").map((r) => r.body.input);
@@ -66,7 +101,10 @@ describe("GET /stream", () => {
   });
 
   it("sends a failure after the stream began as event: error with the message, then ends", async () => {
-    await setUp([{ kind: "text", pieces: ["x"] }, { kind: "text_then_error", pieces: ["partial"] }]);
+    await setUp([
+      { kind: "text", pieces: ["x"] },
+      { kind: "text_then_error", pieces: ["partial"] },
+    ]);
     const events = parseSse(await (await fetch(`${relay.url}/stream?question=q`)).text());
     expect(events.map((event) => [event.event ?? "message", event.data])).toEqual([
       ["sources", expect.any(String)],
@@ -76,7 +114,10 @@ describe("GET /stream", () => {
   });
 
   it("cancels the streamed request to the model at once when the client disconnects", async () => {
-    await setUp([{ kind: "text", pieces: ["x"] }, { kind: "text_then_hang", pieces: ["The first piece"] }]);
+    await setUp([
+      { kind: "text", pieces: ["x"] },
+      { kind: "text_then_hang", pieces: ["The first piece"] },
+    ]);
     const controller = new AbortController();
     const response = await fetch(`${relay.url}/stream?question=q`, { signal: controller.signal });
     const reader = response.body!.getReader();

@@ -3,7 +3,14 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { answer, NO_INFORMATION, RoundLimitError } from "../src/agent.js";
 import { ingest } from "../src/ingest.js";
-import { axis, between, startScriptedService, type ChatMessage, type ScriptedReply, type ScriptedService } from "./support/scriptedService.js";
+import {
+  axis,
+  between,
+  startScriptedService,
+  type ChatMessage,
+  type ScriptedReply,
+  type ScriptedService,
+} from "./support/scriptedService.js";
 import { collector, createTestApp, type TestApp } from "./support/testApp.js";
 
 /** The lighthouse document lies along axis 0; questions get the similarity their text names. */
@@ -55,7 +62,13 @@ function checkConversation(requests: { messages?: ChatMessage[] }[]): unknown[] 
 describe("the tool loop, against a scripted service", () => {
   it("runs the tool phase unstreamed, then streams the final answer", async () => {
     await setUp([
-      { kind: "tool_calls", calls: [{ name: "calculate", arguments: '{"expression":"(17 + 25) * 2"}' }, { name: "current_time", arguments: '{"time_zone":"Europe/Paris"}' }] },
+      {
+        kind: "tool_calls",
+        calls: [
+          { name: "calculate", arguments: '{"expression":"(17 + 25) * 2"}' },
+          { name: "current_time", arguments: '{"time_zone":"Europe/Paris"}' },
+        ],
+      },
       { kind: "tool_calls", calls: [{ name: "search_documents", arguments: '{"query":"who lit the lighthouse lamp"}' }] },
       { kind: "text", pieces: ["(the unstreamed reply that ends the tool phase)"] },
       { kind: "text", pieces: ["The keeper", " lit it [1]; ", "84."] },
@@ -111,7 +124,9 @@ describe("the tool loop, against a scripted service", () => {
     const { pieces, events } = collector();
     const error = await answer("Keep calling, lighthouse.", app, events).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RoundLimitError);
-    expect((error as Error).message).toBe("Stopped: the model still asked for tools after 2 rounds (AGENT_MAX_ROUNDS=2), so there is no answer.");
+    expect((error as Error).message).toBe(
+      "Stopped: the model still asked for tools after 2 rounds (AGENT_MAX_ROUNDS=2), so there is no answer.",
+    );
     const chats = service.chatRequests();
     // Two tool rounds ran; the third reply still asked for tools and was not acted on.
     expect(chats.map((body) => Boolean(body.stream))).toEqual([false, false, false]);

@@ -69,12 +69,25 @@ describe("chunkText", () => {
 
 describe("bands and the time tool", () => {
   it("bands scores: above 0.85 very strong, 0.70 to 0.85 related, below weak", () => {
-    expect([0.9, 0.8501, 0.85, 0.75, 0.7, 0.6999].map(band)).toEqual(["very strong", "very strong", "related", "related", "related", "weak"]);
+    expect([0.9, 0.8501, 0.85, 0.75, 0.7, 0.6999].map(band)).toEqual([
+      "very strong",
+      "very strong",
+      "related",
+      "related",
+      "related",
+      "weak",
+    ]);
   });
 
   it("gives the time in an IANA zone, and refuses a name that is not one", () => {
     const now = new Date("2026-07-01T12:00:00Z");
-    expect(currentTime("Asia/Kolkata", now)).toEqual({ time_zone: "Asia/Kolkata", local: "2026-07-01 17:30:00", offset: "GMT+05:30", weekday: "Wednesday", utc: "2026-07-01T12:00:00.000Z" });
+    expect(currentTime("Asia/Kolkata", now)).toEqual({
+      time_zone: "Asia/Kolkata",
+      local: "2026-07-01 17:30:00",
+      offset: "GMT+05:30",
+      weekday: "Wednesday",
+      utc: "2026-07-01T12:00:00.000Z",
+    });
     expect(() => currentTime("Mars/Olympus_Mons", now)).toThrow(RangeError);
   });
 });
@@ -84,9 +97,19 @@ describe("configuration", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "agent-env-"));
     try {
       const envFile = path.join(dir, ".env");
-      fs.writeFileSync(envFile, "OPENAI_API_KEY=sk-from-file-secret\nAGENT_CHAT_MODEL=from-file\nAGENT_EMBEDDING_MODEL=embed\nAGENT_THRESHOLD=0.8\n");
+      fs.writeFileSync(
+        envFile,
+        "OPENAI_API_KEY=sk-from-file-secret\nAGENT_CHAT_MODEL=from-file\nAGENT_EMBEDDING_MODEL=embed\nAGENT_THRESHOLD=0.8\n",
+      );
       const config = loadConfig(readEnvironment(envFile, { AGENT_CHAT_MODEL: "from-env" }));
-      expect(config).toMatchObject({ apiKey: "sk-from-file-secret", chatModel: "from-env", embeddingModel: "embed", threshold: 0.8, port: 3000, maxRounds: 5 });
+      expect(config).toMatchObject({
+        apiKey: "sk-from-file-secret",
+        chatModel: "from-env",
+        embeddingModel: "embed",
+        threshold: 0.8,
+        port: 3000,
+        maxRounds: 5,
+      });
       expect(describeConfig(config)).not.toContain("sk-from-file-secret");
       expect(() => loadConfig(readEnvironment(envFile, { AGENT_THRESHOLD: "high" }))).toThrow('AGENT_THRESHOLD="high" is not valid.');
       expect(() => loadConfig({ AGENT_CHAT_MODEL: "x" })).toThrow(/OPENAI_API_KEY is not set/);

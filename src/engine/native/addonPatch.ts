@@ -135,7 +135,9 @@ export async function withAddonPatch<T>(build: () => Promise<T>, log: (line: str
   const dir = llamaDir();
   const version = (JSON.parse(await readFile(path.join(dir, "../package.json"), "utf8")) as { version: string }).version;
   if (version !== PATCHED_NODE_LLAMA_CPP_VERSION) {
-    log(`modelhost: node-llama-cpp ${version} is not ${PATCHED_NODE_LLAMA_CPP_VERSION}: building without modelhost's decode-and-sample patch`);
+    log(
+      `modelhost: node-llama-cpp ${version} is not ${PATCHED_NODE_LLAMA_CPP_VERSION}: building without modelhost's decode-and-sample patch`,
+    );
     return build();
   }
   await ensureLlamaCppSource(dir);

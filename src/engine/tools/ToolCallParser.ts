@@ -1,9 +1,7 @@
 import { pendingPrefixLength } from "../pendingPrefixLength.js";
 
 export type ToolCallParserEvent =
-  | { type: "start"; index: number; name: string }
-  | { type: "arguments"; index: number; text: string }
-  | { type: "end"; index: number };
+  { type: "start"; index: number; name: string } | { type: "arguments"; index: number; text: string } | { type: "end"; index: number };
 
 export interface CallDelimiters {
   /** Between the name and the JSON arguments. */

@@ -31,7 +31,9 @@ export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCall
     if (!tool) throw new Error(`no tool named ${named}`);
     return [`root ::= ${argumentsRule(tool, index)} ${suffix}`, ...rules].join("\n");
   }
-  const alternatives = tools.map((tool, index) => `${gbnfLiteral(tool.name)} ${gbnfLiteral(delimiters.paramsPrefix)} ${argumentsRule(tool, index)}`);
+  const alternatives = tools.map(
+    (tool, index) => `${gbnfLiteral(tool.name)} ${gbnfLiteral(delimiters.paramsPrefix)} ${argumentsRule(tool, index)}`,
+  );
   const root = parallel ? `root ::= call (${gbnfLiteral(delimiters.nextCall)} call)*` : "root ::= call";
   return [root, `call ::= (${alternatives.join(" | ")}) ${suffix}`, ...rules].join("\n");
 }

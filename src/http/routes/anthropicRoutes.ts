@@ -22,25 +22,47 @@ import { countTokensRequestSchema, messagesRequestSchema } from "../../protocols
 export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
   const config = { access: "caller" as const, errorShape: toAnthropicError };
 
-  app.post("/v1/messages", { config: described(config, { summary: "Anthropic Messages API: a message, plain or streamed (named server-sent events)", body: messagesRequestSchema, response: messageSchema, produces: ["text/event-stream"], streamEvent: messageStreamEventSchema }) }, async (request, reply) => {
-    const { chat, stream: streamed } = await translated(engine, request.body, fromMessagesRequest);
-    const options = engineOptions(request, reply, access, chat.model, "chat");
-    const identity: MessageIdentity = { id: newMessageId(), model: chat.model };
-    const events = await engine.chat(chat, options);
-    // The stream holds a decoding slot until it is closed: close it on every way out.
-    try {
-      if (!streamed) return await toMessage(identity, events, events.promptTokens ?? 0);
-      // After --stream-keepalive of silence (a long prompt is read before the first token), a ping.
-      const sse = new SseWriter(reply, { namedEvents: true, keepalive: PING });
-      await pumpStream(sse, events, new MessageStream(identity, events.promptTokens ?? 0), { signal: options.signal, log: request.log });
-    } finally {
-      await events.return();
-    }
-  });
+  app.post(
+    "/v1/messages",
+    {
+      config: described(config, {
+        summary: "Anthropic Messages API: a message, plain or streamed (named server-sent events)",
+        body: messagesRequestSchema,
+        response: messageSchema,
+        produces: ["text/event-stream"],
+        streamEvent: messageStreamEventSchema,
+      }),
+    },
+    async (request, reply) => {
+      const { chat, stream: streamed } = await translated(engine, request.body, fromMessagesRequest);
+      const options = engineOptions(request, reply, access, chat.model, "chat");
+      const identity: MessageIdentity = { id: newMessageId(), model: chat.model };
+      const events = await engine.chat(chat, options);
+      // The stream holds a decoding slot until it is closed: close it on every way out.
+      try {
+        if (!streamed) return await toMessage(identity, events, events.promptTokens ?? 0);
+        // After --stream-keepalive of silence (a long prompt is read before the first token), a ping.
+        const sse = new SseWriter(reply, { namedEvents: true, keepalive: PING });
+        await pumpStream(sse, events, new MessageStream(identity, events.promptTokens ?? 0), { signal: options.signal, log: request.log });
+      } finally {
+        await events.return();
+      }
+    },
+  );
 
-  app.post("/v1/messages/count_tokens", { config: described(config, { summary: "The input tokens /v1/messages would render for the same request", body: countTokensRequestSchema, response: countTokensResponseSchema }) }, async (request, reply) => {
-    const chat = fromCountTokensRequest(request.body);
-    // Admitted as tokenize is: a request that uses no tokens (and in the tiers' `@tokenize` group).
-    return { input_tokens: await engine.countTokens(chat, engineOptions(request, reply, access, chat.model, "tokenize")) };
-  });
+  app.post(
+    "/v1/messages/count_tokens",
+    {
+      config: described(config, {
+        summary: "The input tokens /v1/messages would render for the same request",
+        body: countTokensRequestSchema,
+        response: countTokensResponseSchema,
+      }),
+    },
+    async (request, reply) => {
+      const chat = fromCountTokensRequest(request.body);
+      // Admitted as tokenize is: a request that uses no tokens (and in the tiers' `@tokenize` group).
+      return { input_tokens: await engine.countTokens(chat, engineOptions(request, reply, access, chat.model, "tokenize")) };
+    },
+  );
 }

@@ -2,7 +2,12 @@ import type { FastifyInstance } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
 import type { Engine } from "../../core/Engine.js";
 import { fromRerankRequest, toRerankResponse } from "../../protocols/llamaServer/rerank.js";
-import { fromDetokenizeRequest, fromTokenizeRequest, toDetokenizeResponse, toTokenizeResponse } from "../../protocols/llamaServer/tokenizer.js";
+import {
+  fromDetokenizeRequest,
+  fromTokenizeRequest,
+  toDetokenizeResponse,
+  toTokenizeResponse,
+} from "../../protocols/llamaServer/tokenizer.js";
 import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { engineOptions } from "../engineOptions.js";
 import { described } from "../openapi.js";
@@ -17,24 +22,56 @@ export function llamaServerRoutes(app: FastifyInstance, { engine, access }: { en
   const config = { access: "caller" as const, errorShape: toOpenAIError };
 
   for (const path of ["/tokenize", "/v1/tokenize"]) {
-    app.post(path, { config: described(config, { summary: "A text's token ids (llama-server's /tokenize)", body: tokenizeRequestSchema, response: tokenizeResponseSchema }) }, async (request, reply) => {
-      const tokenize = fromTokenizeRequest(request.body);
-      return toTokenizeResponse(await engine.tokenize(tokenize, engineOptions(request, reply, access, tokenize.model, "tokenize")));
-    });
+    app.post(
+      path,
+      {
+        config: described(config, {
+          summary: "A text's token ids (llama-server's /tokenize)",
+          body: tokenizeRequestSchema,
+          response: tokenizeResponseSchema,
+        }),
+      },
+      async (request, reply) => {
+        const tokenize = fromTokenizeRequest(request.body);
+        return toTokenizeResponse(await engine.tokenize(tokenize, engineOptions(request, reply, access, tokenize.model, "tokenize")));
+      },
+    );
   }
 
   for (const path of ["/detokenize", "/v1/detokenize"]) {
-    app.post(path, { config: described(config, { summary: "Token ids back to text (llama-server's /detokenize)", body: detokenizeRequestSchema, response: detokenizeResponseSchema }) }, async (request, reply) => {
-      const detokenize = fromDetokenizeRequest(request.body);
-      return toDetokenizeResponse(await engine.detokenize(detokenize, engineOptions(request, reply, access, detokenize.model, "tokenize")));
-    });
+    app.post(
+      path,
+      {
+        config: described(config, {
+          summary: "Token ids back to text (llama-server's /detokenize)",
+          body: detokenizeRequestSchema,
+          response: detokenizeResponseSchema,
+        }),
+      },
+      async (request, reply) => {
+        const detokenize = fromDetokenizeRequest(request.body);
+        return toDetokenizeResponse(
+          await engine.detokenize(detokenize, engineOptions(request, reply, access, detokenize.model, "tokenize")),
+        );
+      },
+    );
   }
 
   for (const path of ["/rerank", "/v1/rerank"]) {
-    app.post(path, { config: described(config, { summary: "Documents scored against a query by a reranking model", body: rerankRequestSchema, response: rerankResponseSchema }) }, async (request, reply) => {
-      const parsed = fromRerankRequest(request.body);
-      const result = await engine.rerank(parsed.rerank, engineOptions(request, reply, access, parsed.rerank.model, "rerank"));
-      return toRerankResponse(parsed, result);
-    });
+    app.post(
+      path,
+      {
+        config: described(config, {
+          summary: "Documents scored against a query by a reranking model",
+          body: rerankRequestSchema,
+          response: rerankResponseSchema,
+        }),
+      },
+      async (request, reply) => {
+        const parsed = fromRerankRequest(request.body);
+        const result = await engine.rerank(parsed.rerank, engineOptions(request, reply, access, parsed.rerank.model, "rerank"));
+        return toRerankResponse(parsed, result);
+      },
+    );
   }
 }

@@ -34,7 +34,14 @@ import {
   tagsResponseSchema,
   versionResponseSchema,
 } from "../../protocols/ollama/responseSchemas.js";
-import { chatRequestSchema, copyRequestSchema, embedRequestSchema, generateRequestSchema, legacyEmbeddingsRequestSchema, modelRequestSchema } from "../../protocols/ollama/schemas.js";
+import {
+  chatRequestSchema,
+  copyRequestSchema,
+  embedRequestSchema,
+  generateRequestSchema,
+  legacyEmbeddingsRequestSchema,
+  modelRequestSchema,
+} from "../../protocols/ollama/schemas.js";
 
 export interface OllamaRouteOptions {
   engine: Engine;
@@ -60,10 +67,38 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
    */
   const keepAliveOf = (requested: number | undefined) => (access ? undefined : requested);
 
-  app.get("/api/version", { config: described(config, { summary: "The native API version", response: versionResponseSchema }) }, async () => ({ version: API_VERSION }));
+  app.get(
+    "/api/version",
+    { config: described(config, { summary: "The native API version", response: versionResponseSchema }) },
+    async () => ({ version: API_VERSION }),
+  );
 
-  app.post("/api/chat", { config: described(config, { summary: "Native chat: NDJSON stream by default, one object with stream: false", body: chatRequestSchema, response: nativeChatResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeChatStreamLineSchema }) }, async (request, reply) => generate("chat", await translated(engine, request.body, fromChatRequest), request, reply));
-  app.post("/api/generate", { config: described(config, { summary: "Native completion of a prompt (templated, raw, or fill-in-the-middle)", body: generateRequestSchema, response: nativeGenerateResponseSchema, produces: ["application/x-ndjson"], streamEvent: nativeGenerateStreamLineSchema }) }, async (request, reply) => generate("generate", await translated(engine, request.body, fromGenerateRequest), request, reply));
+  app.post(
+    "/api/chat",
+    {
+      config: described(config, {
+        summary: "Native chat: NDJSON stream by default, one object with stream: false",
+        body: chatRequestSchema,
+        response: nativeChatResponseSchema,
+        produces: ["application/x-ndjson"],
+        streamEvent: nativeChatStreamLineSchema,
+      }),
+    },
+    async (request, reply) => generate("chat", await translated(engine, request.body, fromChatRequest), request, reply),
+  );
+  app.post(
+    "/api/generate",
+    {
+      config: described(config, {
+        summary: "Native completion of a prompt (templated, raw, or fill-in-the-middle)",
+        body: generateRequestSchema,
+        response: nativeGenerateResponseSchema,
+        produces: ["application/x-ndjson"],
+        streamEvent: nativeGenerateStreamLineSchema,
+      }),
+    },
+    async (request, reply) => generate("generate", await translated(engine, request.body, fromGenerateRequest), request, reply),
+  );
 
   /** Runs a chat or generate request and answers with one object, or streams them as NDJSON. */
   async function generate(kind: ReplyKind, generation: NativeGeneration, request: FastifyRequest, reply: FastifyReply) {
@@ -90,52 +125,74 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
     await pumpStream(new NdjsonWriter(reply), events, replyStream, { signal: options.signal, log: request.log });
   }
 
-  app.post("/api/embed", { config: described(config, { summary: "Native embeddings (normalised)", body: embedRequestSchema, response: embedResponseSchema }) }, async (request, reply) => {
-    const started = performance.now();
-    const { embed, keepAliveMs } = fromEmbedRequest(request.body);
-    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
-    if (embed.inputs.length === 0) {
-      const { loadMs } = await engine.load(embed.model, options);
-      return toEmbedResponse(embed.model, { vectors: [], promptTokens: 0, loadMs }, performance.now() - started);
-    }
-    const result = await engine.embed(embed, options);
-    return toEmbedResponse(embed.model, result, performance.now() - started);
-  });
+  app.post(
+    "/api/embed",
+    { config: described(config, { summary: "Native embeddings (normalised)", body: embedRequestSchema, response: embedResponseSchema }) },
+    async (request, reply) => {
+      const started = performance.now();
+      const { embed, keepAliveMs } = fromEmbedRequest(request.body);
+      const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
+      if (embed.inputs.length === 0) {
+        const { loadMs } = await engine.load(embed.model, options);
+        return toEmbedResponse(embed.model, { vectors: [], promptTokens: 0, loadMs }, performance.now() - started);
+      }
+      const result = await engine.embed(embed, options);
+      return toEmbedResponse(embed.model, result, performance.now() - started);
+    },
+  );
 
-  app.post("/api/embeddings", { config: described(config, { summary: "Legacy native embedding (not normalised)", body: legacyEmbeddingsRequestSchema, response: legacyEmbeddingsResponseSchema }) }, async (request, reply) => {
-    const { embed, keepAliveMs } = fromLegacyEmbeddingsRequest(request.body);
-    const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
-    if (embed.inputs.length === 0) {
-      await engine.load(embed.model, options);
-      return { embedding: [] };
-    }
-    const { vectors } = await engine.embed(embed, options);
-    return { embedding: Array.from(vectors[0] ?? []) };
-  });
+  app.post(
+    "/api/embeddings",
+    {
+      config: described(config, {
+        summary: "Legacy native embedding (not normalised)",
+        body: legacyEmbeddingsRequestSchema,
+        response: legacyEmbeddingsResponseSchema,
+      }),
+    },
+    async (request, reply) => {
+      const { embed, keepAliveMs } = fromLegacyEmbeddingsRequest(request.body);
+      const options = engineOptions(request, reply, access, embed.model, "embeddings", keepAliveOf(keepAliveMs));
+      if (embed.inputs.length === 0) {
+        await engine.load(embed.model, options);
+        return { embedding: [] };
+      }
+      const { vectors } = await engine.embed(embed, options);
+      return { embedding: Array.from(vectors[0] ?? []) };
+    },
+  );
 
-  app.get("/api/tags", { config: described(config, { summary: "Installed models with digests and GGUF details", response: tagsResponseSchema }) }, async (request) => {
-    const models = await engine.listModels();
-    const listed = await Promise.all(
-      models.map((model) =>
-        engine.modelDigest(model).then(
-          (digest) => toListedModels(model, digest),
-          (error: unknown) => {
-            // A file removed while it was being hashed is left out of this listing rather than failing it.
-            request.log.warn({ err: error, model: model.id }, "model left out of /api/tags: its file could not be hashed");
-            return [];
-          },
+  app.get(
+    "/api/tags",
+    { config: described(config, { summary: "Installed models with digests and GGUF details", response: tagsResponseSchema }) },
+    async (request) => {
+      const models = await engine.listModels();
+      const listed = await Promise.all(
+        models.map((model) =>
+          engine.modelDigest(model).then(
+            (digest) => toListedModels(model, digest),
+            (error: unknown) => {
+              // A file removed while it was being hashed is left out of this listing rather than failing it.
+              request.log.warn({ err: error, model: model.id }, "model left out of /api/tags: its file could not be hashed");
+              return [];
+            },
+          ),
         ),
-      ),
-    );
-    return { models: listed.flat() };
-  });
+      );
+      return { models: listed.flat() };
+    },
+  );
 
-  app.post("/api/show", { config: described(config, { summary: "One model's metadata and template", body: modelRequestSchema, response: showResponseSchema }) }, async (request) => {
-    const { model } = fromModelRequest(request.body);
-    const description = await engine.describeModel(model);
-    if (!description) throw new ServerError("model_not_found", { model, param: "model" });
-    return toShowResponse(description);
-  });
+  app.post(
+    "/api/show",
+    { config: described(config, { summary: "One model's metadata and template", body: modelRequestSchema, response: showResponseSchema }) },
+    async (request) => {
+      const { model } = fromModelRequest(request.body);
+      const description = await engine.describeModel(model);
+      if (!description) throw new ServerError("model_not_found", { model, param: "model" });
+      return toShowResponse(description);
+    },
+  );
 
   app.get("/api/ps", { config: described(config, { summary: "Loaded models", response: psResponseSchema }) }, async () => {
     const running = await Promise.all(
@@ -147,21 +204,29 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
     return { models: running.flat() };
   });
 
-  app.post("/api/copy", { config: described(management, { summary: "A new name (alias) for a model", body: copyRequestSchema }) }, async (request, reply) => {
-    const { source, destination } = fromCopyRequest(request.body);
-    // The source is only looked up; the destination becomes a name, so it must be a valid one.
-    assertModelName(destination, "destination");
-    await models.copy(source, destination);
-    return reply.status(200).send();
-  });
+  app.post(
+    "/api/copy",
+    { config: described(management, { summary: "A new name (alias) for a model", body: copyRequestSchema }) },
+    async (request, reply) => {
+      const { source, destination } = fromCopyRequest(request.body);
+      // The source is only looked up; the destination becomes a name, so it must be a valid one.
+      assertModelName(destination, "destination");
+      await models.copy(source, destination);
+      return reply.status(200).send();
+    },
+  );
 
-  app.delete("/api/delete", { config: described(management, { summary: "Deletes an alias, or a model with its files", body: modelRequestSchema }) }, async (request, reply) => {
-    const { model: name } = fromModelRequest(request.body);
-    assertModelName(name, "model");
-    // An alias goes alone; the model's own name takes its file, its other names and its aliases.
-    await models.delete(name);
-    return reply.status(200).send();
-  });
+  app.delete(
+    "/api/delete",
+    { config: described(management, { summary: "Deletes an alias, or a model with its files", body: modelRequestSchema }) },
+    async (request, reply) => {
+      const { model: name } = fromModelRequest(request.body);
+      assertModelName(name, "model");
+      // An alias goes alone; the model's own name takes its file, its other names and its aliases.
+      await models.delete(name);
+      return reply.status(200).send();
+    },
+  );
 
   const notOffered = (action: "create" | "push") => async (request: FastifyRequest) => {
     // A name is refused as such (400) before the 501, as it would be if creating were offered.
@@ -175,7 +240,16 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
           : "modelhost does not push models to a registry.",
     });
   };
-  app.post("/api/create", { config: described(management, { summary: "Not offered (501): the message names the supported way" }) }, notOffered("create"));
+  app.post(
+    "/api/create",
+    { config: described(management, { summary: "Not offered (501): the message names the supported way" }) },
+    notOffered("create"),
+  );
   app.post("/api/push", { config: described(management, { summary: "Not offered (501)" }) }, notOffered("push"));
-  app.route({ method: ["HEAD", "POST"], url: "/api/blobs/:digest", config: described(management, { summary: "Not offered (501): models are not created from blobs" }), handler: notOffered("create") });
+  app.route({
+    method: ["HEAD", "POST"],
+    url: "/api/blobs/:digest",
+    config: described(management, { summary: "Not offered (501): models are not created from blobs" }),
+    handler: notOffered("create"),
+  });
 }

@@ -11,7 +11,13 @@ export function openApiRoutes(app: FastifyInstance, api: ApiDescription): void {
   let document: Record<string, unknown> | undefined;
   app.get(
     "/openapi.json",
-    { config: { access: "caller", errorShape: toOpenAIError, openapi: { summary: "This API description (OpenAPI 3.1), generated from the request schemas." } } },
+    {
+      config: {
+        access: "caller",
+        errorShape: toOpenAIError,
+        openapi: { summary: "This API description (OpenAPI 3.1), generated from the request schemas." },
+      },
+    },
     async () => (document ??= api.document()),
   );
 }

@@ -22,7 +22,14 @@ import { SseWriter } from "../SseWriter.js";
 import { pumpStream } from "../pumpStream.js";
 import type { StreamTranslator } from "../../protocols/StreamTranslator.js";
 import { described } from "../openapi.js";
-import { chatCompletionChunkSchema, chatCompletionSchema, embeddingResponseSchema, modelListSchema, modelObjectSchema, textCompletionSchema } from "../../protocols/openai/responseSchemas.js";
+import {
+  chatCompletionChunkSchema,
+  chatCompletionSchema,
+  embeddingResponseSchema,
+  modelListSchema,
+  modelObjectSchema,
+  textCompletionSchema,
+} from "../../protocols/openai/responseSchemas.js";
 import { chatCompletionRequestSchema, completionRequestSchema, embeddingRequestSchema } from "../../protocols/openai/schemas.js";
 
 /** The chat completions route's description (also the playground's copy of it). */
@@ -37,60 +44,90 @@ export const chatCompletionsDoc = {
 export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
   const config = { access: "caller" as const, errorShape: toOpenAIError };
 
-  app.get("/v1/models", { config: described(config, { summary: "Every model and alias", response: modelListSchema }) }, listModelsHandler(engine));
+  app.get(
+    "/v1/models",
+    { config: described(config, { summary: "Every model and alias", response: modelListSchema }) },
+    listModelsHandler(engine),
+  );
 
   // Model ids may contain slashes (e.g. "org/model"), hence the wildcard.
-  app.get("/v1/models/*", { config: described(config, { summary: "One model (ids may contain slashes)", response: modelObjectSchema }) }, async (request) => {
-    const id = decodedOrRaw((request.params as { "*": string })["*"]);
-    const model = await engine.findModel(id);
-    if (!model) throw new ServerError("model_not_found", { model: id, param: "model" });
-    return toModelObject(model, id);
-  });
+  app.get(
+    "/v1/models/*",
+    { config: described(config, { summary: "One model (ids may contain slashes)", response: modelObjectSchema }) },
+    async (request) => {
+      const id = decodedOrRaw((request.params as { "*": string })["*"]);
+      const model = await engine.findModel(id);
+      if (!model) throw new ServerError("model_not_found", { model: id, param: "model" });
+      return toModelObject(model, id);
+    },
+  );
 
-  app.post("/v1/embeddings", { config: described(config, { summary: "Embeddings of a string, strings or token ids", body: embeddingRequestSchema, response: embeddingResponseSchema }) }, async (request, reply) => {
-    const { embed, encoding } = fromEmbeddingRequest(request.body);
-    const result = await engine.embed(embed, engineOptions(request, reply, access, embed.model, "embeddings"));
-    return toEmbeddingResponse(embed.model, result, encoding);
-  });
+  app.post(
+    "/v1/embeddings",
+    {
+      config: described(config, {
+        summary: "Embeddings of a string, strings or token ids",
+        body: embeddingRequestSchema,
+        response: embeddingResponseSchema,
+      }),
+    },
+    async (request, reply) => {
+      const { embed, encoding } = fromEmbeddingRequest(request.body);
+      const result = await engine.embed(embed, engineOptions(request, reply, access, embed.model, "embeddings"));
+      return toEmbeddingResponse(embed.model, result, encoding);
+    },
+  );
 
   app.post("/v1/chat/completions", { config: described(config, chatCompletionsDoc) }, chatCompletionsHandler(engine, access));
 
   // Legacy completions: each prompt's n choices decode together; prompts take turns.
-  app.post("/v1/completions", { config: described(config, { summary: "Legacy text completion of one or more prompts, plain or streamed (server-sent events)", body: completionRequestSchema, response: textCompletionSchema, produces: ["text/event-stream"], streamEvent: textCompletionSchema }) }, async (request, reply) => {
-    const { prompts, stream: streamed, includeUsage, logprobs, echo } = await translated(engine, request.body, fromCompletionRequest);
-    const [firstPrompt, ...otherPrompts] = prompts as [ChatRequest, ...ChatRequest[]];
-    const options = engineOptions(request, reply, access, firstPrompt.model, "chat");
-    const identity: StreamIdentity = {
-      id: newTextCompletionId(),
-      created: Math.floor(Date.now() / 1000),
-      model: firstPrompt.model,
-      includeUsage,
-      logprobs: logprobs !== undefined,
-    };
-    const opened: ChatStream[] = [];
-    const start = async (prompt: ChatRequest) => {
-      const choices = await engine.chatChoices(prompt, options);
-      opened.push(...choices);
-      return choices;
-    };
-    // The first prompt starts before any byte is sent, so its errors (unknown model, no FIM
-    // tokens, too long) get their status; a later prompt starts once the one before has ended.
-    const first = await start(firstPrompt);
-    async function* batches(): AsyncGenerator<ChatStream[]> {
-      yield first;
-      for (const prompt of otherPrompts) yield await start(prompt);
-    }
-    try {
-      if (!streamed) {
-        const collected: CollectedChoice[][] = [];
-        for await (const choices of batches()) collected.push(await Promise.all(choices.map(collectChoice)));
-        return toTextCompletion(identity, collected, echo);
+  app.post(
+    "/v1/completions",
+    {
+      config: described(config, {
+        summary: "Legacy text completion of one or more prompts, plain or streamed (server-sent events)",
+        body: completionRequestSchema,
+        response: textCompletionSchema,
+        produces: ["text/event-stream"],
+        streamEvent: textCompletionSchema,
+      }),
+    },
+    async (request, reply) => {
+      const { prompts, stream: streamed, includeUsage, logprobs, echo } = await translated(engine, request.body, fromCompletionRequest);
+      const [firstPrompt, ...otherPrompts] = prompts as [ChatRequest, ...ChatRequest[]];
+      const options = engineOptions(request, reply, access, firstPrompt.model, "chat");
+      const identity: StreamIdentity = {
+        id: newTextCompletionId(),
+        created: Math.floor(Date.now() / 1000),
+        model: firstPrompt.model,
+        includeUsage,
+        logprobs: logprobs !== undefined,
+      };
+      const opened: ChatStream[] = [];
+      const start = async (prompt: ChatRequest) => {
+        const choices = await engine.chatChoices(prompt, options);
+        opened.push(...choices);
+        return choices;
+      };
+      // The first prompt starts before any byte is sent, so its errors (unknown model, no FIM
+      // tokens, too long) get their status; a later prompt starts once the one before has ended.
+      const first = await start(firstPrompt);
+      async function* batches(): AsyncGenerator<ChatStream[]> {
+        yield first;
+        for (const prompt of otherPrompts) yield await start(prompt);
       }
-      await streamChoices(request, reply, options.signal, batches(), new TextCompletionStream(identity, echo));
-    } finally {
-      await Promise.all(opened.map((choice) => choice.return()));
-    }
-  });
+      try {
+        if (!streamed) {
+          const collected: CollectedChoice[][] = [];
+          for await (const choices of batches()) collected.push(await Promise.all(choices.map(collectChoice)));
+          return toTextCompletion(identity, collected, echo);
+        }
+        await streamChoices(request, reply, options.signal, batches(), new TextCompletionStream(identity, echo));
+      } finally {
+        await Promise.all(opened.map((choice) => choice.return()));
+      }
+    },
+  );
 }
 
 /** GET /v1/models; the playground's model picker is served by the same handler. */

@@ -46,7 +46,12 @@ const signInBody = z.object({ account: z.string().min(1).max(256), password: z.s
 const newTokenBody = z.object({
   name: z.string().trim().min(1).max(100),
   /** Seconds since the epoch, or null: never expires. */
-  expires_at: z.number().int().positive().max(Number.MAX_SAFE_INTEGER / 1000).nullable(),
+  expires_at: z
+    .number()
+    .int()
+    .positive()
+    .max(Number.MAX_SAFE_INTEGER / 1000)
+    .nullable(),
 });
 
 // The playground API's replies, for the OpenAPI description (GET /openapi.json).
@@ -82,22 +87,62 @@ export async function playgroundRoutes(app: FastifyInstance, options: Playground
   const { engine, hosted } = options;
   await staticRoutes(app, options.playgroundDir);
 
-  app.get("/playground/api/models", { config: described(session, { summary: "Playground: the models (as GET /v1/models)", response: modelListSchema }) }, listModelsHandler(engine));
-  app.post("/playground/api/chat/completions", { config: described(session, { ...chatCompletionsDoc, summary: "Playground: chat completion (as POST /v1/chat/completions)" }) }, chatCompletionsHandler(engine, hosted?.gate));
+  app.get(
+    "/playground/api/models",
+    { config: described(session, { summary: "Playground: the models (as GET /v1/models)", response: modelListSchema }) },
+    listModelsHandler(engine),
+  );
+  app.post(
+    "/playground/api/chat/completions",
+    { config: described(session, { ...chatCompletionsDoc, summary: "Playground: chat completion (as POST /v1/chat/completions)" }) },
+    chatCompletionsHandler(engine, hosted?.gate),
+  );
 
   if (!hosted) {
-    app.get("/playground/api/session", { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token", response: localSessionSchema }) }, async () => ({ profile: "local", signed_in: true, csrf_token: options.localCsrfToken }));
+    app.get(
+      "/playground/api/session",
+      { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token", response: localSessionSchema }) },
+      async () => ({ profile: "local", signed_in: true, csrf_token: options.localCsrfToken }),
+    );
     // Accounts, tokens and usage exist only in the hosted profile.
     const hostedOnly = async () => {
-      throw new ServerError("not_found", { message: "Tokens, usage and sign-in belong to the hosted profile (--profile hosted); this server runs the local profile, which has no accounts." });
+      throw new ServerError("not_found", {
+        message:
+          "Tokens, usage and sign-in belong to the hosted profile (--profile hosted); this server runs the local profile, which has no accounts.",
+      });
     };
-    app.get("/playground/api/tokens", { config: described(session, { summary: "Playground: the account's tokens (hosted profile)" }) }, hostedOnly);
-    app.post("/playground/api/tokens", { config: described(session, { summary: "Playground: a new token (hosted profile)", body: newTokenBody }) }, hostedOnly);
-    app.delete("/playground/api/tokens/:id", { config: described(session, { summary: "Playground: revokes a token (hosted profile)" }) }, hostedOnly);
-    app.get("/playground/api/usage", { config: described(session, { summary: "Playground: the account's usage (hosted profile)", query: usageQuerySchema }) }, hostedOnly);
-    app.post("/playground/api/sign-in", { config: described(signIn, { summary: "Playground: signs in (hosted profile)", body: signInBody }) }, hostedOnly);
+    app.get(
+      "/playground/api/tokens",
+      { config: described(session, { summary: "Playground: the account's tokens (hosted profile)" }) },
+      hostedOnly,
+    );
+    app.post(
+      "/playground/api/tokens",
+      { config: described(session, { summary: "Playground: a new token (hosted profile)", body: newTokenBody }) },
+      hostedOnly,
+    );
+    app.delete(
+      "/playground/api/tokens/:id",
+      { config: described(session, { summary: "Playground: revokes a token (hosted profile)" }) },
+      hostedOnly,
+    );
+    app.get(
+      "/playground/api/usage",
+      { config: described(session, { summary: "Playground: the account's usage (hosted profile)", query: usageQuerySchema }) },
+      hostedOnly,
+    );
+    app.post(
+      "/playground/api/sign-in",
+      { config: described(signIn, { summary: "Playground: signs in (hosted profile)", body: signInBody }) },
+      hostedOnly,
+    );
     app.post("/playground/api/sign-out", { config: described(signIn, { summary: "Playground: signs out (hosted profile)" }) }, hostedOnly);
-    app.get("/playground/sign-in", { config: described(signIn, { summary: "Playground: the sign-in page", produces: ["text/html"] }) }, async (_request, reply) => textPage(reply, 404, "This server runs the local profile: there is nothing to sign in to. Open /playground/."));
+    app.get(
+      "/playground/sign-in",
+      { config: described(signIn, { summary: "Playground: the sign-in page", produces: ["text/html"] }) },
+      async (_request, reply) =>
+        textPage(reply, 404, "This server runs the local profile: there is nothing to sign in to. Open /playground/."),
+    );
   } else {
     hostedRoutes(app, hosted);
   }
@@ -111,64 +156,118 @@ export async function playgroundRoutes(app: FastifyInstance, options: Playground
 function hostedRoutes(app: FastifyInstance, { gate, accounts, sessions }: NonNullable<PlaygroundRouteOptions["hosted"]>): void {
   const accountJson = (account: Account) => ({ name: account.name, tier: account.tier });
 
-  app.get("/playground/api/session", { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token", response: hostedSessionSchema }) }, async (request, reply) => {
-    const current = await sessions.current(request, reply);
-    if (current) return { profile: "hosted", signed_in: true, account: accountJson(current.caller.account), csrf_token: current.csrfToken };
-    return { profile: "hosted", signed_in: false, csrf_token: sessions.presessionToken(request, reply) };
-  });
+  app.get(
+    "/playground/api/session",
+    { config: described(signIn, { summary: "Playground: who is signed in, and the CSRF token", response: hostedSessionSchema }) },
+    async (request, reply) => {
+      const current = await sessions.current(request, reply);
+      if (current)
+        return { profile: "hosted", signed_in: true, account: accountJson(current.caller.account), csrf_token: current.csrfToken };
+      return { profile: "hosted", signed_in: false, csrf_token: sessions.presessionToken(request, reply) };
+    },
+  );
 
-  app.post("/playground/api/sign-in", { config: described(signIn, { summary: "Playground: signs in (hosted profile)", body: signInBody, response: signedInSchema }) }, async (request, reply) => {
-    const { account, password } = parse(signInBody, request.body);
-    const opened = await sessions.signIn.signIn(account, password, request.ip);
-    const csrfToken = sessions.startSession(request, reply, opened);
-    return { account: accountJson(opened.account), csrf_token: csrfToken };
-  });
+  app.post(
+    "/playground/api/sign-in",
+    { config: described(signIn, { summary: "Playground: signs in (hosted profile)", body: signInBody, response: signedInSchema }) },
+    async (request, reply) => {
+      const { account, password } = parse(signInBody, request.body);
+      const opened = await sessions.signIn.signIn(account, password, request.ip);
+      const csrfToken = sessions.startSession(request, reply, opened);
+      return { account: accountJson(opened.account), csrf_token: csrfToken };
+    },
+  );
 
   // A link from `modelhost account sign-in-link`, opened in the browser: a page, not an API call.
-  app.get("/playground/sign-in", { config: described(signIn, { summary: "Playground: the sign-in page", produces: ["text/html"] }) }, async (request, reply) => {
-    const link = (request.query as { link?: unknown }).link;
-    if (typeof link !== "string" || link === "") return textPage(reply, 400, "This address needs ?link=… : open the whole link that `modelhost account sign-in-link` printed.");
-    try {
-      sessions.startSession(request, reply, await sessions.signIn.signInWithLink(link));
-    } catch (error) {
-      if (error instanceof ServerError && error.code === "sign_in_failed") return textPage(reply, 401, `${error.message}\n\nSign in at /playground/ with your password, or ask the operator for a new link.`);
-      throw error;
-    }
-    // The link carries a secret: send no Referer with it onward, and keep it out of caches.
-    return reply.header("referrer-policy", "no-referrer").header("cache-control", "no-store").redirect("/playground/", 303);
-  });
+  app.get(
+    "/playground/sign-in",
+    { config: described(signIn, { summary: "Playground: the sign-in page", produces: ["text/html"] }) },
+    async (request, reply) => {
+      const link = (request.query as { link?: unknown }).link;
+      if (typeof link !== "string" || link === "")
+        return textPage(reply, 400, "This address needs ?link=… : open the whole link that `modelhost account sign-in-link` printed.");
+      try {
+        sessions.startSession(request, reply, await sessions.signIn.signInWithLink(link));
+      } catch (error) {
+        if (error instanceof ServerError && error.code === "sign_in_failed")
+          return textPage(
+            reply,
+            401,
+            `${error.message}\n\nSign in at /playground/ with your password, or ask the operator for a new link.`,
+          );
+        throw error;
+      }
+      // The link carries a secret: send no Referer with it onward, and keep it out of caches.
+      return reply.header("referrer-policy", "no-referrer").header("cache-control", "no-store").redirect("/playground/", 303);
+    },
+  );
 
-  app.post("/playground/api/sign-out", { config: described(signIn, { summary: "Playground: signs out (hosted profile)", status: 204 }) }, async (request, reply) => {
-    await sessions.endSession(request, reply);
-    return reply.status(204).send();
-  });
+  app.post(
+    "/playground/api/sign-out",
+    { config: described(signIn, { summary: "Playground: signs out (hosted profile)", status: 204 }) },
+    async (request, reply) => {
+      await sessions.endSession(request, reply);
+      return reply.status(204).send();
+    },
+  );
 
-  app.get("/playground/api/tokens", { config: described(session, { summary: "Playground: the account's tokens (hosted profile)", response: tokenListSchema }) }, async (request) => {
-    const tokens = await accounts.listTokens(callerOf(request).account.id);
-    return { data: tokens.map(tokenJson) };
-  });
+  app.get(
+    "/playground/api/tokens",
+    { config: described(session, { summary: "Playground: the account's tokens (hosted profile)", response: tokenListSchema }) },
+    async (request) => {
+      const tokens = await accounts.listTokens(callerOf(request).account.id);
+      return { data: tokens.map(tokenJson) };
+    },
+  );
 
-  app.post("/playground/api/tokens", { config: described(session, { summary: "Playground: a new token (hosted profile)", body: newTokenBody, response: createdTokenSchema, status: 201 }) }, async (request, reply) => {
-    const body = parse(newTokenBody, request.body);
-    const expiresAt = body.expires_at === null ? null : body.expires_at * 1000;
-    try {
-      const { secret, token } = await accounts.createToken(callerOf(request).account.id, { name: body.name, expiresAt });
-      return reply.status(201).send({ token: secret, ...tokenJson(token) });
-    } catch (error) {
-      if (error instanceof AccessError && error.code === "expiry_invalid") throw new ServerError("invalid_request", { param: "expires_at", message: error.message });
-      throw error;
-    }
-  });
+  app.post(
+    "/playground/api/tokens",
+    {
+      config: described(session, {
+        summary: "Playground: a new token (hosted profile)",
+        body: newTokenBody,
+        response: createdTokenSchema,
+        status: 201,
+      }),
+    },
+    async (request, reply) => {
+      const body = parse(newTokenBody, request.body);
+      const expiresAt = body.expires_at === null ? null : body.expires_at * 1000;
+      try {
+        const { secret, token } = await accounts.createToken(callerOf(request).account.id, { name: body.name, expiresAt });
+        return reply.status(201).send({ token: secret, ...tokenJson(token) });
+      } catch (error) {
+        if (error instanceof AccessError && error.code === "expiry_invalid")
+          throw new ServerError("invalid_request", { param: "expires_at", message: error.message });
+        throw error;
+      }
+    },
+  );
 
-  app.delete("/playground/api/tokens/:id", { config: described(session, { summary: "Playground: revokes a token (hosted profile)", response: tokenSchema }) }, async (request) => {
-    const { id } = request.params as { id: string };
-    // Only the account's own tokens, and only by id: another account's id is as unknown as a made-up one.
-    const own = await accounts.listTokens(callerOf(request).account.id);
-    if (!own.some((token) => token.id === id)) throw new ServerError("not_found", { message: `Your account has no token ${JSON.stringify(id)}.` });
-    return tokenJson(await accounts.revokeToken(id));
-  });
+  app.delete(
+    "/playground/api/tokens/:id",
+    { config: described(session, { summary: "Playground: revokes a token (hosted profile)", response: tokenSchema }) },
+    async (request) => {
+      const { id } = request.params as { id: string };
+      // Only the account's own tokens, and only by id: another account's id is as unknown as a made-up one.
+      const own = await accounts.listTokens(callerOf(request).account.id);
+      if (!own.some((token) => token.id === id))
+        throw new ServerError("not_found", { message: `Your account has no token ${JSON.stringify(id)}.` });
+      return tokenJson(await accounts.revokeToken(id));
+    },
+  );
 
-  app.get("/playground/api/usage", { config: described(session, { summary: "Playground: the account's usage (hosted profile)", query: usageQuerySchema, response: usageResponseSchema }) }, usageHandler(gate));
+  app.get(
+    "/playground/api/usage",
+    {
+      config: described(session, {
+        summary: "Playground: the account's usage (hosted profile)",
+        query: usageQuerySchema,
+        response: usageResponseSchema,
+      }),
+    },
+    usageHandler(gate),
+  );
 }
 
 /** A token as the playground's API lists it: times in seconds since the epoch, as OpenAI's `created`. */
@@ -219,16 +318,28 @@ async function staticRoutes(app: FastifyInstance, dir: string): Promise<void> {
     if (!built()) return notBuilt(reply);
     return reply.sendFile("index.html", dir, { cacheControl: false }).header("cache-control", REVALIDATE);
   };
-  app.get("/playground", { config: described(config, { summary: "The playground page", produces: ["text/html"] }) }, async (_request, reply) => page(reply));
-  app.get("/playground/*", { config: described(config, { summary: "The playground's files (the page for unknown paths)", produces: ["text/html"] }) }, async (request, reply) => {
-    const file = (request.params as { "*": string })["*"];
-    if (!built()) return notBuilt(reply);
-    if (file === "" || !existsSync(path.join(dir, path.normalize(`/${file}`)))) return page(reply);
-    const hashed = file.startsWith("assets/");
-    return reply.sendFile(file, dir, { cacheControl: false }).header("cache-control", hashed ? HASHED_ASSET_CACHE : REVALIDATE);
-  });
+  app.get(
+    "/playground",
+    { config: described(config, { summary: "The playground page", produces: ["text/html"] }) },
+    async (_request, reply) => page(reply),
+  );
+  app.get(
+    "/playground/*",
+    { config: described(config, { summary: "The playground's files (the page for unknown paths)", produces: ["text/html"] }) },
+    async (request, reply) => {
+      const file = (request.params as { "*": string })["*"];
+      if (!built()) return notBuilt(reply);
+      if (file === "" || !existsSync(path.join(dir, path.normalize(`/${file}`)))) return page(reply);
+      const hashed = file.startsWith("assets/");
+      return reply.sendFile(file, dir, { cacheControl: false }).header("cache-control", hashed ? HASHED_ASSET_CACHE : REVALIDATE);
+    },
+  );
 }
 
 function notBuilt(reply: FastifyReply): FastifyReply {
-  return textPage(reply, 503, "The playground page is not built. Run `npm run build` (it builds web/ into web/dist), then reload this page.");
+  return textPage(
+    reply,
+    503,
+    "The playground page is not built. Run `npm run build` (it builds web/ into web/dist), then reload this page.",
+  );
 }

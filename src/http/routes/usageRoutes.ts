@@ -29,7 +29,21 @@ export const usageResponseSchema = z.object({
  * and model since `since` (default: today, UTC), and its limits as they stand.
  */
 export function usageRoutes(app: FastifyInstance, access: AccessGate): void {
-  app.get("/v1/usage", { config: { access: "caller", errorShape: toOpenAIError, openapi: { summary: "Hosted profile: the token's account, its usage per day and model, and its limits", query: usageQuerySchema, response: usageResponseSchema } } }, usageHandler(access));
+  app.get(
+    "/v1/usage",
+    {
+      config: {
+        access: "caller",
+        errorShape: toOpenAIError,
+        openapi: {
+          summary: "Hosted profile: the token's account, its usage per day and model, and its limits",
+          query: usageQuerySchema,
+          response: usageResponseSchema,
+        },
+      },
+    },
+    usageHandler(access),
+  );
 }
 
 /** GET /v1/usage; the playground's usage page is served by the same handler, for the signed-in account. */

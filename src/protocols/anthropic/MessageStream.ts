@@ -69,14 +69,22 @@ export class MessageStream implements StreamTranslator<ChatEvent, MessageStreamE
   next(event: ChatEvent): MessageStreamEvent[] {
     switch (event.type) {
       case "thinking":
-        return this.#delta("thinking", { type: "thinking", thinking: "", signature: SIGNATURE }, { type: "thinking_delta", thinking: event.text });
+        return this.#delta(
+          "thinking",
+          { type: "thinking", thinking: "", signature: SIGNATURE },
+          { type: "thinking_delta", thinking: event.text },
+        );
       case "text":
         return this.#delta("text", { type: "text", text: "", citations: null }, { type: "text_delta", text: event.text });
       case "tool_call_start": {
         const events = this.#close();
         const index = this.#nextBlock++;
         this.#open = { index, kind: "tool_use", call: event.index };
-        events.push({ type: "content_block_start", index, content_block: { type: "tool_use", id: newToolUseId(), name: event.name, input: {}, caller: { type: "direct" } } });
+        events.push({
+          type: "content_block_start",
+          index,
+          content_block: { type: "tool_use", id: newToolUseId(), name: event.name, input: {}, caller: { type: "direct" } },
+        });
         return events;
       }
       case "tool_call_arguments": {
@@ -91,7 +99,12 @@ export class MessageStream implements StreamTranslator<ChatEvent, MessageStreamE
         events.push(
           {
             type: "message_delta",
-            delta: { stop_reason: toStopReason(event.finishReason, event.stopSequence), stop_sequence: event.stopSequence ?? null, stop_details: null, container: null },
+            delta: {
+              stop_reason: toStopReason(event.finishReason, event.stopSequence),
+              stop_sequence: event.stopSequence ?? null,
+              stop_details: null,
+              container: null,
+            },
             usage: {
               input_tokens: usage.input_tokens,
               output_tokens: usage.output_tokens,
@@ -115,7 +128,11 @@ export class MessageStream implements StreamTranslator<ChatEvent, MessageStreamE
   }
 
   /** A delta for a block of `kind`, opening one first unless that kind is the one open. */
-  #delta(kind: "thinking" | "text", block: ResponseContentBlock, delta: Extract<MessageStreamEvent, { type: "content_block_delta" }>["delta"]): MessageStreamEvent[] {
+  #delta(
+    kind: "thinking" | "text",
+    block: ResponseContentBlock,
+    delta: Extract<MessageStreamEvent, { type: "content_block_delta" }>["delta"],
+  ): MessageStreamEvent[] {
     const events: MessageStreamEvent[] = [];
     if (this.#open?.kind !== kind) {
       events.push(...this.#close());
@@ -132,7 +149,8 @@ export class MessageStream implements StreamTranslator<ChatEvent, MessageStreamE
     if (!open) return [];
     this.#open = undefined;
     const events: MessageStreamEvent[] = [];
-    if (open.kind === "thinking") events.push({ type: "content_block_delta", index: open.index, delta: { type: "signature_delta", signature: SIGNATURE } });
+    if (open.kind === "thinking")
+      events.push({ type: "content_block_delta", index: open.index, delta: { type: "signature_delta", signature: SIGNATURE } });
     events.push({ type: "content_block_stop", index: open.index });
     return events;
   }

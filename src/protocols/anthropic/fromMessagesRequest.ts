@@ -54,7 +54,10 @@ export function fromCountTokensRequest(body: unknown): ChatRequest {
 function toChatRequest(wire: CountTokensRequestBody, body: unknown): ChatRequest {
   const format = wire.output_config?.format ? [wire.output_config.format.schema] : [];
   const wireTools = wire.tools ?? [];
-  checkSchemaBudget([...wireTools.map((tool) => (tool as { input_schema?: unknown }).input_schema), ...format], wireTools.length > 0 ? "tools" : "output_config.format");
+  checkSchemaBudget(
+    [...wireTools.map((tool) => (tool as { input_schema?: unknown }).input_schema), ...format],
+    wireTools.length > 0 ? "tools" : "output_config.format",
+  );
   const tools = toTools(wireTools, body);
   const thinking = wire.thinking?.type === "disabled" ? { thinking: false } : wire.thinking?.type === "enabled" ? { thinking: true } : {};
   const messages = toMessages(toTurns(wire.messages, wire.model, body));
@@ -140,7 +143,11 @@ function toMessages(turns: readonly Turn[]): ChatMessage[] {
       }
       answerable.delete(block.tool_use_id);
       const content = typeof block.content === "string" ? block.content : textOf(block.content ?? []);
-      result.push({ role: "tool", toolCallId: block.tool_use_id, content: checkJsonDepth(content, formatParam(["messages", i, "content", j, "content"])) });
+      result.push({
+        role: "tool",
+        toolCallId: block.tool_use_id,
+        content: checkJsonDepth(content, formatParam(["messages", i, "content", j, "content"])),
+      });
     }
     answerable = new Set();
     const text = textOf(blocks);
@@ -190,7 +197,10 @@ function noImages(param: string, model: string): ServerError {
 
 function misplaced(i: number, j: number, type: string, role: string): ServerError {
   const param = `messages[${i}].content[${j}]`;
-  return new ServerError("invalid_request", { param, message: `Invalid value for '${param}': '${type}' blocks belong in ${role} messages.` });
+  return new ServerError("invalid_request", {
+    param,
+    message: `Invalid value for '${param}': '${type}' blocks belong in ${role} messages.`,
+  });
 }
 
 function toTools(wire: NonNullable<CountTokensRequestBody["tools"]>, body: unknown): ToolDefinition[] {
@@ -205,11 +215,17 @@ function toTools(wire: NonNullable<CountTokensRequestBody["tools"]>, body: unkno
     }
     const parsed = customToolSchema.safeParse(raw);
     if (!parsed.success) {
-      throw toInvalidRequestError(new z.ZodError(parsed.error.issues.map((issue) => ({ ...issue, path: ["tools", i, ...issue.path] }))), body);
+      throw toInvalidRequestError(
+        new z.ZodError(parsed.error.issues.map((issue) => ({ ...issue, path: ["tools", i, ...issue.path] }))),
+        body,
+      );
     }
     const tool = parsed.data;
     if (seen.has(tool.name)) {
-      throw new ServerError("invalid_request", { param: `${param}.name`, message: `Invalid value for '${param}.name': another tool is already named '${tool.name}'.` });
+      throw new ServerError("invalid_request", {
+        param: `${param}.name`,
+        message: `Invalid value for '${param}.name': another tool is already named '${tool.name}'.`,
+      });
     }
     seen.add(tool.name);
     if (tool.input_schema.type !== "object") {

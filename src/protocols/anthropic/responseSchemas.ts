@@ -12,7 +12,13 @@ const outputTokensDetails = z.object({ thinking_tokens: z.int() }).nullable();
 const contentBlock = z.discriminatedUnion("type", [
   z.object({ type: z.literal("text"), text: z.string(), citations: z.null() }),
   z.object({ type: z.literal("thinking"), thinking: z.string(), signature: z.string() }),
-  z.object({ type: z.literal("tool_use"), id: z.string(), name: z.string(), input: z.unknown(), caller: z.object({ type: z.literal("direct") }) }),
+  z.object({
+    type: z.literal("tool_use"),
+    id: z.string(),
+    name: z.string(),
+    input: z.unknown(),
+    caller: z.object({ type: z.literal("direct") }),
+  }),
 ]);
 
 export const messageSchema = z.object({
@@ -43,7 +49,16 @@ export const messageSchema = z.object({
 export const anthropicErrorSchema = z.object({
   type: z.literal("error"),
   error: z.object({
-    type: z.enum(["invalid_request_error", "authentication_error", "permission_error", "not_found_error", "request_too_large", "rate_limit_error", "api_error", "overloaded_error"]),
+    type: z.enum([
+      "invalid_request_error",
+      "authentication_error",
+      "permission_error",
+      "not_found_error",
+      "request_too_large",
+      "rate_limit_error",
+      "api_error",
+      "overloaded_error",
+    ]),
     message: z.string(),
   }),
   /** The request's id, as in its request-id header; error events inside a stream have none. */

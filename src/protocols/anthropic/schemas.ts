@@ -27,9 +27,11 @@ const toolUseBlockSchema = z.object({
 const toolResultBlockSchema = z.object({
   type: z.literal("tool_result"),
   tool_use_id: z.string().min(1),
-  content: z.union([z.string(), z.array(z.union([textBlockSchema, imageBlockSchema]))], {
-    error: "expected a string or an array of text blocks",
-  }).optional(),
+  content: z
+    .union([z.string(), z.array(z.union([textBlockSchema, imageBlockSchema]))], {
+      error: "expected a string or an array of text blocks",
+    })
+    .optional(),
   is_error: z.boolean().nullish(),
 });
 
@@ -55,7 +57,9 @@ export const contentBlockSchemas = {
   redacted_thinking: redactedThinkingBlockSchema,
 } as const satisfies Record<(typeof contentBlockTypes)[number], z.ZodType>;
 
-export type WireContentBlock = { [K in keyof typeof contentBlockSchemas]: z.infer<(typeof contentBlockSchemas)[K]> }[keyof typeof contentBlockSchemas];
+export type WireContentBlock = {
+  [K in keyof typeof contentBlockSchemas]: z.infer<(typeof contentBlockSchemas)[K]>;
+}[keyof typeof contentBlockSchemas];
 
 const messageSchema = z.object({
   role: z.enum(["user", "assistant"], { error: 'expected "user" or "assistant" (the system prompt goes in the top-level "system" field)' }),
@@ -181,7 +185,14 @@ export type MessageStreamEvent =
   | {
       type: "message_delta";
       delta: { stop_reason: StopReason; stop_sequence: string | null; stop_details: null; container: null };
-      usage: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number; server_tool_use: null; output_tokens_details: MessageUsage["output_tokens_details"] };
+      usage: {
+        input_tokens: number;
+        output_tokens: number;
+        cache_creation_input_tokens: number;
+        cache_read_input_tokens: number;
+        server_tool_use: null;
+        output_tokens_details: MessageUsage["output_tokens_details"];
+      };
     }
   | { type: "message_stop" }
   /** Sent right after `message_start`, and by the writer after --stream-keepalive of silence. */

@@ -26,7 +26,11 @@ export function fromRerankRequest(body: unknown): ParsedRerankRequest {
     });
   }
   return {
-    rerank: { model: wire.model, query: wire.query, documents: wire.documents.map((document) => (typeof document === "string" ? document : document.text)) },
+    rerank: {
+      model: wire.model,
+      query: wire.query,
+      documents: wire.documents.map((document) => (typeof document === "string" ? document : document.text)),
+    },
     topN: wire.top_n ?? undefined,
     returnDocuments: wire.return_documents ?? false,
   };

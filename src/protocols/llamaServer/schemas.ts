@@ -20,7 +20,9 @@ export const detokenizeRequestSchema = z.object({
 });
 
 /** A document: a string, or (Cohere's and Jina's other form) an object with its `text`. */
-const rerankDocument = z.union([z.string(), z.object({ text: z.string() })], { error: "expected a string or an object with a string `text`" });
+const rerankDocument = z.union([z.string(), z.object({ text: z.string() })], {
+  error: "expected a string or an object with a string `text`",
+});
 
 export const rerankRequestSchema = z.object({
   model: z.string().min(1),

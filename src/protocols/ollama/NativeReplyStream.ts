@@ -122,7 +122,9 @@ export class NativeReplyStream implements StreamTranslator<ChatEvent, NativeChun
   #chunk(text: string, done: boolean): NativeChunk {
     const { kind, model } = this.#context;
     const created_at = (this.#context.now?.() ?? new Date()).toISOString();
-    return kind === "chat" ? { model, created_at, message: { role: "assistant", content: text }, done } : { model, created_at, response: text, done };
+    return kind === "chat"
+      ? { model, created_at, message: { role: "assistant", content: text }, done }
+      : { model, created_at, response: text, done };
   }
 }
 

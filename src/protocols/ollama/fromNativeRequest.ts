@@ -1,5 +1,13 @@
 import type { z } from "zod";
-import type { ChatMessage, ChatRequest, ResponseFormat, SamplingOptions, ToolCall, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
+import type {
+  ChatMessage,
+  ChatRequest,
+  ResponseFormat,
+  SamplingOptions,
+  ToolCall,
+  ToolChoice,
+  ToolDefinition,
+} from "../../core/ChatRequest.js";
 import type { EmbedRequest } from "../../core/EmbedRequest.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
@@ -82,7 +90,8 @@ export function fromGenerateRequest(body: unknown): NativeGeneration {
   if (wire.template) {
     throw new ServerError("invalid_request", {
       param: "template",
-      message: "A 'template' cannot be given here: prompts are rendered with the model's own chat template. Send 'raw': true with a prompt you formatted yourself instead.",
+      message:
+        "A 'template' cannot be given here: prompts are rendered with the model's own chat template. Send 'raw': true with a prompt you formatted yourself instead.",
     });
   }
   const prompt = wire.prompt ?? "";
@@ -175,7 +184,10 @@ function toLengthAndSampling(options: WireOptions | null | undefined): Pick<Chat
   const o = options ?? {};
   const stop = o.stop == null ? [] : typeof o.stop === "string" ? [o.stop] : o.stop;
   if (stop.includes("")) {
-    throw new ServerError("invalid_request", { param: "options.stop", message: "Invalid value for 'options.stop': stop sequences must not be empty." });
+    throw new ServerError("invalid_request", {
+      param: "options.stop",
+      message: "Invalid value for 'options.stop': stop sequences must not be empty.",
+    });
   }
   const sampling: SamplingOptions = {
     temperature: o.temperature ?? 0.8,
@@ -237,13 +249,11 @@ function toMessages(messages: readonly WireChatMessage[], model: string): ChatMe
         unanswered = [];
         return { role: message.role, content };
       case "assistant": {
-        const toolCalls = (message.tool_calls ?? []).map(
-          (call, j): ToolCall => ({
-            id: call.id || `call_${i}_${j}`,
-            name: call.function.name,
-            arguments: typeof call.function.arguments === "string" ? call.function.arguments : JSON.stringify(call.function.arguments ?? {}),
-          }),
-        );
+        const toolCalls = (message.tool_calls ?? []).map((call, j): ToolCall => ({
+          id: call.id || `call_${i}_${j}`,
+          name: call.function.name,
+          arguments: typeof call.function.arguments === "string" ? call.function.arguments : JSON.stringify(call.function.arguments ?? {}),
+        }));
         unanswered = [...toolCalls];
         return toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content };
       }

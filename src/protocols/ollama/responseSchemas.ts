@@ -16,13 +16,21 @@ const metrics = {
   eval_duration: z.int().optional(),
 };
 const doneReason = z.enum(["stop", "length", "load", "unload"]).optional();
-const toolCall = z.object({ id: z.string(), function: z.object({ index: z.int(), name: z.string(), arguments: z.union([z.record(z.string(), z.unknown()), z.string()]) }) });
+const toolCall = z.object({
+  id: z.string(),
+  function: z.object({ index: z.int(), name: z.string(), arguments: z.union([z.record(z.string(), z.unknown()), z.string()]) }),
+});
 
 /** One object of /api/chat: the whole answer, or one NDJSON line of a stream. */
 export const nativeChatResponseSchema = z.object({
   model: z.string(),
   created_at: z.string(),
-  message: z.object({ role: z.literal("assistant"), content: z.string(), thinking: z.string().optional(), tool_calls: z.array(toolCall).optional() }),
+  message: z.object({
+    role: z.literal("assistant"),
+    content: z.string(),
+    thinking: z.string().optional(),
+    tool_calls: z.array(toolCall).optional(),
+  }),
   done: z.boolean(),
   done_reason: doneReason,
   ...metrics,

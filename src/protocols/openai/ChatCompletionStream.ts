@@ -60,7 +60,8 @@ export class ChatCompletionStream implements StreamTranslator<ChoiceEvent, ChatC
     const chunks = this.#chunks(event, index);
     if (this.#opened.has(index)) return chunks;
     this.#opened.add(index);
-    if (event.type !== "tool_call_start") return [this.#chunk([{ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }]), ...chunks];
+    if (event.type !== "tool_call_start")
+      return [this.#chunk([{ index, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }]), ...chunks];
     for (const each of chunks) for (const choice of each.choices) choice.delta = { role: "assistant", ...choice.delta };
     return chunks;
   }
@@ -99,14 +100,25 @@ export class ChatCompletionStream implements StreamTranslator<ChoiceEvent, ChatC
           this.#chunk([
             {
               index,
-              delta: { tool_calls: [{ index: event.index, id: newToolCallId(), type: "function", function: { name: event.name, arguments: "" } }] },
+              delta: {
+                tool_calls: [{ index: event.index, id: newToolCallId(), type: "function", function: { name: event.name, arguments: "" } }],
+              },
               finish_reason: null,
               logprobs: null,
             },
           ]),
         ];
       case "tool_call_arguments":
-        return [this.#chunk([{ index, delta: { tool_calls: [{ index: event.index, function: { arguments: event.text } }] }, finish_reason: null, logprobs: null }])];
+        return [
+          this.#chunk([
+            {
+              index,
+              delta: { tool_calls: [{ index: event.index, function: { arguments: event.text } }] },
+              finish_reason: null,
+              logprobs: null,
+            },
+          ]),
+        ];
       case "done":
         return [this.#chunk([{ index, delta: {}, finish_reason: event.finishReason, logprobs: null }])];
       default:

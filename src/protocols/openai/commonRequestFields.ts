@@ -15,7 +15,12 @@ export interface CommonWireFields {
 }
 
 /** Streaming, stop sequences and sampling, read the same way for both endpoints. */
-export function commonRequestFields(wire: CommonWireFields): { stream: boolean; includeUsage: boolean; stop: string[]; sampling: SamplingOptions } {
+export function commonRequestFields(wire: CommonWireFields): {
+  stream: boolean;
+  includeUsage: boolean;
+  stop: string[];
+  sampling: SamplingOptions;
+} {
   const stream = wire.stream === true;
   if (wire.stream_options != null && !stream) {
     throw new ServerError("invalid_request", {
@@ -24,7 +29,8 @@ export function commonRequestFields(wire: CommonWireFields): { stream: boolean; 
     });
   }
   const stop = wire.stop == null ? [] : typeof wire.stop === "string" ? [wire.stop] : wire.stop;
-  if (stop.includes("")) throw new ServerError("invalid_request", { param: "stop", message: "Invalid value for 'stop': stop sequences must not be empty." });
+  if (stop.includes(""))
+    throw new ServerError("invalid_request", { param: "stop", message: "Invalid value for 'stop': stop sequences must not be empty." });
   return {
     stream,
     includeUsage: stream && wire.stream_options?.include_usage === true,

@@ -26,8 +26,14 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
   const { stream, includeUsage, stop, sampling } = commonRequestFields(wire);
 
   const format = wire.response_format?.type === "json_schema" ? [wire.response_format.json_schema.schema] : [];
-  checkSchemaBudget([...(wire.tools ?? []).map((tool) => tool.function.parameters), ...format], wire.tools?.length ? "tools" : "response_format");
-  const tools = toToolDefinitions((wire.tools ?? []).map((tool) => tool.function), (i) => `tools[${i}].function`);
+  checkSchemaBudget(
+    [...(wire.tools ?? []).map((tool) => tool.function.parameters), ...format],
+    wire.tools?.length ? "tools" : "response_format",
+  );
+  const tools = toToolDefinitions(
+    (wire.tools ?? []).map((tool) => tool.function),
+    (i) => `tools[${i}].function`,
+  );
 
   return {
     chat: {
@@ -38,7 +44,11 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
       stop,
       sampling,
       tools,
-      toolChoice: toToolChoice(typeof wire.tool_choice === "object" && wire.tool_choice ? wire.tool_choice.function : wire.tool_choice, tools, "tool_choice.function.name"),
+      toolChoice: toToolChoice(
+        typeof wire.tool_choice === "object" && wire.tool_choice ? wire.tool_choice.function : wire.tool_choice,
+        tools,
+        "tool_choice.function.name",
+      ),
       parallelToolCalls: wire.parallel_tool_calls ?? true,
       responseFormat: toResponseFormat(wire.response_format),
       // Models without a thought section ignore it.
@@ -88,7 +98,11 @@ function toMessages(messages: WireChatMessage[]): ChatMessage[] {
           });
         }
         answerable.delete(message.tool_call_id);
-        return { role: "tool", content: checkJsonDepth(toText(message.content, i), `messages[${i}].content`), toolCallId: message.tool_call_id };
+        return {
+          role: "tool",
+          content: checkJsonDepth(toText(message.content, i), `messages[${i}].content`),
+          toolCallId: message.tool_call_id,
+        };
       default:
         return message satisfies never;
     }
@@ -97,23 +111,25 @@ function toMessages(messages: WireChatMessage[]): ChatMessage[] {
 
 function toText(content: string | Array<{ type: string }>, messageIndex: number): string {
   if (typeof content === "string") return content;
-  return content
-    .map((part, j) => {
-      const param = `messages[${messageIndex}].content[${j}]`;
-      if (part.type !== "text") {
-        throw new ServerError("invalid_request", {
-          param: `${param}.type`,
-          message: `Invalid value for '${param}.type': content parts of type '${part.type}' are not supported; only 'text' is.`,
-        });
-      }
-      const text = (part as { text?: unknown }).text;
-      if (typeof text !== "string") {
-        throw new ServerError("invalid_request", { param: `${param}.text`, message: `Missing required parameter: '${param}.text'.` });
-      }
-      return text;
-    })
-    // Several text parts read as separate paragraphs, as vLLM joins them.
-    .join("\n");
+  return (
+    content
+      .map((part, j) => {
+        const param = `messages[${messageIndex}].content[${j}]`;
+        if (part.type !== "text") {
+          throw new ServerError("invalid_request", {
+            param: `${param}.type`,
+            message: `Invalid value for '${param}.type': content parts of type '${part.type}' are not supported; only 'text' is.`,
+          });
+        }
+        const text = (part as { text?: unknown }).text;
+        if (typeof text !== "string") {
+          throw new ServerError("invalid_request", { param: `${param}.text`, message: `Missing required parameter: '${param}.text'.` });
+        }
+        return text;
+      })
+      // Several text parts read as separate paragraphs, as vLLM joins them.
+      .join("\n")
+  );
 }
 
 function toResponseFormat(wire: ChatCompletionRequestBody["response_format"]): ResponseFormat {

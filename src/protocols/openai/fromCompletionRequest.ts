@@ -29,7 +29,8 @@ export function fromCompletionRequest(body: unknown): ParsedCompletionRequest {
   if (wire.best_of != null && wire.best_of !== n) {
     throw new ServerError("invalid_request", {
       param: "best_of",
-      message: "Invalid value for 'best_of': choosing the best of several candidates is not supported; leave it out or set it equal to 'n'.",
+      message:
+        "Invalid value for 'best_of': choosing the best of several candidates is not supported; leave it out or set it equal to 'n'.",
     });
   }
   const suffix = wire.suffix == null || wire.suffix === "" ? undefined : wire.suffix;
@@ -61,14 +62,21 @@ export function fromCompletionRequest(body: unknown): ParsedCompletionRequest {
 }
 
 function toPrompts(prompt: string | string[] | number[] | number[][], suffix: string | undefined): PromptOverride[] {
-  const list: Array<string | number[]> = typeof prompt === "string" ? [prompt] : typeof prompt[0] === "number" ? [prompt as number[]] : (prompt as string[] | number[][]);
+  const list: Array<string | number[]> =
+    typeof prompt === "string" ? [prompt] : typeof prompt[0] === "number" ? [prompt as number[]] : (prompt as string[] | number[][]);
   if (list.length > MAX_PROMPTS) {
-    throw new ServerError("invalid_request", { param: "prompt", message: `Invalid value for 'prompt': at most ${MAX_PROMPTS} prompts may be sent in one request; got ${list.length}.` });
+    throw new ServerError("invalid_request", {
+      param: "prompt",
+      message: `Invalid value for 'prompt': at most ${MAX_PROMPTS} prompts may be sent in one request; got ${list.length}.`,
+    });
   }
   return list.map((each): PromptOverride => {
     if (typeof each !== "string") {
       if (suffix !== undefined) {
-        throw new ServerError("invalid_request", { param: "suffix", message: "Invalid value for 'suffix': fill-in-the-middle needs the prompt as text, not token ids." });
+        throw new ServerError("invalid_request", {
+          param: "suffix",
+          message: "Invalid value for 'suffix': fill-in-the-middle needs the prompt as text, not token ids.",
+        });
       }
       return { type: "tokens", tokens: each };
     }

@@ -68,9 +68,7 @@ const responseFormatSchema = z.discriminatedUnion("type", [
 const samplingFields = {
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
-  stop: z
-    .union([z.string(), z.array(z.string().min(1)).max(4)], { error: "expected a string or an array of up to 4 strings" })
-    .nullish(),
+  stop: z.union([z.string(), z.array(z.string().min(1)).max(4)], { error: "expected a string or an array of up to 4 strings" }).nullish(),
   seed: z.int().nullish(),
   presence_penalty: z.number().min(-2).max(2).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),

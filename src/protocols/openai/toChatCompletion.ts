@@ -32,7 +32,9 @@ function totalUsage(usages: readonly Usage[]): Usage {
     cachedTokens: first?.cachedTokens ?? 0,
     completionTokens: usages.reduce((sum, usage) => sum + usage.completionTokens, 0),
     // Present when the model has a thought section (every choice's usage has it then).
-    ...(first?.reasoningTokens === undefined ? {} : { reasoningTokens: usages.reduce((sum, usage) => sum + (usage.reasoningTokens ?? 0), 0) }),
+    ...(first?.reasoningTokens === undefined
+      ? {}
+      : { reasoningTokens: usages.reduce((sum, usage) => sum + (usage.reasoningTokens ?? 0), 0) }),
   };
 }
 
@@ -103,7 +105,10 @@ export function toChatLogprobs(entries: readonly TokenLogprob[]): WireLogprobs {
 }
 
 /** The whole reply of a non-streamed request; its choices are read concurrently, as they decode in parallel. */
-export async function toChatCompletion(identity: CompletionIdentity, streams: ReadonlyArray<AsyncIterable<ChatEvent>>): Promise<ChatCompletion> {
+export async function toChatCompletion(
+  identity: CompletionIdentity,
+  streams: ReadonlyArray<AsyncIterable<ChatEvent>>,
+): Promise<ChatCompletion> {
   const choices = await Promise.all(streams.map(collectChoice));
   return {
     id: identity.id,

@@ -1,10 +1,23 @@
 import type { ChatEvent, TokenAlternative, TokenLogprob, Usage } from "../../core/ChatEvent.js";
 import type { StreamTranslator } from "../StreamTranslator.js";
 import { newCallId, newItemId } from "./ids.js";
-import type { FunctionCallItem, OutputItem, OutputMessageItem, ReasoningItem, ResponseObject, ResponseSettings, ResponseStreamEvent, ResponseUsage, WireLogprob } from "./schemas.js";
+import type {
+  FunctionCallItem,
+  OutputItem,
+  OutputMessageItem,
+  ReasoningItem,
+  ResponseObject,
+  ResponseSettings,
+  ResponseStreamEvent,
+  ResponseUsage,
+  WireLogprob,
+} from "./schemas.js";
 
 /** The item being written: its events go to it until another item starts or the generation ends. */
-type OpenItem = { index: number; item: OutputMessageItem } | { index: number; item: ReasoningItem } | { index: number; item: FunctionCallItem; callIndex: number };
+type OpenItem =
+  | { index: number; item: OutputMessageItem }
+  | { index: number; item: ReasoningItem }
+  | { index: number; item: FunctionCallItem; callIndex: number };
 
 function toResponseUsage(usage: Usage): ResponseUsage {
   return {
@@ -80,7 +93,14 @@ export class ResponseStream implements StreamTranslator<ChatEvent, ResponseStrea
         return this.#appendText("message", event.text, event.logprobs?.map(toWireLogprob) ?? []);
       case "tool_call_start": {
         const events = this.#close("completed");
-        const item: FunctionCallItem = { type: "function_call", id: newItemId("fc"), call_id: newCallId(), name: event.name, arguments: "", status: "in_progress" };
+        const item: FunctionCallItem = {
+          type: "function_call",
+          id: newItemId("fc"),
+          call_id: newCallId(),
+          name: event.name,
+          arguments: "",
+          status: "in_progress",
+        };
         return [...events, this.#add({ index: this.#response.output.length, item, callIndex: event.index })];
       }
       case "tool_call_arguments": {
@@ -124,12 +144,37 @@ export class ResponseStream implements StreamTranslator<ChatEvent, ResponseStrea
       const index = this.#response.output.length;
       open =
         kind === "reasoning"
-          ? { index, item: { type: "reasoning", id: newItemId("rs"), summary: [], content: [{ type: "reasoning_text", text: "" }], status: "in_progress" } }
-          : { index, item: { type: "message", id: newItemId("msg"), role: "assistant", status: "in_progress", content: [{ type: "output_text", text: "", annotations: [], logprobs: [] }] } };
+          ? {
+              index,
+              item: {
+                type: "reasoning",
+                id: newItemId("rs"),
+                summary: [],
+                content: [{ type: "reasoning_text", text: "" }],
+                status: "in_progress",
+              },
+            }
+          : {
+              index,
+              item: {
+                type: "message",
+                id: newItemId("msg"),
+                role: "assistant",
+                status: "in_progress",
+                content: [{ type: "output_text", text: "", annotations: [], logprobs: [] }],
+              },
+            };
       events.push(this.#add(open));
       const [part] = open.item.content;
       // A copy: the part itself keeps growing before this event is written.
-      if (part) events.push({ type: "response.content_part.added", item_id: open.item.id, output_index: index, content_index: 0, part: structuredClone(part) });
+      if (part)
+        events.push({
+          type: "response.content_part.added",
+          item_id: open.item.id,
+          output_index: index,
+          content_index: 0,
+          part: structuredClone(part),
+        });
     }
     if (open.item.type === "function_call") return events;
     const part = open.item.content[0];
@@ -172,7 +217,11 @@ export class ResponseStream implements StreamTranslator<ChatEvent, ResponseStrea
       case "reasoning":
         for (const part of item.content) {
           const text = { ...ids, content_index: 0, text: part.text };
-          events.push(part.type === "output_text" ? { type: "response.output_text.done", ...text, logprobs: [...part.logprobs] } : { type: "response.reasoning_text.done", ...text });
+          events.push(
+            part.type === "output_text"
+              ? { type: "response.output_text.done", ...text, logprobs: [...part.logprobs] }
+              : { type: "response.reasoning_text.done", ...text },
+          );
           events.push({ type: "response.content_part.done", ...ids, content_index: 0, part: { ...part } });
         }
         break;

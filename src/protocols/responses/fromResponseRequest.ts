@@ -44,7 +44,10 @@ export function fromResponseRequest(body: unknown): ParsedResponseRequest {
   const wire = parseBody(createResponseSchema, body);
   refuseUnsupported(wire);
   if (wire.input === undefined && wire.previous_response_id == null) {
-    throw new ServerError("invalid_request", { param: "input", message: "Missing required parameter: 'input' (it may be left out only with 'previous_response_id')." });
+    throw new ServerError("invalid_request", {
+      param: "input",
+      message: "Missing required parameter: 'input' (it may be left out only with 'previous_response_id').",
+    });
   }
 
   const functionTools = (wire.tools ?? []).map((tool, i) => {
@@ -154,9 +157,14 @@ export function resolveItemReferences(request: ParsedResponseRequest, found: Rea
 
 /** The engine's request: the stored conversation (`prefix`: an earlier response's input and output), then this request's input. */
 export function toChatRequest(request: ResolvedResponseRequest, prefix: ReadonlyArray<StoredInputItem | OutputItem>): ChatRequest {
-  const instructions: ChatMessage[] = request.settings.instructions === null ? [] : [{ role: "system", content: request.settings.instructions }];
+  const instructions: ChatMessage[] =
+    request.settings.instructions === null ? [] : [{ role: "system", content: request.settings.instructions }];
   const messages = toMessages(prefix, request.input);
-  if (messages.length === 0) throw new ServerError("invalid_request", { param: "input", message: "Invalid value for 'input': there is nothing to answer; send at least one message." });
+  if (messages.length === 0)
+    throw new ServerError("invalid_request", {
+      param: "input",
+      message: "Invalid value for 'input': there is nothing to answer; send at least one message.",
+    });
   return { ...request.chat, messages: [...instructions, ...messages] };
 }
 
@@ -164,9 +172,12 @@ function refuseUnsupported(wire: CreateResponseBody): void {
   const refuse = (param: string, why: string) => {
     throw new ServerError("invalid_request", { param, message: `Invalid value for '${param}': ${why}` });
   };
-  if (wire.background) refuse("background", "background responses are not supported by this server; send the request without it (or stream it).");
-  if (wire.conversation != null) refuse("conversation", "the Conversations API is not supported by this server; use 'previous_response_id' to continue a conversation.");
-  if (wire.prompt != null) refuse("prompt", "stored prompt templates are not supported by this server; send 'instructions' and 'input' instead.");
+  if (wire.background)
+    refuse("background", "background responses are not supported by this server; send the request without it (or stream it).");
+  if (wire.conversation != null)
+    refuse("conversation", "the Conversations API is not supported by this server; use 'previous_response_id' to continue a conversation.");
+  if (wire.prompt != null)
+    refuse("prompt", "stored prompt templates are not supported by this server; send 'instructions' and 'input' instead.");
 }
 
 function toWireToolChoice(wire: CreateResponseBody["tool_choice"]): WireToolChoice | undefined {
@@ -203,7 +214,8 @@ function toInputItems(input: CreateResponseBody["input"], body: unknown): Array<
   // Left out (with previous_response_id): nothing new, the stored conversation is answered.
   if (input === undefined) return [];
   // A string is one user message.
-  if (typeof input === "string") return [{ type: "message", id: newItemId("msg"), role: "user", status: "completed", content: [{ type: "input_text", text: input }] }];
+  if (typeof input === "string")
+    return [{ type: "message", id: newItemId("msg"), role: "user", status: "completed", content: [{ type: "input_text", text: input }] }];
   return input.map((raw, i): StoredInputItem | ItemReference => {
     const param = `input[${i}]`;
     const type = raw.type ?? "message";
@@ -213,23 +225,48 @@ function toInputItems(input: CreateResponseBody["input"], body: unknown): Array<
         const texts = toTexts(item.content, `${param}.content`, item.role === "assistant" ? ["output_text", "input_text"] : ["input_text"]);
         const id = item.id ?? newItemId("msg");
         if (item.role === "assistant") {
-          return { type: "message", id, role: "assistant", status: "completed", content: texts.map((text) => ({ type: "output_text", text, annotations: [], logprobs: [] })) };
+          return {
+            type: "message",
+            id,
+            role: "assistant",
+            status: "completed",
+            content: texts.map((text) => ({ type: "output_text", text, annotations: [], logprobs: [] })),
+          };
         }
         return { type: "message", id, role: item.role, status: "completed", content: texts.map((text) => ({ type: "input_text", text })) };
       }
       case "function_call": {
         const item = parseAt(inputItemSchemas.function_call, raw, ["input", i], body);
         const args = checkJsonDepth(item.arguments, `${param}.arguments`);
-        return { type: "function_call", id: item.id ?? newItemId("fc"), call_id: item.call_id, name: item.name, arguments: args, status: "completed" };
+        return {
+          type: "function_call",
+          id: item.id ?? newItemId("fc"),
+          call_id: item.call_id,
+          name: item.name,
+          arguments: args,
+          status: "completed",
+        };
       }
       case "function_call_output": {
         const item = parseAt(inputItemSchemas.function_call_output, raw, ["input", i], body);
         const output = typeof item.output === "string" ? item.output : toTexts(item.output, `${param}.output`, ["input_text"]).join("\n");
-        return { type: "function_call_output", id: item.id ?? newItemId("fco"), call_id: item.call_id, output: checkJsonDepth(output, `${param}.output`), status: "completed" };
+        return {
+          type: "function_call_output",
+          id: item.id ?? newItemId("fco"),
+          call_id: item.call_id,
+          output: checkJsonDepth(output, `${param}.output`),
+          status: "completed",
+        };
       }
       case "reasoning": {
         const item = parseAt(inputItemSchemas.reasoning, raw, ["input", i], body);
-        return { type: "reasoning", id: item.id ?? newItemId("rs"), summary: item.summary, content: item.content ?? [], status: "completed" };
+        return {
+          type: "reasoning",
+          id: item.id ?? newItemId("rs"),
+          summary: item.summary,
+          content: item.content ?? [],
+          status: "completed",
+        };
       }
       case "item_reference": {
         const item = parseAt(inputItemSchemas.item_reference, raw, ["input", i], body);
@@ -255,7 +292,11 @@ function toTexts(content: string | Array<{ type: string }>, param: string, allow
       });
     }
     const text = (part as { text?: unknown }).text;
-    if (typeof text !== "string") throw new ServerError("invalid_request", { param: `${param}[${j}].text`, message: `Missing required parameter: '${param}[${j}].text'.` });
+    if (typeof text !== "string")
+      throw new ServerError("invalid_request", {
+        param: `${param}[${j}].text`,
+        message: `Missing required parameter: '${param}[${j}].text'.`,
+      });
     return text;
   });
 }

@@ -1,6 +1,13 @@
 import { z } from "zod";
 import { same, type Same } from "../sameShape.js";
-import { textFormatSchema, type DeletedResponse, type InputItemList, type ResponseErrorEvent, type ResponseObject, type ResponseStreamEvent } from "./schemas.js";
+import {
+  textFormatSchema,
+  type DeletedResponse,
+  type InputItemList,
+  type ResponseErrorEvent,
+  type ResponseObject,
+  type ResponseStreamEvent,
+} from "./schemas.js";
 
 // The Responses API's replies as zod schemas, for the OpenAPI description (GET /openapi.json) and
 // the tests that check recorded responses against it; the assertions at the end keep them the
@@ -12,7 +19,13 @@ const logprobs = z.array(topLogprob.extend({ top_logprobs: z.array(topLogprob) }
 const outputText = z.object({ type: z.literal("output_text"), text: z.string(), annotations: z.array(z.never()), logprobs });
 const reasoningText = z.object({ type: z.literal("reasoning_text"), text: z.string() });
 
-const outputMessage = z.object({ type: z.literal("message"), id: z.string(), role: z.literal("assistant"), status, content: z.array(outputText) });
+const outputMessage = z.object({
+  type: z.literal("message"),
+  id: z.string(),
+  role: z.literal("assistant"),
+  status,
+  content: z.array(outputText),
+});
 const inputMessage = z.object({
   type: z.literal("message"),
   id: z.string(),
@@ -20,8 +33,21 @@ const inputMessage = z.object({
   status,
   content: z.array(z.object({ type: z.literal("input_text"), text: z.string() })),
 });
-const functionCall = z.object({ type: z.literal("function_call"), id: z.string(), call_id: z.string(), name: z.string(), arguments: z.string(), status });
-const functionCallOutput = z.object({ type: z.literal("function_call_output"), id: z.string(), call_id: z.string(), output: z.string(), status });
+const functionCall = z.object({
+  type: z.literal("function_call"),
+  id: z.string(),
+  call_id: z.string(),
+  name: z.string(),
+  arguments: z.string(),
+  status,
+});
+const functionCallOutput = z.object({
+  type: z.literal("function_call_output"),
+  id: z.string(),
+  call_id: z.string(),
+  output: z.string(),
+  status,
+});
 const reasoning = z.object({
   type: z.literal("reasoning"),
   id: z.string(),
@@ -91,14 +117,37 @@ export const responseStreamEventSchema = z.union([
     response: responseObjectSchema,
     ...numbered,
   }),
-  z.object({ type: z.enum(["response.output_item.added", "response.output_item.done"]), output_index: z.int(), item: outputItem, ...numbered }),
-  z.object({ type: z.enum(["response.content_part.added", "response.content_part.done"]), ...inContent, part: z.union([outputText, reasoningText]), ...numbered }),
+  z.object({
+    type: z.enum(["response.output_item.added", "response.output_item.done"]),
+    output_index: z.int(),
+    item: outputItem,
+    ...numbered,
+  }),
+  z.object({
+    type: z.enum(["response.content_part.added", "response.content_part.done"]),
+    ...inContent,
+    part: z.union([outputText, reasoningText]),
+    ...numbered,
+  }),
   z.object({ type: z.literal("response.output_text.delta"), ...inContent, delta: z.string(), logprobs, ...numbered }),
   z.object({ type: z.literal("response.output_text.done"), ...inContent, text: z.string(), logprobs, ...numbered }),
   z.object({ type: z.literal("response.reasoning_text.delta"), ...inContent, delta: z.string(), ...numbered }),
   z.object({ type: z.literal("response.reasoning_text.done"), ...inContent, text: z.string(), ...numbered }),
-  z.object({ type: z.literal("response.function_call_arguments.delta"), item_id: z.string(), output_index: z.int(), delta: z.string(), ...numbered }),
-  z.object({ type: z.literal("response.function_call_arguments.done"), item_id: z.string(), output_index: z.int(), name: z.string(), arguments: z.string(), ...numbered }),
+  z.object({
+    type: z.literal("response.function_call_arguments.delta"),
+    item_id: z.string(),
+    output_index: z.int(),
+    delta: z.string(),
+    ...numbered,
+  }),
+  z.object({
+    type: z.literal("response.function_call_arguments.done"),
+    item_id: z.string(),
+    output_index: z.int(),
+    name: z.string(),
+    arguments: z.string(),
+    ...numbered,
+  }),
   z.object({ type: z.literal("error"), code: z.string().nullable(), message: z.string(), param: z.string().nullable(), ...numbered }),
 ]);
 

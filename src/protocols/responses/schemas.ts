@@ -77,7 +77,11 @@ export const functionToolSchema = z.object({
 const anyTool = z.looseObject({ type: z.string() });
 
 const toolChoiceSchema = z.union(
-  [z.enum(["none", "auto", "required"]), z.object({ type: z.literal("function"), name: functionName }), z.looseObject({ type: z.string() })],
+  [
+    z.enum(["none", "auto", "required"]),
+    z.object({ type: z.literal("function"), name: functionName }),
+    z.looseObject({ type: z.string() }),
+  ],
   { error: 'expected "none", "auto", "required" or {"type": "function", "name": …}' },
 );
 
@@ -293,16 +297,50 @@ export interface ResponseObject {
 /** The fields of the response object that echo the request's settings. */
 export type ResponseSettings = Omit<
   ResponseObject,
-  "id" | "object" | "created_at" | "status" | "completed_at" | "background" | "error" | "incomplete_details" | "max_tool_calls" | "output" | "output_text" | "usage"
+  | "id"
+  | "object"
+  | "created_at"
+  | "status"
+  | "completed_at"
+  | "background"
+  | "error"
+  | "incomplete_details"
+  | "max_tool_calls"
+  | "output"
+  | "output_text"
+  | "usage"
 >;
 
 /** One server-sent event of a streamed response; `sequence_number` is set by the writer. */
 export type ResponseStreamEvent =
-  | { type: "response.created" | "response.in_progress" | "response.completed" | "response.incomplete" | "response.failed"; response: ResponseObject }
+  | {
+      type: "response.created" | "response.in_progress" | "response.completed" | "response.incomplete" | "response.failed";
+      response: ResponseObject;
+    }
   | { type: "response.output_item.added" | "response.output_item.done"; output_index: number; item: OutputItem }
-  | { type: "response.content_part.added" | "response.content_part.done"; item_id: string; output_index: number; content_index: number; part: OutputText | ReasoningText }
-  | { type: "response.output_text.delta"; item_id: string; output_index: number; content_index: number; delta: string; logprobs: WireLogprob[] }
-  | { type: "response.output_text.done"; item_id: string; output_index: number; content_index: number; text: string; logprobs: WireLogprob[] }
+  | {
+      type: "response.content_part.added" | "response.content_part.done";
+      item_id: string;
+      output_index: number;
+      content_index: number;
+      part: OutputText | ReasoningText;
+    }
+  | {
+      type: "response.output_text.delta";
+      item_id: string;
+      output_index: number;
+      content_index: number;
+      delta: string;
+      logprobs: WireLogprob[];
+    }
+  | {
+      type: "response.output_text.done";
+      item_id: string;
+      output_index: number;
+      content_index: number;
+      text: string;
+      logprobs: WireLogprob[];
+    }
   | { type: "response.reasoning_text.delta"; item_id: string; output_index: number; content_index: number; delta: string }
   | { type: "response.reasoning_text.done"; item_id: string; output_index: number; content_index: number; text: string }
   | { type: "response.function_call_arguments.delta"; item_id: string; output_index: number; delta: string }

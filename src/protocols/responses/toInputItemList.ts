@@ -15,9 +15,19 @@ export function toInputItemList(items: readonly StoredInputItem[], query: unknow
   let start = 0;
   if (after !== undefined) {
     const index = ordered.findIndex((item) => item.id === after);
-    if (index < 0) throw new ServerError("invalid_request", { param: "after", message: `Invalid value for 'after': the response has no input item with id '${after}'.` });
+    if (index < 0)
+      throw new ServerError("invalid_request", {
+        param: "after",
+        message: `Invalid value for 'after': the response has no input item with id '${after}'.`,
+      });
     start = index + 1;
   }
   const data = ordered.slice(start, start + limit);
-  return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + limit < ordered.length };
+  return {
+    object: "list",
+    data,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
+    has_more: start + limit < ordered.length,
+  };
 }

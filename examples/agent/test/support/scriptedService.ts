@@ -50,7 +50,8 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
     if (request.url === "/v1/embeddings") {
       const inputs = Array.isArray(body.input) ? body.input : [String(body.input)];
       // The official client asks for base64 (float32 little-endian) by default, and decodes it.
-      const encode = (vector: number[]) => (body.encoding_format === "base64" ? Buffer.from(Float32Array.from(vector).buffer).toString("base64") : vector);
+      const encode = (vector: number[]) =>
+        body.encoding_format === "base64" ? Buffer.from(Float32Array.from(vector).buffer).toString("base64") : vector;
       const data = inputs.map((text, index) => ({ object: "embedding", index, embedding: encode(normalise(embedText(text))) }));
       json(response, { object: "list", data, model: body.model, usage: { prompt_tokens: 1, total_tokens: 1 } });
       return;
@@ -62,12 +63,22 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
     }
     const base = { id: `chatcmpl-${nextReply}`, created: 1_700_000_000, model: body.model };
     if (!body.stream) {
-      const toolCalls = reply.kind === "tool_calls" ? reply.calls.map((call) => ({ id: `call_${++callCounter}`, type: "function", function: call })) : undefined;
+      const toolCalls =
+        reply.kind === "tool_calls"
+          ? reply.calls.map((call) => ({ id: `call_${++callCounter}`, type: "function", function: call }))
+          : undefined;
       const content = reply.kind === "tool_calls" ? null : reply.pieces.join("");
       json(response, {
         ...base,
         object: "chat.completion",
-        choices: [{ index: 0, message: { role: "assistant", content, ...(toolCalls ? { tool_calls: toolCalls } : {}) }, finish_reason: toolCalls ? "tool_calls" : "stop", logprobs: null }],
+        choices: [
+          {
+            index: 0,
+            message: { role: "assistant", content, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
+            finish_reason: toolCalls ? "tool_calls" : "stop",
+            logprobs: null,
+          },
+        ],
         usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
       });
       return;
@@ -75,7 +86,9 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
     if (reply.kind === "tool_calls") throw new Error("the script streams only text");
     response.writeHead(200, { "content-type": "text/event-stream" });
     const send = (delta: object, finish: string | null = null) =>
-      response.write(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+      response.write(
+        `data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`,
+      );
     send({ role: "assistant", content: "" });
     for (const piece of reply.pieces) send({ content: piece });
     if (reply.kind === "text_then_hang") {
@@ -83,7 +96,9 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
       return;
     }
     if (reply.kind === "text_then_error") {
-      response.end(`data: ${JSON.stringify({ error: { message: "the model crashed", type: "server_error", param: null, code: null } })}\n\n`);
+      response.end(
+        `data: ${JSON.stringify({ error: { message: "the model crashed", type: "server_error", param: null, code: null } })}\n\n`,
+      );
       return;
     }
     send({}, "stop");
