@@ -11,7 +11,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 const slowFiles: Record<string, number> = {
   "test/fuzz/hostileBodies.test.ts": 74,
   "test/deploy/nginxReplicas.test.ts": 71,
-  "test/hosted/playground.test.ts": 66,
+  "test/playground/playgroundSessions.test.ts": 66,
   "test/pull/cli.test.ts": 59,
   "test/http/shutdown.test.ts": 51,
   "test/hosted/cli.test.ts": 29,
@@ -30,7 +30,7 @@ const slowFiles: Record<string, number> = {
   "test/hosted/responsesHosted.test.ts": 13,
   "test/hosted/hosted.test.ts": 13,
   "test/http/choicesAndLogprobs.test.ts": 12,
-  "test/hosted/playgroundCli.test.ts": 12,
+  "test/playground/playgroundCli.test.ts": 12,
 };
 
 /** Files that failed last time first (Vitest's own rule), then the longest first. */
