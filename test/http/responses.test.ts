@@ -209,7 +209,8 @@ describe("Responses API", () => {
     await expect(client.responses.retrieve(second.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 
-  it("continues a stored function call with its output through previous_response_id, as agent loops do", async () => {
+  /** A stored response that is one forced call of `get_weather`, and that call. */
+  const storedCall = async () => {
     const first = await client.responses.create({
       model: "tiny",
       input: "Weather in Paris?",
@@ -221,6 +222,11 @@ describe("Responses API", () => {
     });
     const call = first.output.find((item) => item.type === "function_call");
     if (call?.type !== "function_call") throw new Error("expected a call");
+    return { first, call };
+  };
+
+  it("continues a stored function call with its output through previous_response_id, as agent loops do", async () => {
+    const { first, call } = await storedCall();
     const second = await client.responses.create({
       model: "tiny",
       tools,
@@ -317,17 +323,7 @@ describe("Responses API", () => {
   });
 
   it("resolves item_reference input items against stored items: messages, function calls and their outputs, input or output", async () => {
-    const first = await client.responses.create({
-      model: "tiny",
-      input: "Weather in Paris?",
-      tools,
-      tool_choice: "required",
-      parallel_tool_calls: false,
-      temperature: 0,
-      max_output_tokens: 400,
-    });
-    const call = first.output.find((item) => item.type === "function_call");
-    if (call?.type !== "function_call") throw new Error("expected a call");
+    const { first, call } = await storedCall();
     const [question] = (await client.responses.inputItems.list(first.id)).data;
     const second = await client.responses.create({
       model: "tiny",

@@ -283,19 +283,12 @@ describe("graceful shutdown in the hosted profile", () => {
     if (modelsDir) await rm(modelsDir, { recursive: true, force: true });
   });
 
+  /** A hosted server on this block's models and data, with the default tiers and `extra` flags. */
+  const startHosted = (...extra: string[]) =>
+    startServerProcess(["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", dataDir, "--tiers-file", "", ...extra]);
+
   it("writes the usage of a request that finished while draining to the ledger before exiting", async () => {
-    server = await startServerProcess([
-      "--profile",
-      "hosted",
-      "--models-dir",
-      modelsDir,
-      "--data-dir",
-      dataDir,
-      "--tiers-file",
-      "",
-      "--shutdown-grace",
-      "60s",
-    ]);
+    server = await startHosted("--shutdown-grace", "60s");
     const response = await post(
       `${server.url}/v1/chat/completions`,
       chatBody({ stream: true, max_tokens: 300, stream_options: { include_usage: true } }),
@@ -329,22 +322,7 @@ describe("graceful shutdown in the hosted profile", () => {
 
   it("settles the usage of a stream cut at the end of the grace period before the ledger's last flush", async () => {
     const before = (await ledger()).reduce((sum, row) => sum + row.completionTokens, 0);
-    server = await startServerProcess([
-      "--profile",
-      "hosted",
-      "--models-dir",
-      modelsDir,
-      "--data-dir",
-      dataDir,
-      "--tiers-file",
-      "",
-      "--shutdown-grace",
-      "1s",
-      "--max-generation-time",
-      "0",
-      "--context-size",
-      String(LONG + 1000),
-    ]);
+    server = await startHosted("--shutdown-grace", "1s", "--max-generation-time", "0", "--context-size", String(LONG + 1000));
     const response = await post(`${server.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: LONG }), {
       authorization: `Bearer ${token}`,
     });
