@@ -2,7 +2,7 @@ import { once } from "node:events";
 import type { OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { FastifyReply } from "fastify";
 import type { ServerError } from "../core/ServerError.js";
-import { errorShapeOf } from "./routePolicy.js";
+import { errorShapeOf } from "./errorShapes.js";
 
 /** Time limits of streamed responses, set once per app (buildApp decorates the instance with them). */
 export interface StreamLimits {
@@ -89,7 +89,7 @@ export abstract class StreamingResponse {
    * shape its errors have; a protocol whose stream errors look otherwise overrides this).
    */
   async fail(error: ServerError): Promise<void> {
-    await this.send(errorShapeOf(this.#reply.request)(error));
+    await this.send(errorShapeOf(this.#reply.request.server)(error));
     this.end();
   }
 

@@ -1,7 +1,7 @@
 import { BlockList, isIP } from "node:net";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { ServerError } from "../core/ServerError.js";
-import type { RouteAccess } from "./routePolicy.js";
+import type { RouteAccess } from "./routeAccess.js";
 
 /**
  * The doors a web page could otherwise walk through. A browser lets any page send a "simple"

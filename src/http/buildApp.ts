@@ -18,22 +18,17 @@ import { toOllamaError } from "../protocols/ollama/toOllamaError.js";
 import { errorBodySchema } from "../protocols/openai/responseSchemas.js";
 import { toOpenAIError } from "../protocols/openai/toOpenAIError.js";
 import { limitConnections, serverOptions, type ConnectionLimits } from "./connectionLimits.js";
-import { serverAbortReason } from "./abortSignalOf.js";
 import { guardBrowsers, hostMatcher } from "./browserGuard.js";
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { Drain } from "./Drain.js";
-import { errorStatus } from "./errorStatus.js";
 import { ServerMetrics } from "./metrics.js";
 import { ApiDescription } from "./openapi.js";
 import { requestIdOf, returnRequestId } from "./requestId.js";
-import {
-  authenticateCallers,
-  errorShapeOf,
-  guardMonitoring,
-  guardPlayground,
-  requireAdmission,
-  requireRouteAccess,
-} from "./routePolicy.js";
+import { answerErrorsIn, protocolScope } from "./errorShapes.js";
+import { guardPlayground } from "./playgroundGuard.js";
+import { requireAdmission } from "./requireAdmission.js";
+import { requireRouteAccess } from "./routeAccess.js";
+import { authenticateCallers, guardMonitoring } from "./tokenGuards.js";
 import { anthropicRoutes } from "./routes/anthropicRoutes.js";
 import { healthRoutes } from "./routes/healthRoutes.js";
 import { llamaServerRoutes } from "./routes/llamaServerRoutes.js";
@@ -48,7 +43,6 @@ import { PlaygroundSessions } from "./playgroundSessions.js";
 import { usageRoutes } from "./routes/usageRoutes.js";
 import { setRateLimitHeaders } from "./rateLimitHeaders.js";
 import type { StreamLimits } from "./StreamingResponse.js";
-import { toServerError } from "./toServerError.js";
 
 /** package.json's version, for the API description (the same path from src/http and dist/http). */
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
@@ -137,21 +131,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     defaultJson(request, body as string, done);
   });
 
-  app.setErrorHandler((error, request, reply) => {
-    // A request the server itself ended (shutdown) fails with whatever its engine call threw then:
-    // the reason it was ended is the answer.
-    const serverError = serverAbortReason(reply) ?? toServerError(error);
-    const status = errorStatus[serverError.code];
-    if (status >= 500 && !reply.raw.destroyed) request.log.error({ err: error }, serverError.message);
-    if (serverError.details.retryAfter !== undefined) reply.header("retry-after", String(serverError.details.retryAfter));
-    // Each route answers in its protocol's shape (route config `errorShape`, see routePolicy.ts).
-    return reply.status(status).send(errorShapeOf(request)(serverError, request.id));
-  });
-
-  app.setNotFoundHandler((request, reply) => {
-    const error = new ServerError("not_found", { message: `Unknown request URL: ${request.method} ${request.url}.` });
-    return reply.status(404).send(errorShapeOf(request)(error, request.id));
-  });
+  // The root's errors and unknown URLs in OpenAI's shape; each protocol's scope below has its own.
+  answerErrorsIn(app);
 
   const allowOrigin = corsOriginMatcher(options.corsOrigins);
   // Before the CORS plugin, so a foreign preflight is refused too, and before any body is read;
@@ -180,7 +161,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   if (options.access) {
     authenticateCallers(app, options.access);
     rateLimitHeaders(app, options.access);
-    usageRoutes(app, options.access);
   }
   await app.register(cookie);
   // Hosted: sessions in the access store. Local: no sign-in, and one CSRF token per process (256
@@ -194,12 +174,20 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   openApiRoutes(app, api);
   // Hosted: the operator's metrics are not for tokens; served only behind --metrics-token.
   if (!options.access || options.metricsToken) metricsRoutes(app, metrics);
-  openaiRoutes(app, routeOptions);
-  anthropicRoutes(app, routeOptions);
-  responsesRoutes(app, routeOptions);
-  ollamaRoutes(app, routeOptions);
+  // Each protocol in a scope of its own, which answers its errors and unknown URLs in its shape.
+  await protocolScope(app, { prefix: "/v1", errorShape: toOpenAIError }, (scope) => {
+    openaiRoutes(scope, routeOptions);
+    responsesRoutes(scope, routeOptions);
+    llamaServerRoutes(scope, routeOptions);
+    if (options.access) usageRoutes(scope, options.access);
+  });
+  await protocolScope(app, { prefix: "/v1/messages", errorShape: toAnthropicError }, (scope) => anthropicRoutes(scope, routeOptions));
+  await protocolScope(app, { prefix: "/api", errorShape: toOllamaError }, (scope) => {
+    ollamaRoutes(scope, routeOptions);
+    modelManagementRoutes(scope, routeOptions);
+  });
+  // llama-server's own paths (/tokenize, /detokenize, /rerank) at the root too, as llama-server serves them.
   llamaServerRoutes(app, routeOptions);
-  modelManagementRoutes(app, routeOptions);
   const playgroundDir = options.playgroundDir ?? DEFAULT_PLAYGROUND_DIR;
   const hosted =
     sessions && options.playground && options.access

@@ -4,6 +4,7 @@ import type { LedgerBacklog } from "../access/UsageBuffer.js";
 import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
 import type { Engine, RequestOptions } from "../core/Engine.js";
 import { isServerError } from "../core/ServerError.js";
+import { decorateEngine } from "../core/decorateEngine.js";
 import { modelOfBody } from "./modelOfBody.js";
 
 /** Seconds: from 10 ms (a cached prompt on a fast machine) to a minute (a long prompt on a CPU). */
@@ -186,8 +187,7 @@ export class ServerMetrics {
 
   /**
    * The engine as routes see it: every generation and embedding is measured here, whatever
-   * protocol asked. The calls it measures are overridden; every other method of the engine (the
-   * interface grows with the protocols) passes through unchanged.
+   * protocol asked. The calls it measures are overridden; every other method passes through.
    */
   observe(engine: Engine): Engine {
     const measured: Partial<Engine> = {
@@ -218,14 +218,7 @@ export class ServerMetrics {
         return loaded;
       },
     };
-    return new Proxy(engine, {
-      get(target, property) {
-        if (Object.hasOwn(measured, property)) return measured[property as keyof Engine];
-        const value: unknown = Reflect.get(target, property, target);
-        // Bound to the engine itself: its methods use private fields, which a proxy does not have.
-        return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    return decorateEngine(engine, measured);
   }
 
   /** Called by ObservedStream as a generation goes. */

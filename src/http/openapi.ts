@@ -1,6 +1,6 @@
 import type { FastifyInstance, RouteOptions } from "fastify";
 import { z } from "zod";
-import type { ErrorShape } from "./routePolicy.js";
+import { errorShapeOf, type ErrorShape } from "./errorShapes.js";
 
 /**
  * What a route tells the API description (GET /openapi.json) about itself. Required on every route,
@@ -42,7 +42,7 @@ interface DescribedRoute {
   url: string;
   doc: RouteDoc;
   access: string;
-  errorShape: ErrorShape | undefined;
+  errorShape: ErrorShape;
 }
 
 /** Fastify's `/v1/models/*` and `/api/blobs/:digest` as OpenAPI paths (`{model}`, `{digest}`). */
@@ -74,7 +74,9 @@ export class ApiDescription {
 
   /** Collects every route as it is registered, refusing one without `config.openapi`; install before any route. */
   install(app: FastifyInstance): void {
-    app.addHook("onRoute", (route: RouteOptions) => {
+    const routes = this.#routes;
+    // `this` is the instance the route is registered on: its protocol scope gives the error shape.
+    app.addHook("onRoute", function (this: FastifyInstance, route: RouteOptions) {
       const methods = (Array.isArray(route.method) ? route.method : [route.method]).filter((method) => method !== "HEAD");
       // @fastify/cors's preflight route (`OPTIONS *`) and Fastify's HEAD twins of GET routes describe nothing of their own.
       if (methods.length === 0 || (route.url === "*" && methods.every((method) => method === "OPTIONS"))) return;
@@ -85,7 +87,7 @@ export class ApiDescription {
         );
       }
       for (const method of methods.filter((method) => DESCRIBABLE.has(method))) {
-        this.#routes.push({ method, url: route.url, doc, access: route.config?.access ?? "public", errorShape: route.config?.errorShape });
+        routes.push({ method, url: route.url, doc, access: route.config?.access ?? "public", errorShape: errorShapeOf(this) });
       }
     });
   }
@@ -130,7 +132,7 @@ export class ApiDescription {
       const responses: Record<string, unknown> = {
         [doc.status ?? 200]: { description: doc.summary, ...(Object.keys(success).length > 0 ? { content: success } : {}) },
       };
-      const errors = route.errorShape ? this.#errorSchemas.get(route.errorShape) : undefined;
+      const errors = this.#errorSchemas.get(route.errorShape);
       responses.default = {
         description: "An error, in the route's protocol's shape (docs/errors.md).",
         ...(errors ? { content: { "application/json": { schema: ref(errors.name, errors.schema, "output") } } } : {}),

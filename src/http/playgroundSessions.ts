@@ -5,7 +5,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Caller } from "../access/AccessGate.js";
 import type { NewSignIn, SignInService } from "../access/SignInService.js";
 import { ServerError } from "../core/ServerError.js";
-import type { PlaygroundDoor } from "./routePolicy.js";
+import type { PlaygroundDoor } from "./playgroundGuard.js";
 
 /** The session cookie: its value is the session's secret, which the store knows only by its hash. */
 const SESSION_COOKIE = "modelhost_session";

@@ -5,7 +5,7 @@
 // overrides it), so a failure names a reproducible body.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { declaredRoutes } from "../../src/http/routePolicy.js";
+import { declaredRoutes } from "../../src/http/routeAccess.js";
 import { startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { peakResidentBytes } from "../support/peakResidentBytes.js";

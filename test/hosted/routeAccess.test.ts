@@ -12,7 +12,8 @@ import { SqliteResponseStore } from "../../src/storedResponses/SqliteResponseSto
 import { loadTiers } from "../../src/access/tiers.js";
 import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import type { Engine } from "../../src/core/Engine.js";
-import { requireAdmission, requireRouteAccess } from "../../src/http/routePolicy.js";
+import { requireAdmission } from "../../src/http/requireAdmission.js";
+import { requireRouteAccess } from "../../src/http/routeAccess.js";
 import { rawRequest } from "../support/rawHttp.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { routesOf, type Route } from "../support/routeTree.js";

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { declaredRoutes } from "../../src/http/routePolicy.js";
+import { declaredRoutes } from "../../src/http/routeAccess.js";
 
 /** A route as registered: one method and its URL pattern. */
 export interface Route {

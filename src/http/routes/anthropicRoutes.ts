@@ -2,7 +2,6 @@ import type { FastifyInstance } from "fastify";
 import type { AccessGate } from "../../access/AccessGate.js";
 import type { Engine } from "../../core/Engine.js";
 import { fromCountTokensRequest, fromMessagesRequest } from "../../protocols/anthropic/fromMessagesRequest.js";
-import { toAnthropicError } from "../../protocols/anthropic/toAnthropicError.js";
 import { toMessage } from "../../protocols/anthropic/toMessage.js";
 import { newMessageId } from "../../protocols/anthropic/ids.js";
 import { MessageStream, PING, type MessageIdentity } from "../../protocols/anthropic/MessageStream.js";
@@ -17,13 +16,13 @@ import { countTokensRequestSchema, messagesRequestSchema } from "../../protocols
 /**
  * Anthropic's Messages API. The `anthropic-version` and `anthropic-beta` headers are accepted
  * whatever their value: there is one version of this API here. In the hosted profile the token
- * may come as `x-api-key` (what the SDK sends) or `Authorization: Bearer` (routePolicy.ts).
+ * may come as `x-api-key` (what the SDK sends) or `Authorization: Bearer` (credentials.ts).
  */
 export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
-  const config = { access: "caller" as const, errorShape: toAnthropicError };
+  const config = { access: "caller" as const };
 
   app.post(
-    "/v1/messages",
+    "",
     {
       config: described(config, {
         summary: "Anthropic Messages API: a message, plain or streamed (named server-sent events)",
@@ -51,7 +50,7 @@ export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engi
   );
 
   app.post(
-    "/v1/messages/count_tokens",
+    "/count_tokens",
     {
       config: described(config, {
         summary: "The input tokens /v1/messages would render for the same request",

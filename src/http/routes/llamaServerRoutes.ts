@@ -8,70 +8,62 @@ import {
   toDetokenizeResponse,
   toTokenizeResponse,
 } from "../../protocols/llamaServer/tokenizer.js";
-import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { engineOptions } from "../engineOptions.js";
 import { described } from "../openapi.js";
 import { detokenizeResponseSchema, rerankResponseSchema, tokenizeResponseSchema } from "../../protocols/llamaServer/responseSchemas.js";
 import { detokenizeRequestSchema, rerankRequestSchema, tokenizeRequestSchema } from "../../protocols/llamaServer/schemas.js";
 
 /**
- * llama-server's endpoints beyond the OpenAI API: the tokenizer and reranking, each at the path
- * llama-server serves it and under /v1 (where llama-server also has rerank, and vLLM all three).
+ * llama-server's endpoints beyond the OpenAI API: the tokenizer and reranking. Registered twice
+ * (buildApp.ts): at the root, where llama-server serves them, and in the /v1 scope, where
+ * llama-server also has rerank, and vLLM all three.
  */
 export function llamaServerRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
-  const config = { access: "caller" as const, errorShape: toOpenAIError };
+  const config = { access: "caller" as const };
 
-  for (const path of ["/tokenize", "/v1/tokenize"]) {
-    app.post(
-      path,
-      {
-        config: described(config, {
-          summary: "A text's token ids (llama-server's /tokenize)",
-          body: tokenizeRequestSchema,
-          response: tokenizeResponseSchema,
-        }),
-      },
-      async (request, reply) => {
-        const tokenize = fromTokenizeRequest(request.body);
-        return toTokenizeResponse(await engine.tokenize(tokenize, engineOptions(request, reply, access, tokenize.model, "tokenize")));
-      },
-    );
-  }
+  app.post(
+    "/tokenize",
+    {
+      config: described(config, {
+        summary: "A text's token ids (llama-server's /tokenize)",
+        body: tokenizeRequestSchema,
+        response: tokenizeResponseSchema,
+      }),
+    },
+    async (request, reply) => {
+      const tokenize = fromTokenizeRequest(request.body);
+      return toTokenizeResponse(await engine.tokenize(tokenize, engineOptions(request, reply, access, tokenize.model, "tokenize")));
+    },
+  );
 
-  for (const path of ["/detokenize", "/v1/detokenize"]) {
-    app.post(
-      path,
-      {
-        config: described(config, {
-          summary: "Token ids back to text (llama-server's /detokenize)",
-          body: detokenizeRequestSchema,
-          response: detokenizeResponseSchema,
-        }),
-      },
-      async (request, reply) => {
-        const detokenize = fromDetokenizeRequest(request.body);
-        return toDetokenizeResponse(
-          await engine.detokenize(detokenize, engineOptions(request, reply, access, detokenize.model, "tokenize")),
-        );
-      },
-    );
-  }
+  app.post(
+    "/detokenize",
+    {
+      config: described(config, {
+        summary: "Token ids back to text (llama-server's /detokenize)",
+        body: detokenizeRequestSchema,
+        response: detokenizeResponseSchema,
+      }),
+    },
+    async (request, reply) => {
+      const detokenize = fromDetokenizeRequest(request.body);
+      return toDetokenizeResponse(await engine.detokenize(detokenize, engineOptions(request, reply, access, detokenize.model, "tokenize")));
+    },
+  );
 
-  for (const path of ["/rerank", "/v1/rerank"]) {
-    app.post(
-      path,
-      {
-        config: described(config, {
-          summary: "Documents scored against a query by a reranking model",
-          body: rerankRequestSchema,
-          response: rerankResponseSchema,
-        }),
-      },
-      async (request, reply) => {
-        const parsed = fromRerankRequest(request.body);
-        const result = await engine.rerank(parsed.rerank, engineOptions(request, reply, access, parsed.rerank.model, "rerank"));
-        return toRerankResponse(parsed, result);
-      },
-    );
-  }
+  app.post(
+    "/rerank",
+    {
+      config: described(config, {
+        summary: "Documents scored against a query by a reranking model",
+        body: rerankRequestSchema,
+        response: rerankResponseSchema,
+      }),
+    },
+    async (request, reply) => {
+      const parsed = fromRerankRequest(request.body);
+      const result = await engine.rerank(parsed.rerank, engineOptions(request, reply, access, parsed.rerank.model, "rerank"));
+      return toRerankResponse(parsed, result);
+    },
+  );
 }

@@ -1,5 +1,4 @@
 import type { FastifyInstance } from "fastify";
-import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import type { ServerMetrics } from "../metrics.js";
 
 /** GET /metrics: the Prometheus text format (see docs/operations.md for the metrics). */
@@ -9,7 +8,6 @@ export function metricsRoutes(app: FastifyInstance, metrics: ServerMetrics): voi
     {
       config: {
         access: "monitor",
-        errorShape: toOpenAIError,
         openapi: { summary: "Prometheus metrics (docs/operations.md)", produces: ["text/plain"] },
       },
     },

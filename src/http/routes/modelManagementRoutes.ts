@@ -32,10 +32,10 @@ const pullResponseSchema = z.object({ status: z.literal("success") });
  * `stream: false`). Refused to the hosted profile's tokens, like all model management.
  */
 export function modelManagementRoutes(app: FastifyInstance, { models }: { models: ModelStore }): void {
-  const config = { access: "operator" as const, errorShape: toOllamaError };
+  const config = { access: "operator" as const };
 
   app.post(
-    "/api/pull",
+    "/pull",
     {
       config: described(config, {
         summary: "Pulls a model, streaming progress as NDJSON",

@@ -16,7 +16,6 @@ import {
 import { API_VERSION, toEmbedResponse, toListedModels, toRunningModel, toShowResponse } from "../../protocols/ollama/toModelResponses.js";
 import { toNativeReply } from "../../protocols/ollama/toNativeReply.js";
 import { NativeReplyStream, type ReplyKind } from "../../protocols/ollama/NativeReplyStream.js";
-import { toOllamaError } from "../../protocols/ollama/toOllamaError.js";
 import { NdjsonWriter } from "../NdjsonWriter.js";
 import { engineOptions } from "../engineOptions.js";
 import { translated } from "../translated.js";
@@ -56,10 +55,10 @@ export interface OllamaRouteOptions {
  * in protocols/ollama; here are only HTTP and the calls to the engine and the model store.
  */
 export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: OllamaRouteOptions): void {
-  const config = { access: "caller" as const, errorShape: toOllamaError };
+  const config = { access: "caller" as const };
 
   /** Model management is the operator's, through the CLI: refused to the hosted profile's tokens. */
-  const management = { access: "operator" as const, errorShape: toOllamaError };
+  const management = { access: "operator" as const };
 
   /**
    * A request's keep_alive, honoured locally. In the hosted profile residency is the operator's
@@ -67,14 +66,12 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
    */
   const keepAliveOf = (requested: number | undefined) => (access ? undefined : requested);
 
-  app.get(
-    "/api/version",
-    { config: described(config, { summary: "The native API version", response: versionResponseSchema }) },
-    async () => ({ version: API_VERSION }),
-  );
+  app.get("/version", { config: described(config, { summary: "The native API version", response: versionResponseSchema }) }, async () => ({
+    version: API_VERSION,
+  }));
 
   app.post(
-    "/api/chat",
+    "/chat",
     {
       config: described(config, {
         summary: "Native chat: NDJSON stream by default, one object with stream: false",
@@ -87,7 +84,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
     async (request, reply) => generate("chat", await translated(engine, request.body, fromChatRequest), request, reply),
   );
   app.post(
-    "/api/generate",
+    "/generate",
     {
       config: described(config, {
         summary: "Native completion of a prompt (templated, raw, or fill-in-the-middle)",
@@ -126,7 +123,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
   }
 
   app.post(
-    "/api/embed",
+    "/embed",
     { config: described(config, { summary: "Native embeddings (normalised)", body: embedRequestSchema, response: embedResponseSchema }) },
     async (request, reply) => {
       const started = performance.now();
@@ -142,7 +139,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
   );
 
   app.post(
-    "/api/embeddings",
+    "/embeddings",
     {
       config: described(config, {
         summary: "Legacy native embedding (not normalised)",
@@ -163,7 +160,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
   );
 
   app.get(
-    "/api/tags",
+    "/tags",
     { config: described(config, { summary: "Installed models with digests and GGUF details", response: tagsResponseSchema }) },
     async (request) => {
       const models = await engine.listModels();
@@ -184,7 +181,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
   );
 
   app.post(
-    "/api/show",
+    "/show",
     { config: described(config, { summary: "One model's metadata and template", body: modelRequestSchema, response: showResponseSchema }) },
     async (request) => {
       const { model } = fromModelRequest(request.body);
@@ -194,7 +191,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
     },
   );
 
-  app.get("/api/ps", { config: described(config, { summary: "Loaded models", response: psResponseSchema }) }, async () => {
+  app.get("/ps", { config: described(config, { summary: "Loaded models", response: psResponseSchema }) }, async () => {
     const running = await Promise.all(
       engine.status().loaded.map(async (status) => {
         const model = await engine.findModel(status.id);
@@ -205,7 +202,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
   });
 
   app.post(
-    "/api/copy",
+    "/copy",
     { config: described(management, { summary: "A new name (alias) for a model", body: copyRequestSchema }) },
     async (request, reply) => {
       const { source, destination } = fromCopyRequest(request.body);
@@ -217,7 +214,7 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
   );
 
   app.delete(
-    "/api/delete",
+    "/delete",
     { config: described(management, { summary: "Deletes an alias, or a model with its files", body: modelRequestSchema }) },
     async (request, reply) => {
       const { model: name } = fromModelRequest(request.body);
@@ -241,14 +238,14 @@ export function ollamaRoutes(app: FastifyInstance, { engine, access, models }: O
     });
   };
   app.post(
-    "/api/create",
+    "/create",
     { config: described(management, { summary: "Not offered (501): the message names the supported way" }) },
     notOffered("create"),
   );
-  app.post("/api/push", { config: described(management, { summary: "Not offered (501)" }) }, notOffered("push"));
+  app.post("/push", { config: described(management, { summary: "Not offered (501)" }) }, notOffered("push"));
   app.route({
     method: ["HEAD", "POST"],
-    url: "/api/blobs/:digest",
+    url: "/blobs/:digest",
     config: described(management, { summary: "Not offered (501): models are not created from blobs" }),
     handler: notOffered("create"),
   });

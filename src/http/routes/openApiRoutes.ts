@@ -1,5 +1,4 @@
 import type { FastifyInstance } from "fastify";
-import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import type { ApiDescription } from "../openapi.js";
 
 /**
@@ -14,7 +13,6 @@ export function openApiRoutes(app: FastifyInstance, api: ApiDescription): void {
     {
       config: {
         access: "caller",
-        errorShape: toOpenAIError,
         openapi: { summary: "This API description (OpenAPI 3.1), generated from the request schemas." },
       },
     },

@@ -14,7 +14,6 @@ import { TextCompletionStream } from "../../protocols/openai/TextCompletionStrea
 import { ChatCompletionStream, type ChoiceEvent, type StreamIdentity } from "../../protocols/openai/ChatCompletionStream.js";
 import { toEmbeddingResponse } from "../../protocols/openai/toEmbeddingResponse.js";
 import { toModelObject } from "../../protocols/openai/toModelObject.js";
-import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { engineOptions } from "../engineOptions.js";
 import { translated } from "../translated.js";
 import { interleaveChoices } from "../interleaveChoices.js";
@@ -42,17 +41,17 @@ export const chatCompletionsDoc = {
 };
 
 export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine: Engine; access?: AccessGate }): void {
-  const config = { access: "caller" as const, errorShape: toOpenAIError };
+  const config = { access: "caller" as const };
 
   app.get(
-    "/v1/models",
+    "/models",
     { config: described(config, { summary: "Every model and alias", response: modelListSchema }) },
     listModelsHandler(engine),
   );
 
   // Model ids may contain slashes (e.g. "org/model"), hence the wildcard.
   app.get(
-    "/v1/models/*",
+    "/models/*",
     { config: described(config, { summary: "One model (ids may contain slashes)", response: modelObjectSchema }) },
     async (request) => {
       const id = decodedOrRaw((request.params as { "*": string })["*"]);
@@ -63,7 +62,7 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
   );
 
   app.post(
-    "/v1/embeddings",
+    "/embeddings",
     {
       config: described(config, {
         summary: "Embeddings of a string, strings or token ids",
@@ -78,11 +77,11 @@ export function openaiRoutes(app: FastifyInstance, { engine, access }: { engine:
     },
   );
 
-  app.post("/v1/chat/completions", { config: described(config, chatCompletionsDoc) }, chatCompletionsHandler(engine, access));
+  app.post("/chat/completions", { config: described(config, chatCompletionsDoc) }, chatCompletionsHandler(engine, access));
 
   // Legacy completions: each prompt's n choices decode together; prompts take turns.
   app.post(
-    "/v1/completions",
+    "/completions",
     {
       config: described(config, {
         summary: "Legacy text completion of one or more prompts, plain or streamed (server-sent events)",

@@ -10,7 +10,6 @@ import type { AccessToken, Account } from "../../access/AccessStore.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
 import { modelListSchema } from "../../protocols/openai/responseSchemas.js";
-import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { same, type Same } from "../../protocols/sameShape.js";
 import { toInvalidRequestError } from "../../protocols/toInvalidRequestError.js";
 import { described } from "../openapi.js";
@@ -39,8 +38,8 @@ export interface PlaygroundRouteOptions {
   hosted?: { gate: AccessGate; accounts: AccessService; sessions: PlaygroundSessions };
 }
 
-const session = { access: "session" as const, errorShape: toOpenAIError };
-const signIn = { access: "sign-in" as const, errorShape: toOpenAIError };
+const session = { access: "session" as const };
+const signIn = { access: "sign-in" as const };
 
 const signInBody = z.object({ account: z.string().min(1).max(256), password: z.string().min(1).max(4096) });
 const newTokenBody = z.object({
@@ -81,7 +80,7 @@ const createdTokenSchema = tokenSchema.extend({ token: z.string() });
 /**
  * The browser playground: its static page under /playground, and its API under /playground/api,
  * which reuses the OpenAI routes' handlers (same bodies, streaming, limits, ledger and disconnect
- * handling) behind the playground's own door (routePolicy.ts, guardPlayground).
+ * handling) behind the playground's own door (playgroundGuard.ts).
  */
 export async function playgroundRoutes(app: FastifyInstance, options: PlaygroundRouteOptions): Promise<void> {
   const { engine, hosted } = options;
@@ -308,7 +307,7 @@ function textPage(reply: FastifyReply, status: number, text: string): FastifyRep
  * itself), and the files Vite built. When the page was never built, a 503 that says how to build it.
  */
 async function staticRoutes(app: FastifyInstance, dir: string): Promise<void> {
-  const config = { access: "public" as const, errorShape: toOpenAIError };
+  const config = { access: "public" as const };
   const built = () => existsSync(path.join(dir, "index.html"));
   // serve: false: the plugin registers no routes of its own (they could not declare their access
   // policy); it only gives reply.sendFile, which refuses paths that leave `dir`.

@@ -5,7 +5,6 @@ import type { StoredResponse } from "../../storedResponses/ResponseStore.js";
 import type { ChatEvent } from "../../core/ChatEvent.js";
 import type { Engine } from "../../core/Engine.js";
 import { ServerError } from "../../core/ServerError.js";
-import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import {
   fromResponseRequest,
   referencedItemIds,
@@ -50,7 +49,7 @@ export function responsesRoutes(
   app: FastifyInstance,
   { engine, access, responses }: { engine: Engine; access?: AccessGate; responses: ResponseArchive },
 ): void {
-  const config = { access: "caller" as const, errorShape: toOpenAIError };
+  const config = { access: "caller" as const };
   const ownerOf = (request: FastifyRequest) => request.caller?.account.id ?? null;
   const stored = async (request: FastifyRequest): Promise<StoredWire> => {
     const { id } = request.params as { id: string };
@@ -60,7 +59,7 @@ export function responsesRoutes(
   };
 
   app.post(
-    "/v1/responses",
+    "/responses",
     {
       config: described(config, {
         summary: "OpenAI Responses API: create a response, plain or streamed (typed server-sent events)",
@@ -122,7 +121,7 @@ export function responsesRoutes(
   );
 
   app.get(
-    "/v1/responses/:id",
+    "/responses/:id",
     { config: described(config, { summary: "A stored response", query: retrieveQuerySchema, response: responseObjectSchema }) },
     async (request) => {
       const query = retrieveQuerySchema.safeParse(request.query ?? {});
@@ -139,7 +138,7 @@ export function responsesRoutes(
   );
 
   app.get(
-    "/v1/responses/:id/input_items",
+    "/responses/:id/input_items",
     {
       config: described(config, {
         summary: "The input items of a stored response",
@@ -151,7 +150,7 @@ export function responsesRoutes(
   );
 
   app.delete(
-    "/v1/responses/:id",
+    "/responses/:id",
     { config: described(config, { summary: "Deletes a stored response", response: deletedResponseSchema }) },
     async (request): Promise<DeletedResponse> => {
       const { id } = request.params as { id: string };

@@ -4,7 +4,6 @@ import type { AccessGate, Caller } from "../../access/AccessGate.js";
 import type { UsageRow } from "../../access/AccessStore.js";
 import type { LimitState } from "../../access/RateLimiter.js";
 import { ServerError } from "../../core/ServerError.js";
-import { toOpenAIError } from "../../protocols/openai/toOpenAIError.js";
 import { same, type Same } from "../../protocols/sameShape.js";
 import { toInvalidRequestError } from "../../protocols/toInvalidRequestError.js";
 
@@ -30,11 +29,10 @@ export const usageResponseSchema = z.object({
  */
 export function usageRoutes(app: FastifyInstance, access: AccessGate): void {
   app.get(
-    "/v1/usage",
+    "/usage",
     {
       config: {
         access: "caller",
-        errorShape: toOpenAIError,
         openapi: {
           summary: "Hosted profile: the token's account, its usage per day and model, and its limits",
           query: usageQuerySchema,
