@@ -1,4 +1,5 @@
-// npm run bench [-- --models tiny,bench --embeddings embed-tiny,tiny --runs 3 --tokens 128 --threads 2 --engine auto --llama-server build|PATH]
+// npm run bench [-- --models tiny,bench --embeddings embed-tiny,tiny --runs 3 --tokens 128 --threads 2 --engine auto --llama-server build|PATH
+//                   --baseline DIR --json FILE]
 //
 // Also, per model, what n=4 choices cost against n=1 on one long prompt (bench/choices.ts).
 // Decode speed and time to first token, single stream and N concurrent streams, through
@@ -9,7 +10,10 @@
 // node-llama-cpp's bundled llama.cpp source (bench/llamaCpp.ts). Each figure is a median over
 // several runs; the phases of one run alternate (starting with another target each run, after a
 // pause), so the machine's drift affects all alike.
-import { mkdtemp, rm, symlink } from "node:fs/promises";
+// `--baseline DIR` adds another built checkout of modelhost (its own bin/modelhost.cjs, served with
+// the same flags) as one more target in the same rounds, and its ratios: two processes of one build
+// differ by up to ~3%, so ratios within 3% of 1 say nothing. `--json FILE` writes the summary's rows.
+import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -20,7 +24,7 @@ import { benchChoices } from "./choices.js";
 import { benchEmbeddings } from "./embeddings.js";
 import { InProcessRunner } from "./inProcess.js";
 import { llamaBenchTg, llamaCppTools } from "./llamaCpp.js";
-import { startLlamaServer, startModelhost, type RunningProcess } from "./servers.js";
+import { baselineCheckout, startLlamaServer, startModelhost, type RunningProcess } from "./servers.js";
 import { aggregateRate, decodeRate, median, type StreamSample } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -33,10 +37,14 @@ const { values: args } = parseArgs({
     concurrency: { type: "string", default: "4" },
     engine: { type: "string", default: "auto" },
     "llama-server": { type: "string" },
+    baseline: { type: "string" },
+    json: { type: "string" },
   },
 });
 
 const llamaCpp = args["llama-server"] ? await llamaCppTools(args["llama-server"]) : undefined;
+const baseline = args.baseline ? await baselineCheckout(path.resolve(args.baseline)) : undefined;
+if (baseline) console.log(`${baseline.name}: ${baseline.dir}; serve's flags since: ${baseline.flagChanges.join(", ") || "the same"}`);
 const runs = Number(args.runs);
 const maxTokens = Number(args.tokens);
 const concurrency = Number(args.concurrency);
@@ -138,6 +146,11 @@ async function benchModel(preset: CachedTestModelPreset): Promise<void> {
       const llamaServer = await startLlamaServer(llamaCpp.server, serverOptions);
       processes.set("llama-server HTTP", llamaServer);
       targets.push(httpTarget("llama-server HTTP", llamaServer, preset));
+    }
+    if (baseline) {
+      const old = await startModelhost({ ...serverOptions, engine: args.engine, checkout: baseline.dir });
+      processes.set(baseline.name, old);
+      targets.push(httpTarget(baseline.name, old, preset));
     }
 
     // Warm up each target: the first decode allocates buffers and pages the weights in, and
@@ -259,7 +272,24 @@ function report(
   }
   if (rawTg !== undefined)
     console.log(`modelhost / llama-bench tg${maxTokens}, single stream, -p 0 / -d ${rawTg.promptTokens}: ${ofRaw(ours, rawTg)}`);
+  const old = baseline && rows.find((row) => row.name === baseline.name);
+  if (old) {
+    const r = ofBaseline(ours, old);
+    console.log(
+      `modelhost / ${old.name}: decode ${r.singleRate.toFixed(3)}×, TTFT ${r.singleTtft.toFixed(3)}× (1 stream); aggregate ${r.multiRate.toFixed(3)}×, TTFT ${r.multiTtft.toFixed(3)}× (${concurrency} streams)`,
+    );
+  }
   return rows;
+}
+
+/** This checkout's figures over the baseline's: tok/s above 1 is faster, TTFT above 1 slower. */
+function ofBaseline(row: Row, old: Row): Pick<Row, "singleRate" | "singleTtft" | "multiRate" | "multiTtft"> {
+  return {
+    singleRate: row.singleRate / old.singleRate,
+    singleTtft: row.singleTtft / old.singleTtft,
+    multiRate: row.multiRate / old.multiRate,
+    multiTtft: row.multiTtft / old.multiTtft,
+  };
 }
 
 /** One target's speeds over another's, single stream / concurrent streams, to three decimals: 0.999 misses 1.0 though it rounds to 1.00. */
@@ -293,10 +323,40 @@ function summarise(): void {
       `| ${preset} | ${raw} | ${pair(by("node-llama-cpp in process"))} | ${pair(ours)} | ${pair(anchor)} | ${ratio(ours, anchor)} | ${singleOfRaw} | ${mib(peakRssMiB.get("modelhost HTTP"))} / ${mib(peakRssMiB.get("llama-server HTTP"))} |`,
     );
   }
+  if (!baseline) return;
+  console.log(`\n## modelhost ÷ ${baseline.name} — tok/s above 1× is faster, TTFT above 1× slower\n`);
+  console.log(
+    `| model | ${baseline.name} 1 / ×${concurrency} | tok/s, 1 stream | TTFT, 1 stream | tok/s, ${concurrency} streams | TTFT, ${concurrency} streams |`,
+  );
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+  for (const { preset, rows } of summaries) {
+    const ours = rows.find((row) => row.name === "modelhost HTTP");
+    const old = rows.find((row) => row.name === baseline.name);
+    const r = ours && old ? ofBaseline(ours, old) : undefined;
+    const cells = r ? [r.singleRate, r.singleTtft, r.multiRate, r.multiTtft].map((x) => `${x.toFixed(3)}×`) : ["–", "–", "–", "–"];
+    console.log(`| ${preset} | ${pair(old)} | ${cells.join(" | ")} |`);
+  }
+}
+
+/** The summary's rows as JSON: each target's medians and peak RSS, and the ratios to the baseline. */
+async function writeJson(file: string): Promise<void> {
+  const models = summaries.map(({ preset, rawTg, rows, peakRssMiB }) => {
+    const ours = rows.find((row) => row.name === "modelhost HTTP");
+    const old = baseline && rows.find((row) => row.name === baseline.name);
+    return {
+      model: preset,
+      rawTg,
+      rows: rows.map((row) => ({ ...row, peakRssMiB: peakRssMiB.get(row.name) })),
+      ...(ours && old ? { ofBaseline: ofBaseline(ours, old) } : {}),
+    };
+  });
+  const setup = { tokens: maxTokens, runs, concurrency, baseline: baseline?.name, baselineFlagChanges: baseline?.flagChanges };
+  await writeFile(file, `${JSON.stringify({ ...setup, models }, null, 2)}\n`);
 }
 
 for (const preset of args.models.split(",").filter(Boolean)) await benchModel(preset.trim() as CachedTestModelPreset);
 summarise();
+if (args.json) await writeJson(args.json);
 {
   const { llama, threads } = await loadLlama({
     engine: args.engine as EngineChoice,

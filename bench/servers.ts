@@ -1,8 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import path from "node:path";
+import { promisify } from "node:util";
 
 export interface RunningProcess {
   url: string;
@@ -12,6 +13,7 @@ export interface RunningProcess {
 }
 
 const repo = path.resolve(import.meta.dirname, "..");
+const execFileAsync = promisify(execFile);
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -63,34 +65,67 @@ export interface ServerOptions {
   contextSize: number;
 }
 
-/** modelhost itself, as users run it: the CLI in its own process. */
-export async function startModelhost(options: ServerOptions & { engine: string }): Promise<RunningProcess> {
+/** The flags the bench serves modelhost with, the same for every checkout. */
+function modelhostFlags(options: ServerOptions & { engine: string }, port: number): Record<string, string> {
+  return {
+    "--port": String(port),
+    "--models-dir": options.modelsDir,
+    "--threads": String(options.threads),
+    "--parallel": String(options.parallel),
+    "--context-size": String(options.contextSize),
+    "--engine": options.engine,
+    "--log-level": "warn",
+  };
+}
+
+/** modelhost itself, as users run it: the CLI of this checkout (or of `checkout`, built) in its own process. */
+export async function startModelhost(options: ServerOptions & { engine: string; checkout?: string }): Promise<RunningProcess> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [
-      path.join(repo, "bin/modelhost.cjs"),
-      "serve",
-      "--port",
-      String(port),
-      "--models-dir",
-      options.modelsDir,
-      "--threads",
-      String(options.threads),
-      "--parallel",
-      String(options.parallel),
-      "--context-size",
-      String(options.contextSize),
-      "--engine",
-      options.engine,
-      "--log-level",
-      "warn",
-    ],
+    [path.join(options.checkout ?? repo, "bin/modelhost.cjs"), "serve", ...Object.entries(modelhostFlags(options, port)).flat()],
     { stdio: ["ignore", "inherit", "inherit"] },
   );
   const url = `http://127.0.0.1:${port}`;
-  await waitHealthy(url, child, "modelhost");
+  await waitHealthy(url, child, options.checkout ? `modelhost in ${options.checkout}` : "modelhost");
   return running(url, child);
+}
+
+/** `serve`'s flags and their defaults, from its --help. */
+async function serveFlags(checkout: string): Promise<Map<string, string>> {
+  const { stdout } = await execFileAsync(process.execPath, [path.join(checkout, "bin/modelhost.cjs"), "serve", "--help"]);
+  const flags = new Map<string, string>();
+  for (const [, flag, value] of stdout.matchAll(/^ {2}(--[\w-]+)[^]*?^ +default: (.*?) {3}env:/gm)) flags.set(flag!, value!.trim());
+  return flags;
+}
+
+/**
+ * Another built checkout of modelhost to measure against this one (`--baseline`), named by its
+ * commit. Its `serve` must take every flag the bench passes, or the two would not run with the
+ * same settings. Flags only one of them has, and defaults that differ, are listed (baseline →
+ * this checkout) to be printed: users run the defaults, so they are part of what is compared.
+ */
+export async function baselineCheckout(dir: string): Promise<{ dir: string; name: string; flagChanges: string[] }> {
+  const git = async (...args: string[]) => (await execFileAsync("git", ["-C", dir, ...args])).stdout.trim();
+  const commit = await git("rev-parse", "--short", "HEAD");
+  const dirty = (await git("status", "--porcelain", "--untracked-files=no")) !== "";
+  const name = `modelhost@${commit}${dirty ? "-dirty" : ""}`;
+  const theirs = await serveFlags(dir).catch((error: unknown) => {
+    throw new Error(
+      `${name}: \`modelhost serve --help\` failed in ${dir} (built with \`npx tsc -p tsconfig.build.json\`?): ${String(error)}`,
+    );
+  });
+  const ours = await serveFlags(repo);
+  const passed = Object.keys(modelhostFlags({ modelPath: "", modelsDir: "", threads: 0, parallel: 0, contextSize: 0, engine: "" }, 0));
+  const missing = passed.filter((flag) => !theirs.has(flag));
+  if (missing.length > 0) throw new Error(`${name} has no ${missing.join(", ")}: the bench cannot serve it with this checkout's settings`);
+  const flagChanges: string[] = [];
+  for (const [flag, value] of ours) {
+    if (!theirs.has(flag)) flagChanges.push(`${flag} new (default "${value}")`);
+    else if (theirs.get(flag) !== value) flagChanges.push(`${flag} default "${theirs.get(flag)}" → "${value}"`);
+  }
+  for (const [flag, value] of theirs) if (!ours.has(flag)) flagChanges.push(`${flag} gone (default was "${value}")`);
+  return { dir, name, flagChanges };
 }
 
 /** llama.cpp's own server on the same file, threads and slots: the anchor users compare with. */
