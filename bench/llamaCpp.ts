@@ -1,9 +1,9 @@
 import { execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { access, mkdir } from "node:fs/promises";
-import os from "node:os";
+import { access } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
+import { llamaCppSource } from "../test/support/llamaCppSource.js";
 
 /**
  * llama.cpp's own tools for the comparison: llama-server (the HTTP anchor) and llama-bench (the raw
@@ -16,11 +16,6 @@ export interface LlamaCppTools {
   bench: string | undefined;
 }
 
-const repo = path.resolve(import.meta.dirname, "..");
-const bundle = path.join(repo, "node_modules/node-llama-cpp/llama/gitRelease.bundle");
-const cacheDir = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), ".cache"), "modelhost-bench");
-const sourceDir = path.join(cacheDir, "llama.cpp");
-const buildDir = path.join(sourceDir, "build");
 // The same engine options as `modelhost engine build` (src/engine/nativeEngine.ts): this CPU's
 // instruction set, OpenMP. Static, so the binaries need no library path; no tests or examples, no
 // HTTPS: only the two targets are compiled (about 10 minutes on 2 cores).
@@ -48,10 +43,10 @@ async function run(command: string, args: string[], cwd?: string): Promise<void>
   if (code !== 0) throw new Error(`${command} exited with code ${code}`);
 }
 
-/** Clones the bundled source into the cache once, then configures and builds (incrementally). */
+/** Clones the bundled source into the cache once (test/support/llamaCppSource.ts), then configures and builds (incrementally). */
 async function build(): Promise<LlamaCppTools> {
-  await mkdir(cacheDir, { recursive: true });
-  if (!(await exists(path.join(sourceDir, "CMakeLists.txt")))) await run("git", ["clone", "--quiet", bundle, sourceDir]);
+  const sourceDir = await llamaCppSource();
+  const buildDir = path.join(sourceDir, "build");
   await run("cmake", ["-S", sourceDir, "-B", buildDir, ...cmakeOptions]);
   await run("cmake", ["--build", buildDir, "--config", "Release", "-j", "2", "--target", "llama-server", "llama-bench"]);
   return { server: path.join(buildDir, "bin/llama-server"), bench: path.join(buildDir, "bin/llama-bench") };
