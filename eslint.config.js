@@ -16,6 +16,8 @@ const LAYERS = {
   storedResponses: ["core", "db"],
   models: ["core", "gguf"],
   testmodels: ["core", "gguf"],
+  // Chat templates rendered as transformers does (@huggingface/jinja); not wired yet: the engine will import it (issue 31).
+  chatTemplates: ["core"],
   // The registry finds model files on disk (listing, manifest, header check): models sits below engine.
   engine: ["core", "gguf", "models"],
   // Model management reaches http through core's ModelStore, never models/ itself.

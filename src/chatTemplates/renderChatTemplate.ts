@@ -1,0 +1,138 @@
+import { Environment, Interpreter, Template } from "@huggingface/jinja";
+import type { ToolCall, ToolDefinition } from "../core/ChatRequest.js";
+import { ServerError } from "../core/ServerError.js";
+import { strftime } from "./strftime.js";
+
+/** A turn as a chat template reads it: core's message plus the fields some templates print. */
+export interface TemplateMessage {
+  role: string;
+  content: string;
+  toolCalls?: ToolCall[];
+  toolCallId?: string;
+  /** The function a tool result answers (Hermes, Llama 3.x and others print it). */
+  name?: string;
+  /** A thought kept in history (Qwen3, DeepSeek, gpt-oss's analysis channel print it). */
+  reasoningContent?: string;
+}
+
+export interface ChatTemplateInput {
+  messages: TemplateMessage[];
+  /** None (rendered as Python's None, as transformers passes it) when the request has no tools. */
+  tools?: ToolDefinition[];
+  addGenerationPrompt: boolean;
+  /** The tokenizer's tokens; a token the vocabulary lacks stays undefined, as in transformers' special_tokens_map. */
+  bosToken?: string;
+  eosToken?: string;
+  /** Passed only when set, like transformers' extra kwargs: a template tests `enable_thinking is defined`. */
+  enableThinking?: boolean;
+  reasoningEffort?: "low" | "medium" | "high";
+  /**
+   * Tool-call arguments as objects (transformers' documented form, which templates that `tojson` them
+   * need) or as the JSON text the model wrote (templates that print `{{ arguments }}` as is need that).
+   */
+  argumentsAs?: "object" | "string";
+  /** The instant strftime_now prints (default: now), in UTC so that a fixed instant renders alike everywhere. */
+  now?: Date;
+}
+
+/** Thrown by the template's own raise_exception: its message is the template author's, for the client. */
+class TemplateRaised extends Error {}
+
+/**
+ * A model's own Jinja chat template, rendered as Hugging Face's apply_chat_template renders it
+ * (transformers' utils/chat_template_utils.py): @huggingface/jinja already lexes with trim_blocks and
+ * lstrip_blocks and its tojson takes transformers' arguments (ensure_ascii=False, indent, separators,
+ * sort_keys=False); this adds transformers' inputs (tools as {type: "function", function}, documents
+ * None), raise_exception as a client error, and a strftime_now whose clock the caller may fix.
+ */
+export class ChatTemplate {
+  private readonly template: Template;
+
+  /** Parses once; a template the library cannot parse throws here, with the library's reason. */
+  constructor(readonly source: string) {
+    this.template = new Template(source);
+  }
+
+  render(input: ChatTemplateInput): string {
+    const now = input.now ?? new Date();
+    const context: Record<string, unknown> = {
+      messages: input.messages.map((message) => toTemplateMessage(message, input.argumentsAs ?? "object")),
+      // transformers passes None rather than leaving these out, so `tools is defined` holds and `tools is none` decides.
+      tools: input.tools === undefined ? null : input.tools.map((tool) => ({ type: "function", function: toolFunction(tool) })),
+      documents: null,
+      add_generation_prompt: input.addGenerationPrompt,
+      raise_exception: (message: unknown) => {
+        throw new TemplateRaised(String(message));
+      },
+      strftime_now: (format: unknown) => strftime(now, String(format)),
+    };
+    if (input.bosToken !== undefined) context.bos_token = input.bosToken;
+    if (input.eosToken !== undefined) context.eos_token = input.eosToken;
+    if (input.enableThinking !== undefined) context.enable_thinking = input.enableThinking;
+    if (input.reasoningEffort !== undefined) context.reasoning_effort = input.reasoningEffort;
+    // Template.render() would declare the library's own raise_exception and strftime_now, and a second
+    // declaration of a name throws, so the environment is built here: the library's globals, then ours.
+    const env = new Environment();
+    for (const [name, value] of Object.entries({ ...libraryGlobals, ...context })) env.set(name, value);
+    try {
+      return new Interpreter(env).run(this.template.parsed).value as string;
+    } catch (error) {
+      if (error instanceof TemplateRaised) throw new ServerError("invalid_request", { message: error.message, cause: error });
+      // The template failed on these inputs (an undefined variable, a type error in its own code): the request
+      // is what the template cannot render, so it is the client's to change, as with raise_exception.
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new ServerError("invalid_request", {
+        message: `The model's chat template failed to render this request: ${reason}`,
+        cause: error,
+      });
+    }
+  }
+}
+
+/** What @huggingface/jinja 0.5.11's setupGlobals declares, less the two replaced above. */
+const libraryGlobals: Record<string, unknown> = {
+  false: false,
+  true: true,
+  none: null,
+  False: false,
+  True: true,
+  None: null,
+  range: (...args: number[]): number[] => {
+    const [start, stop, step = 1] = args.length === 1 ? [0, args[0]!] : args;
+    if (step === 0) throw new Error("range() arg 3 must not be zero");
+    const out: number[] = [];
+    for (let i = start!; step > 0 ? i < stop! : i > stop!; i += step) out.push(i);
+    return out;
+  },
+};
+
+function toolFunction(tool: ToolDefinition): Record<string, unknown> {
+  return tool.description === undefined
+    ? { name: tool.name, parameters: tool.parameters }
+    : { name: tool.name, description: tool.description, parameters: tool.parameters };
+}
+
+/** transformers' message dict; keys absent in the message stay absent (undefined), as in a Python dict. */
+function toTemplateMessage(message: TemplateMessage, argumentsAs: "object" | "string"): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: message.role, content: message.content };
+  if (message.toolCalls !== undefined) {
+    out.tool_calls = message.toolCalls.map((call) => ({
+      id: call.id,
+      type: "function",
+      function: { name: call.name, arguments: argumentsAs === "object" ? parseArguments(call.arguments) : call.arguments },
+    }));
+  }
+  if (message.toolCallId !== undefined) out.tool_call_id = message.toolCallId;
+  if (message.name !== undefined) out.name = message.name;
+  if (message.reasoningContent !== undefined) out.reasoning_content = message.reasoningContent;
+  return out;
+}
+
+/** Arguments the model wrote that are not JSON stay text: a template that tojson's them shows what was written. */
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
