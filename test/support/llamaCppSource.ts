@@ -6,7 +6,7 @@ import { promisify } from "node:util";
 
 /**
  * llama.cpp's source tree as node-llama-cpp ships it (node_modules/node-llama-cpp/llama/gitRelease.bundle,
- * a 35 MB git bundle of one commit): its models/templates/*.jinja (about 70 real chat templates),
+ * a 35 MB git bundle of one commit): its models/templates/*.jinja (70 real chat templates at node-llama-cpp 3.22.1),
  * models/ggml-vocab-*.gguf (real vocabularies) and the sources bench/llamaCpp.ts builds llama-server from.
  *
  * The bundle is cloned once into the cache (~/.cache/modelhost-bench, where the bench has always built),
