@@ -32,6 +32,8 @@ export interface FakeReply {
   failure?: Error;
   /** Awaited before the first event: a generation that stays silent until the test lets it go. */
   hold?: Promise<void>;
+  /** Milliseconds each token takes (default: a turn of the event loop), so a client can leave mid-stream. */
+  tokenMs?: number;
 }
 
 export interface FakeModel {
@@ -357,7 +359,7 @@ async function* generate(script: FakeReply, { request, prompt, cap, signal, onTo
   let stopSequence: string | undefined;
   /** Takes a token if the cap leaves room; false once it does not. */
   const take = async () => {
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => (script.tokenMs ? setTimeout(resolve, script.tokenMs) : setImmediate(resolve)));
     signal.throwIfAborted();
     if (tokens >= cap) {
       finishReason = "length";
