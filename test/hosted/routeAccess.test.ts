@@ -4,10 +4,9 @@
 import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openResponseStore } from "../../src/cli/openAccess.js";
-import type { ChatRequest } from "../../src/core/ChatRequest.js";
 import { requireAdmission, requireRouteAccess } from "../../src/http/routePolicy.js";
 import type { ResponseStore } from "../../src/storedResponses/ResponseStore.js";
-import { FakeEngine } from "../support/fakeEngine.js";
+import { chatRequest, FakeEngine } from "../support/fakeEngine.js";
 import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { rawRequest } from "../support/rawHttp.js";
 import type { TestServer } from "../support/startTestServer.js";
@@ -226,17 +225,7 @@ describe("engine admission in the hosted profile, fail closed", () => {
     await expect(guarded.detokenize({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
     expect(engine.calls).toEqual([]);
     const admit = async () => ({ maxOutputTokens: 1, settle: () => undefined });
-    const request: ChatRequest = {
-      model: "tiny",
-      messages: [],
-      stop: [],
-      sampling: { temperature: 0, topP: 1, presencePenalty: 0, frequencyPenalty: 0, logitBias: new Map() },
-      tools: [],
-      toolChoice: { type: "auto" },
-      parallelToolCalls: true,
-      responseFormat: { type: "text" },
-    };
-    await (await guarded.chat(request, { signal, admit })).return();
+    await (await guarded.chat(chatRequest({ model: "tiny" }), { signal, admit })).return();
     expect(engine.calls).toEqual(["chat"]);
   });
 });

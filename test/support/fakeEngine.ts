@@ -58,6 +58,21 @@ export interface FakeEngineOptions {
   failures?: Partial<Record<FailingCall, Error>>;
 }
 
+/** A chat request as the protocols hand it to an engine, with their defaults, for tests that call an engine directly. */
+export function chatRequest(overrides: Partial<ChatRequest> = {}): ChatRequest {
+  return {
+    model: "fake",
+    messages: [{ role: "user", content: "hi" }],
+    stop: [],
+    sampling: { temperature: 0, topP: 1, presencePenalty: 0, frequencyPenalty: 0, logitBias: new Map() },
+    tools: [],
+    toolChoice: { type: "auto" },
+    parallelToolCalls: true,
+    responseFormat: { type: "text" },
+    ...overrides,
+  };
+}
+
 const DEFAULT_REPLY: FakeReply = { text: "Hello from the fake engine." };
 const EMBEDDING_LENGTH = 8;
 const BYTES = new TextEncoder();

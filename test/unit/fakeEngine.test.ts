@@ -2,21 +2,8 @@
 // the ticket settled exactly once with what was used, however the request ends.
 import { describe, expect, it } from "vitest";
 import type { ChatEvent } from "../../src/core/ChatEvent.js";
-import type { ChatRequest } from "../../src/core/ChatRequest.js";
 import type { AdmissionRequest } from "../../src/core/Engine.js";
-import { FakeEngine } from "../support/fakeEngine.js";
-
-const request = (overrides: Partial<ChatRequest> = {}): ChatRequest => ({
-  model: "fake",
-  messages: [{ role: "user", content: "hi" }],
-  stop: [],
-  sampling: { temperature: 0, topP: 1, presencePenalty: 0, frequencyPenalty: 0, logitBias: new Map() },
-  tools: [],
-  toolChoice: { type: "auto" },
-  parallelToolCalls: true,
-  responseFormat: { type: "text" },
-  ...overrides,
-});
+import { chatRequest, FakeEngine } from "../support/fakeEngine.js";
 
 /** An admission that grants at most `cap` output tokens and records what it was asked and settled. */
 function admission(cap = Infinity) {
@@ -42,20 +29,20 @@ describe("FakeEngine", () => {
   it("asks admission for the prompt and the cap, stops at the cap granted, and settles once with what it generated", async () => {
     const engine = new FakeEngine({ reply: { text: "one two three four five" } });
     const { admit, asked, settled } = admission(3);
-    const events = await drain(await engine.chat(request({ maxTokens: 10 }), { signal: new AbortController().signal, admit }));
+    const events = await drain(await engine.chat(chatRequest({ maxTokens: 10 }), { signal: new AbortController().signal, admit }));
     const prompt = "user: hi\nassistant: ".length;
     expect(asked).toEqual([{ promptTokens: prompt, maxOutputTokens: 10 }]);
     expect(events.filter((event) => event.type === "text").map((event) => event.text)).toEqual(["one", " two", " three"]);
     expect(events.at(-1)).toMatchObject({ type: "done", finishReason: "length", usage: { promptTokens: prompt, completionTokens: 3 } });
     expect(settled).toEqual([{ promptTokens: prompt, completionTokens: 3 }]);
-    expect(await engine.countTokens(request(), { signal: new AbortController().signal })).toBe(prompt);
+    expect(await engine.countTokens(chatRequest(), { signal: new AbortController().signal })).toBe(prompt);
   });
 
   it("ends a stream whose request is aborted, and settles what it had generated", async () => {
     const engine = new FakeEngine({ reply: { text: "word ".repeat(100) } });
     const { admit, settled } = admission();
     const controller = new AbortController();
-    const stream = await engine.chat(request(), { signal: controller.signal, admit });
+    const stream = await engine.chat(chatRequest(), { signal: controller.signal, admit });
     await stream.next();
     await stream.next();
     controller.abort(new Error("client gone"));
@@ -67,7 +54,7 @@ describe("FakeEngine", () => {
   it("reserves n × the cap for n choices and settles the prompt once with every choice's tokens", async () => {
     const engine = new FakeEngine({ reply: { text: "a b c d" } });
     const { admit, asked, settled } = admission();
-    const streams = await engine.chatChoices(request({ n: 3, maxTokens: 2 }), { signal: new AbortController().signal, admit });
+    const streams = await engine.chatChoices(chatRequest({ n: 3, maxTokens: 2 }), { signal: new AbortController().signal, admit });
     expect(asked[0]?.maxOutputTokens).toBe(6);
     for (const stream of streams) await drain(stream);
     expect(settled).toEqual([{ promptTokens: asked[0]!.promptTokens, completionTokens: 6 }]);
@@ -75,7 +62,7 @@ describe("FakeEngine", () => {
 
   it("ends at a stop sequence, without it", async () => {
     const engine = new FakeEngine({ reply: { text: "alpha beta gamma" } });
-    const events = await drain(await engine.chat(request({ stop: ["gam"] }), { signal: new AbortController().signal }));
+    const events = await drain(await engine.chat(chatRequest({ stop: ["gam"] }), { signal: new AbortController().signal }));
     expect(events.filter((event) => event.type === "text").map((event) => event.text)).toEqual(["alpha", " beta", " "]);
     expect(events.at(-1)).toMatchObject({ type: "done", finishReason: "stop", stopSequence: "gam" });
   });
@@ -83,13 +70,13 @@ describe("FakeEngine", () => {
   it("refuses unknown models, wrong capabilities and calls after close, as LlamaEngine does", async () => {
     const engine = new FakeEngine({ models: ["fake", { id: "ranker", capabilities: ["rerank"] }] });
     const signal = new AbortController().signal;
-    await expect(engine.chat(request({ model: "nope" }), { signal })).rejects.toMatchObject({ code: "model_not_found" });
-    await expect(engine.chat(request({ model: "ranker" }), { signal })).rejects.toMatchObject({ code: "invalid_request" });
+    await expect(engine.chat(chatRequest({ model: "nope" }), { signal })).rejects.toMatchObject({ code: "model_not_found" });
+    await expect(engine.chat(chatRequest({ model: "ranker" }), { signal })).rejects.toMatchObject({ code: "invalid_request" });
     await expect(engine.rerank({ model: "fake", query: "q", documents: ["d"] }, { signal })).rejects.toMatchObject({
       code: "invalid_request",
     });
     await engine.close();
-    await expect(engine.chat(request(), { signal })).rejects.toMatchObject({ code: "engine_unavailable" });
+    await expect(engine.chat(chatRequest(), { signal })).rejects.toMatchObject({ code: "engine_unavailable" });
   });
 
   it("settles a failing call's admission, and an embedding's with the tokens of its inputs", async () => {
