@@ -2,15 +2,14 @@
 // hosted profile, which share PostgreSQL (accounts, tokens, usage) and Redis (limits), all on
 // loopback. nginx runs the configuration of docs/deploy.md verbatim, with only its ports changed.
 import { readFileSync } from "node:fs";
-import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, symlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
 import type { TiersConfig } from "../../src/access/tiers.js";
 import { needs } from "../support/debianPackages.js";
 import { freePort } from "../support/freePort.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { startNginx, type RunningNginx } from "../support/startNginx.js";
 import { startPostgres, type TestPostgres } from "../support/startPostgres.js";
 import { startRedis, type RunningRedis } from "../support/startRedis.js";
@@ -47,7 +46,8 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
   let postgres: TestPostgres;
   let redis: RunningRedis;
   let nginx: RunningNginx;
-  let workDir: string;
+  let hosted: Hosted;
+  let modelsDir: string;
   let replicaArgs: string[];
   let replicaPorts: [number, number];
   const replicas: ServerProcess[] = [];
@@ -67,21 +67,12 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
 
   beforeAll(async () => {
     [postgres, redis] = await Promise.all([startPostgres(), startRedis()]);
-    workDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-deploy-"));
-    const modelsDir = path.join(workDir, "models");
-    await import("node:fs/promises").then((fs) => fs.mkdir(modelsDir));
+    modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-deploy-models-"));
     await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
     await symlink(await testModelPath("bench"), path.join(modelsDir, "bench.gguf"));
-    const tiersFile = path.join(workDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-
-    const store = await PostgresAccessStore.connect(postgres.url);
-    const service = new AccessService(store, tiers);
-    await service.createAccount("load");
-    await service.createAccount("strict", "strict");
-    loadToken = (await service.createToken("load")).secret;
-    strictToken = (await service.createToken("strict")).secret;
-    await store.close();
+    hosted = await openHosted({ tiers, databaseUrl: postgres.url });
+    loadToken = (await hosted.newAccount(undefined, { name: "load" })).token;
+    strictToken = (await hosted.newAccount("strict", { name: "strict" })).token;
 
     replicaPorts = [await freePort(), await freePort()];
     replicaArgs = [
@@ -94,7 +85,7 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
       "--redis-url",
       redis.url,
       "--tiers-file",
-      tiersFile,
+      hosted.tiersFile,
       "--parallel",
       "4",
       // Each token written as it is decoded, so the stream test below sees the proxy's buffering alone.
@@ -110,8 +101,9 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server"))("nginx in front o
   afterAll(async () => {
     await nginx?.stop();
     await Promise.all(replicas.map((replica) => replica.stop()));
+    await hosted?.close();
     await Promise.all([postgres?.stop(), redis?.stop()]);
-    if (workDir) await rm(workDir, { recursive: true, force: true });
+    if (modelsDir) await rm(modelsDir, { recursive: true, force: true });
   });
 
   it("passes a stream on token by token (X-Accel-Buffering: no)", async () => {

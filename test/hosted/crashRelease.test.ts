@@ -1,11 +1,8 @@
-import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, symlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
 import { testModelPath } from "../support/testModels.js";
 import { freePort } from "../support/freePort.js";
@@ -24,7 +21,7 @@ interface UsageReply {
 // stayed charged until UTC midnight: 61,440 of the day's 150,000 tokens. Restarted on the same
 // address, the server releases them at once, charging each its prompt.
 describe("a server killed mid-load and restarted", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let modelsDir: string;
   let token: string;
   let args: string[];
@@ -44,24 +41,18 @@ describe("a server killed mid-load and restarted", () => {
     });
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-crash-data-"));
+    hosted = await openHosted({ tiers });
     modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-crash-models-"));
     await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-    const store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    const service = new AccessService(store, await loadTiers(tiersFile));
-    await service.createAccount("crash");
-    token = (await service.createToken("crash")).secret;
-    await store.close();
+    token = (await hosted.newAccount(undefined, { name: "crash" })).token;
     // One port for both lives of the server: the same instance, as a supervisor restarts it.
     const port = await freePort();
-    args = ["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", dataDir, "--tiers-file", tiersFile];
+    args = ["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", hosted.dataDir, "--tiers-file", hosted.tiersFile];
     args.push("--port", String(port), "--context-size", String(CONTEXT_SIZE), "--parallel", String(IN_FLIGHT + 1));
   });
   afterAll(async () => {
     for (const server of servers) await server.kill();
-    await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
     await rm(modelsDir, { recursive: true, force: true });
   });
 

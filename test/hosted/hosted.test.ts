@@ -1,17 +1,11 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
 import { generateToken } from "../../src/access/tokenFormat.js";
-import { defaultTiers, loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { needs } from "../support/debianPackages.js";
+import { FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { startRedis, type RunningRedis } from "../support/startRedis.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
-import { testModelPath } from "../support/testModels.js";
+import { postJson, type TestServer } from "../support/startTestServer.js";
 
 const tiers = {
   default: "free",
@@ -23,16 +17,15 @@ const tiers = {
 };
 
 const messages = [{ role: "user" as const, content: "Hello there." }];
+/** What these tests check is the gate's, not the model's: a fake engine, writing a long reply at a token a millisecond. */
+const engine = () => new FakeEngine({ models: ["tiny"], reply: { text: "word ".repeat(2000), tokenMs: 1 } });
 
 describe("hosted profile over HTTP", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let server: TestServer;
-  let service: AccessService;
-  let store: SqliteAccessStore;
   const logs: string[] = [];
   /** Every token handed out, for the log check. */
   const issued: string[] = [];
-  let accounts = 0;
 
   const client = (token: string) => new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 });
   const chat = (token: string, body: object = {}) =>
@@ -43,31 +36,23 @@ describe("hosted profile over HTTP", () => {
     );
   /** A new account of the tier, and a token for it: each test counts against limits of its own. */
   const newAccount = async (tier: keyof typeof tiers.tiers) => {
-    const name = `${tier}-${++accounts}`;
-    await service.createAccount(name, tier);
-    const token = (await service.createToken(name, { name: "test" })).secret;
-    issued.push(token);
-    return { name, token };
+    const account = await hosted.newAccount(tier);
+    issued.push(account.token);
+    return account;
   };
   const tokensUsed = async (account: string) =>
-    (await service.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
+    (await hosted.accounts.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-hosted-"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    service = new AccessService(store, await loadTiers(tiersFile));
-    server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
-      config: { profile: "hosted", dataDir, tiersFile, logLevel: "info", parallel: 4, maxQueue: 256 },
+    hosted = await openHosted({ tiers });
+    server = await hosted.serve({
+      engine: engine(),
+      config: { logLevel: "info", parallel: 4, maxQueue: 256 },
       logDestination: { write: (line) => void logs.push(line) },
     });
   });
   afterAll(async () => {
-    await server?.close();
-    await store?.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
   });
 
   it("serves a valid token through the official client, with rate-limit headers", async () => {
@@ -95,11 +80,11 @@ describe("hosted profile over HTTP", () => {
 
   it("refuses every kind of bad credential with the same 401, never echoing it", async () => {
     const { name, token } = await newAccount("free");
-    const revoked = await service.createToken(name, { name: "revoked" });
-    await service.revokeToken(revoked.token.id);
+    const revoked = await hosted.accounts.createToken(name, { name: "revoked" });
+    await hosted.accounts.revokeToken(revoked.token.id);
     const expired = generateToken();
-    const account = await store.findAccount(name);
-    await store.createToken({
+    const account = await hosted.store.findAccount(name);
+    await hosted.store.createToken({
       accountId: account!.id,
       name: "old",
       prefix: expired.prefix,
@@ -107,7 +92,7 @@ describe("hosted profile over HTTP", () => {
       expiresAt: Date.now() - 1000,
     });
     const mallory = await newAccount("free");
-    await service.disableAccount(mallory.name);
+    await hosted.accounts.disableAccount(mallory.name);
     const disabled = mallory.token;
     const typo = token.slice(0, -1) + (token.endsWith("A") ? "B" : "A");
     const cases: Array<[string, Record<string, string>]> = [
@@ -217,7 +202,8 @@ describe("hosted profile over HTTP", () => {
 
   it("charges an aborted stream what it generated", async () => {
     const { name, token } = await newAccount("free");
-    const completionTokens = async () => (await service.usage({ account: name })).reduce((sum, row) => sum + row.completionTokens, 0);
+    const completionTokens = async () =>
+      (await hosted.accounts.usage({ account: name })).reduce((sum, row) => sum + row.completionTokens, 0);
     const before = await completionTokens();
     const controller = new AbortController();
     const stream = await client(token).chat.completions.create(
@@ -275,28 +261,20 @@ describe("hosted profile over HTTP", () => {
 });
 
 describe.skipIf(!needs("redis-server"))("hosted profile with its rate limiter in Redis, when Redis goes down", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let redis: RunningRedis;
   let server: TestServer;
   let token: string;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-hosted-redis-"));
     redis = await startRedis();
-    const store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    const service = new AccessService(store, defaultTiers);
-    await service.createAccount("alice");
-    token = (await service.createToken("alice")).secret;
-    await store.close();
-    server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
-      config: { profile: "hosted", dataDir, redisUrl: redis.url },
-    });
+    hosted = await openHosted();
+    token = (await hosted.newAccount()).token;
+    server = await hosted.serve({ engine: engine(), config: { redisUrl: redis.url } });
   });
   afterAll(async () => {
-    await server?.close();
+    await hosted?.close();
     await redis?.stop();
-    await rm(dataDir, { recursive: true, force: true });
   });
 
   it("answers GET /v1/usage and chat with 503 limiter_unavailable, never a 500", async () => {

@@ -1,19 +1,13 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { rawRequest } from "../support/rawHttp.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
-import { testModelPath } from "../support/testModels.js";
+import { postJson, type TestServer } from "../support/startTestServer.js";
 
 // The Messages API in the hosted profile: the same tokens, limits and usage ledger as /v1/chat,
 // the token in x-api-key (what the Anthropic SDK sends) or Authorization: Bearer, and the hosted
-// refusals (401, 429, 413) in the Messages error shape.
+// refusals (401, 429, 413) in the Messages error shape. The gate's work, not the model's: a fake engine.
 
 const tiers = {
   default: "free",
@@ -26,39 +20,26 @@ const tiers = {
 const request = { model: "tiny", max_tokens: 3, messages: [{ role: "user" as const, content: "Hello there." }] };
 
 describe("Messages API in the hosted profile", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let server: TestServer;
-  let service: AccessService;
-  let store: SqliteAccessStore;
-  let accounts = 0;
 
-  const newToken = async (tier: keyof typeof tiers.tiers) => {
-    const name = `${tier}-${++accounts}`;
-    await service.createAccount(name, tier);
-    return { name, token: (await service.createToken(name, { name: "test" })).secret };
-  };
+  const newToken = (tier: keyof typeof tiers.tiers) => hosted.newAccount(tier);
   const anthropic = (options: ConstructorParameters<typeof Anthropic>[0]) =>
     new Anthropic({ baseURL: server.url, maxRetries: 0, ...options });
   /** The account's ledger row once it holds `requests` requests: the ledger is written by group commit within milliseconds. */
   const ledgerRow = async (account: string, requests: number) => {
     await expect
-      .poll(async () => (await service.usage({ account }))[0]?.requests ?? 0, { timeout: 2500, interval: 50 })
+      .poll(async () => (await hosted.accounts.usage({ account }))[0]?.requests ?? 0, { timeout: 2500, interval: 50 })
       .toBeGreaterThanOrEqual(requests);
-    return (await service.usage({ account }))[0];
+    return (await hosted.accounts.usage({ account }))[0];
   };
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-messages-hosted-"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    service = new AccessService(store, await loadTiers(tiersFile));
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { profile: "hosted", dataDir, tiersFile } });
+    hosted = await openHosted({ tiers });
+    server = await hosted.serve({ engine: new FakeEngine({ models: ["tiny"] }) });
   });
   afterAll(async () => {
-    await server?.close();
-    await store?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
   });
 
   it("serves a token sent as x-api-key (the SDK's apiKey) or as Authorization: Bearer (its authToken), and records usage", async () => {

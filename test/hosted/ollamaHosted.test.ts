@@ -1,40 +1,25 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { Ollama } from "ollama";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
-import { startTestServer, type TestServer } from "../support/startTestServer.js";
-import { testModelPath } from "../support/testModels.js";
+import { FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
+import type { TestServer } from "../support/startTestServer.js";
 
 // The hosted profile serves the native API behind the same tokens, limits and usage ledger as
-// /v1; managing models is left to the operator's CLI.
+// /v1; managing models is left to the operator's CLI. The gate's work, not the model's: a fake engine.
 describe("native API in the hosted profile", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let server: TestServer;
-  let store: SqliteAccessStore;
   let token: string;
   let ollama: Ollama;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-ollama-hosted-"));
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    const service = new AccessService(store, await loadTiers(undefined));
-    await service.createAccount("ada", "free");
-    token = (await service.createToken("ada", { name: "native" })).secret;
-    server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
-      config: { profile: "hosted", dataDir, tiersFile: "" },
-    });
+    hosted = await openHosted();
+    token = (await hosted.newAccount("free", { name: "ada" })).token;
+    server = await hosted.serve({ engine: new FakeEngine({ models: ["tiny"], reply: { text: "word ".repeat(50) } }) });
     ollama = new Ollama({ host: server.url, headers: { Authorization: `Bearer ${token}` } });
   });
   afterAll(async () => {
-    await server?.close();
-    await store?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
   });
 
   it("requires a token, answering 401 in the native shape", async () => {

@@ -4,10 +4,8 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
-import { defaultTiers } from "../../src/access/tiers.js";
 import { needs } from "../support/debianPackages.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { startPostgres, type TestPostgres } from "../support/startPostgres.js";
 import { startRedis, type RunningRedis } from "../support/startRedis.js";
 import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
@@ -20,6 +18,7 @@ const bin = path.resolve(import.meta.dirname, "../../bin/modelhost.cjs");
 describe.skipIf(!needs("postgresql", "redis-server"))("two replicas on PostgreSQL and Redis", () => {
   let postgres: TestPostgres;
   let redis: RunningRedis;
+  let hosted: Hosted;
   let modelsDir: string;
   let replicas: ServerProcess[] = [];
   let token: string;
@@ -35,11 +34,8 @@ describe.skipIf(!needs("postgresql", "redis-server"))("two replicas on PostgreSQ
     [postgres, redis] = await Promise.all([startPostgres(), startRedis()]);
     modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-replicas-"));
     await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
-    const store = await PostgresAccessStore.connect(postgres.url);
-    const service = new AccessService(store, defaultTiers);
-    await service.createAccount("team");
-    token = (await service.createToken("team")).secret;
-    await store.close();
+    hosted = await openHosted({ databaseUrl: postgres.url });
+    token = (await hosted.newAccount(undefined, { name: "team" })).token;
     const args = [
       "--profile",
       "hosted",
@@ -56,6 +52,7 @@ describe.skipIf(!needs("postgresql", "redis-server"))("two replicas on PostgreSQ
   });
   afterAll(async () => {
     await Promise.all(replicas.map((replica) => replica.stop()));
+    await hosted?.close();
     await Promise.all([postgres?.stop(), redis?.stop()]);
     await rm(modelsDir, { recursive: true, force: true });
   });

@@ -1,15 +1,10 @@
 // Issue 15 in the hosted profile: rerank and the tokenizer endpoints count against the caller's
-// tier (their own groups @rerank and @tokenize) and go into the usage ledger.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
+// tier (their own groups @rerank and @tokenize) and go into the usage ledger. The gate's work, not
+// the models': a fake engine, with a chat model and a reranking one.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
-import { testModelPath } from "../support/testModels.js";
+import { FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
+import { postJson, type TestServer } from "../support/startTestServer.js";
 
 const tiers = {
   default: "free",
@@ -23,21 +18,14 @@ const tiers = {
 const rerankBody = { model: "rerank", query: "where is the library", documents: ["the library opens at nine", "a dog plays by the sea"] };
 
 describe("hosted profile: rerank and the tokenizer", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let server: TestServer;
-  let service: AccessService;
-  let store: SqliteAccessStore;
-  let accounts = 0;
 
-  const newAccount = async (tier: keyof typeof tiers.tiers) => {
-    const name = `${tier}-${++accounts}`;
-    await service.createAccount(name, tier);
-    return { name, token: (await service.createToken(name, { name: "test" })).secret };
-  };
+  const newAccount = (tier: keyof typeof tiers.tiers) => hosted.newAccount(tier);
   const post = (token: string, route: string, body: object) =>
     postJson(`${server.url}${route}`, body, { headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
   const ledger = async (account: string) => {
-    const rows = await service.usage({ account });
+    const rows = await hosted.accounts.usage({ account });
     return {
       requests: rows.reduce((sum, row) => sum + row.requests, 0),
       tokens: rows.reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0),
@@ -45,20 +33,11 @@ describe("hosted profile: rerank and the tokenizer", () => {
   };
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-rerank-hosted-"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    service = new AccessService(store, await loadTiers(tiersFile));
-    server = await startTestServer({
-      models: { tiny: await testModelPath("tiny"), rerank: await testModelPath("rerank-tiny") },
-      config: { profile: "hosted", dataDir, tiersFile },
-    });
+    hosted = await openHosted({ tiers });
+    server = await hosted.serve({ engine: new FakeEngine({ models: ["tiny", { id: "rerank", capabilities: ["rerank"] }] }) });
   });
   afterAll(async () => {
-    await server?.close();
-    await store?.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
   });
 
   it("refuses rerank and tokenizer requests without a token", async () => {

@@ -2,24 +2,15 @@
 // PostgreSQL with --database-url): a stored response is its account's, invisible to every other;
 // the caller's tier limits and the usage ledger apply as to chat completions; stored responses
 // expire.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AccessStore } from "../../src/access/AccessStore.js";
-import { AccessService } from "../../src/access/AccessService.js";
-import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
-import { PostgresResponseStore } from "../../src/storedResponses/PostgresResponseStore.js";
+import { openResponseStore } from "../../src/cli/openAccess.js";
 import type { ResponseStore } from "../../src/storedResponses/ResponseStore.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { SqliteResponseStore } from "../../src/storedResponses/SqliteResponseStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { needs } from "../support/debianPackages.js";
+import { FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { startPostgres, type TestPostgres } from "../support/startPostgres.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
-import { testModelPath } from "../support/testModels.js";
+import { postJson, type TestServer } from "../support/startTestServer.js";
 
 const tiers = {
   default: "free",
@@ -33,75 +24,48 @@ const tiers = {
 interface Backend {
   name: string;
   available: boolean;
-  /** The access store and the response store the server uses, opened on the test's side too. */
-  open(dataDir: string): Promise<{ access: AccessStore; responses: ResponseStore; databaseUrl: string; close(): Promise<void> }>;
+  /** The database URL of the server's stores ("": SQLite in its data directory). */
+  start(): Promise<string>;
 }
 
 let postgres: TestPostgres | undefined;
 
 const backends: Backend[] = [
-  {
-    name: "SQLite",
-    available: true,
-    async open(dataDir) {
-      const file = path.join(dataDir, DATABASE_FILE);
-      const access = SqliteAccessStore.open(file);
-      const responses = SqliteResponseStore.open(file);
-      return { access, responses, databaseUrl: "", close: async () => void (await Promise.all([access.close(), responses.close()])) };
-    },
-  },
+  { name: "SQLite", available: true, start: async () => "" },
   {
     name: "PostgreSQL",
     available: needs("postgresql"),
-    async open() {
+    async start() {
       postgres = await startPostgres();
-      const access = await PostgresAccessStore.connect(postgres.url);
-      const responses = await PostgresResponseStore.connect(postgres.url);
-      return {
-        access,
-        responses,
-        databaseUrl: postgres.url,
-        async close() {
-          await Promise.all([access.close(), responses.close()]);
-          await postgres?.stop();
-        },
-      };
+      return postgres.url;
     },
   },
 ];
 
+// The gate's and the stores' work, not the model's: a fake engine, with a long reply for the output caps.
 describe.each(backends)("Responses API, hosted profile on $name", (backend) => {
-  let dataDir: string;
+  let hosted: Hosted;
   let server: TestServer;
-  let stores: Awaited<ReturnType<Backend["open"]>>;
-  let service: AccessService;
-  let accounts = 0;
+  /** The response store the server uses, opened on the test's side too. */
+  let responses: ResponseStore;
 
   const newAccount = async (tier: keyof typeof tiers.tiers) => {
-    const name = `${tier}-${++accounts}`;
-    const account = await service.createAccount(name, tier);
-    const token = (await service.createToken(name, { name: "test" })).secret;
-    return { name, id: account.id, token, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: token, maxRetries: 0 }) };
+    const account = await hosted.newAccount(tier);
+    return { ...account, client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: account.token, maxRetries: 0 }) };
   };
   const tokensUsed = async (account: string) =>
-    (await service.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
+    (await hosted.accounts.usage({ account })).reduce((sum, row) => sum + row.promptTokens + row.completionTokens, 0);
 
   beforeAll(async () => {
     if (!backend.available) return;
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-responses-hosted-"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-    stores = await backend.open(dataDir);
-    service = new AccessService(stores.access, await loadTiers(tiersFile));
-    server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
-      config: { profile: "hosted", dataDir, tiersFile, databaseUrl: stores.databaseUrl },
-    });
+    hosted = await openHosted({ tiers, databaseUrl: await backend.start() });
+    responses = await openResponseStore({ profile: "hosted", dataDir: hosted.dataDir, databaseUrl: hosted.databaseUrl });
+    server = await hosted.serve({ engine: new FakeEngine({ models: ["tiny"], reply: { text: "word ".repeat(200) } }) });
   });
   afterAll(async () => {
-    await server?.close();
-    await stores?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
+    await responses?.close();
+    await postgres?.stop();
   });
 
   it.skipIf(!backend.available)(
@@ -111,8 +75,8 @@ describe.each(backends)("Responses API, hosted profile on $name", (backend) => {
       const bob = await newAccount("free");
       const response = await alice.client.responses.create({ model: "tiny", input: "A secret.", max_output_tokens: 3 });
       // Stored in the configured backend, under the account.
-      expect((await stores.responses.find(response.id, alice.id, Date.now()))?.id).toBe(response.id);
-      expect(await stores.responses.find(response.id, bob.id, Date.now())).toBeUndefined();
+      expect((await responses.find(response.id, alice.id, Date.now()))?.id).toBe(response.id);
+      expect(await responses.find(response.id, bob.id, Date.now())).toBeUndefined();
 
       expect((await alice.client.responses.retrieve(response.id)).id).toBe(response.id);
       expect((await alice.client.responses.inputItems.list(response.id)).data).toHaveLength(1);
@@ -183,7 +147,7 @@ describe.each(backends)("Responses API, hosted profile on $name", (backend) => {
       // Alice's own references resolve, through any of her tokens.
       const secondToken = new OpenAI({
         baseURL: `${server.url}/v1`,
-        apiKey: (await service.createToken(alice.name, { name: "second" })).secret,
+        apiKey: (await hosted.accounts.createToken(alice.name, { name: "second" })).secret,
         maxRetries: 0,
       });
       const next = await secondToken.responses.create({
@@ -198,7 +162,6 @@ describe.each(backends)("Responses API, hosted profile on $name", (backend) => {
   it.skipIf(!backend.available)(
     "finds stored items by id, its owner's only, until they expire or their response is deleted (the store, with explicit times)",
     async () => {
-      const { responses } = stores;
       const item = (id: string, text: string) => ({ id, item: { id, type: "message", text } });
       const base = { owner: "acct_items", response: { id: "x" }, input: [] };
       await responses.save({ ...base, id: "resp_items_1", createdAt: 1_000, expiresAt: 5_000 }, [
@@ -276,7 +239,6 @@ describe.each(backends)("Responses API, hosted profile on $name", (backend) => {
   });
 
   it.skipIf(!backend.available)("hides and purges expired responses (the store, with explicit times)", async () => {
-    const { responses } = stores;
     const base = { owner: "acct_expiry", response: { id: "x" }, input: [{ id: "msg_1" }] };
     await responses.save({ ...base, id: "resp_expiry_old", createdAt: 1_000, expiresAt: 2_000 });
     await responses.save({ ...base, id: "resp_expiry_new", createdAt: 1_000, expiresAt: 5_000 });

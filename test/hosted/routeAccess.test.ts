@@ -1,23 +1,17 @@
 // Issue 8 §1: in the hosted profile the access policy is the matched route's, whatever spelling of
 // the request target reached it; a route that declares none cannot be registered; and the engine
 // refuses a request that carries no admission.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { SqliteResponseStore } from "../../src/storedResponses/SqliteResponseStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
-import type { Engine } from "../../src/core/Engine.js";
+import { openResponseStore } from "../../src/cli/openAccess.js";
 import { requireAdmission } from "../../src/http/requireAdmission.js";
 import { requireRouteAccess } from "../../src/http/routeAccess.js";
+import type { ResponseStore } from "../../src/storedResponses/ResponseStore.js";
+import { chatRequest, FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { rawRequest } from "../support/rawHttp.js";
-import { startTestServer, type TestServer } from "../support/startTestServer.js";
+import type { TestServer } from "../support/startTestServer.js";
 import { routesOf, type Route } from "../support/routeTree.js";
-import { testModelPath } from "../support/testModels.js";
 
 /** The same route, spelled every way a router, a proxy or a client might spell it. */
 function targetForms(route: string): string[] {
@@ -50,37 +44,27 @@ function targetForms(route: string): string[] {
   ];
 }
 
+// The policy is the routes', whatever the model: a fake engine serves them, a chat model and a reranking one.
 describe("hosted profile: route-level access policy", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let server: TestServer;
-  let store: SqliteAccessStore;
   let token: string;
   let routes: Route[];
-  let responses: SqliteResponseStore;
+  let responses: ResponseStore;
   let accountId: string;
   let storedResponses = 0;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-route-access-"));
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    const service = new AccessService(store, await loadTiers(undefined));
-    accountId = (await service.createAccount("mallory", "free")).id;
-    responses = SqliteResponseStore.open(path.join(dataDir, DATABASE_FILE));
-    token = (await service.createToken("mallory", { name: "test" })).secret;
     // Every caller route is called a few times in a minute: more than the built-in free tier's 15.
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify({ default: "free", tiers: { free: { requestsPerMinute: 10_000 } } }));
-    server = await startTestServer({
-      models: { tiny: await testModelPath("tiny"), rerank: await testModelPath("rerank-tiny") },
-      config: { profile: "hosted", dataDir, tiersFile },
-    });
+    hosted = await openHosted({ tiers: { default: "free", tiers: { free: { requestsPerMinute: 10_000 } } } });
+    ({ id: accountId, token } = await hosted.newAccount("free", { name: "mallory" }));
+    responses = await openResponseStore({ profile: "hosted", dataDir: hosted.dataDir, databaseUrl: "" });
+    server = await hosted.serve({ engine: new FakeEngine({ models: ["tiny", { id: "rerank", capabilities: ["rerank"] }] }) });
     routes = routesOf(server.app);
   });
   afterAll(async () => {
-    await server?.close();
-    await store?.close();
+    await hosted?.close();
     await responses?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
   const body = (route: Route) =>
@@ -232,14 +216,7 @@ describe("route access policy, default deny", () => {
 
 describe("engine admission in the hosted profile, fail closed", () => {
   it("refuses a chat, embeddings, rerank or tokenizer call that carries no admission", async () => {
-    const calls: string[] = [];
-    const engine = {
-      chat: async () => void calls.push("chat"),
-      embed: async () => void calls.push("embed"),
-      rerank: async () => void calls.push("rerank"),
-      tokenize: async () => void calls.push("tokenize"),
-      detokenize: async () => void calls.push("detokenize"),
-    } as unknown as Engine;
+    const engine = new FakeEngine({ models: ["tiny"] });
     const guarded = requireAdmission(engine);
     const signal = new AbortController().signal;
     await expect(guarded.chat({ model: "tiny", messages: [] } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
@@ -247,9 +224,9 @@ describe("engine admission in the hosted profile, fail closed", () => {
     await expect(guarded.rerank({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
     await expect(guarded.tokenize({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
     await expect(guarded.detokenize({ model: "tiny" } as never, { signal })).rejects.toMatchObject({ code: "internal_error" });
-    expect(calls).toEqual([]);
+    expect(engine.calls).toEqual([]);
     const admit = async () => ({ maxOutputTokens: 1, settle: () => undefined });
-    await guarded.chat({ model: "tiny", messages: [] } as never, { signal, admit });
-    expect(calls).toEqual(["chat"]);
+    await (await guarded.chat(chatRequest({ model: "tiny" }), { signal, admit })).return();
+    expect(engine.calls).toEqual(["chat"]);
   });
 });

@@ -8,6 +8,7 @@ import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hostMatcher, isLoopbackName } from "../../src/http/browserGuard.js";
+import { FakeEngine } from "../support/fakeEngine.js";
 import { rawRequest } from "../support/rawHttp.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
@@ -124,14 +125,16 @@ describe("local profile: cross-origin requests (CSRF)", () => {
   });
 });
 
+// The Host check is the HTTP layer's, whatever the model: these servers run a fake engine.
+const engine = () => new FakeEngine({ models: ["tiny"] });
+
 describe("local profile: Host names (DNS rebinding)", () => {
   let server: TestServer;
   let allowing: TestServer;
 
   beforeAll(async () => {
-    const tiny = await testModelPath("tiny");
-    server = await startTestServer({ models: { tiny } });
-    allowing = await startTestServer({ models: { tiny }, config: { allowedHosts: ["models.example.com", "*.lan.example"] } });
+    server = await startTestServer({ engine: engine() });
+    allowing = await startTestServer({ engine: engine(), config: { allowedHosts: ["models.example.com", "*.lan.example"] } });
   });
   afterAll(async () => {
     await server?.close();
@@ -176,10 +179,7 @@ describe("behind a trusted proxy, the forwarded host is the one checked", () => 
   let server: TestServer;
 
   beforeAll(async () => {
-    server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
-      config: { trustProxy: ["127.0.0.1"], allowedHosts: ["models.example.com"] },
-    });
+    server = await startTestServer({ engine: engine(), config: { trustProxy: ["127.0.0.1"], allowedHosts: ["models.example.com"] } });
   });
   afterAll(() => server?.close());
 

@@ -1,13 +1,8 @@
 // Issue 16, Observability: GET /metrics (Prometheus text), request ids in x-request-id, one
 // summary log line per generation whatever the protocol, and no secrets in the logs.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
+import { FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -218,10 +213,10 @@ describe("observability, the engine's gauges", () => {
   });
 });
 
+// The gate's refusals, the ledger's figures and the log's account are the server's, not the
+// model's: a fake engine.
 describe("observability, hosted profile", () => {
-  let dataDir: string;
-  let store: SqliteAccessStore;
-  let service: AccessService;
+  let hosted: Hosted;
   let token: string;
   let tightToken: string;
   const metricsToken = "scrape-secret-0123456789";
@@ -230,34 +225,24 @@ describe("observability, hosted profile", () => {
   let closed: TestServer;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-observability-"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(
-      tiersFile,
-      JSON.stringify({
+    hosted = await openHosted({
+      tiers: {
         default: "free",
         tiers: { free: { requestsPerMinute: 2, tokensPerDay: 150_000 }, tight: { maxInputTokens: 30, tokensPerDay: 60 } },
-      }),
-    );
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    service = new AccessService(store, await loadTiers(tiersFile));
-    await service.createAccount("watched");
-    token = (await service.createToken("watched")).secret;
-    await service.createAccount("tight", "tight");
-    tightToken = (await service.createToken("tight")).secret;
-    const models = { tiny: await testModelPath("tiny") };
-    guarded = await startTestServer({
-      models,
-      config: { profile: "hosted", dataDir, tiersFile, metricsToken, logLevel: "info" },
+      },
+    });
+    token = (await hosted.newAccount(undefined, { name: "watched" })).token;
+    tightToken = (await hosted.newAccount("tight")).token;
+    const engine = () => new FakeEngine({ models: ["tiny"] });
+    guarded = await hosted.serve({
+      engine: engine(),
+      config: { metricsToken, logLevel: "info" },
       logDestination: { write: (line) => void logs.push(line) },
     });
-    closed = await startTestServer({ models, config: { profile: "hosted", dataDir, tiersFile } });
+    closed = await hosted.serve({ engine: engine() });
   });
   afterAll(async () => {
-    await guarded?.close();
-    await closed?.close();
-    await store?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
   });
 
   const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });
@@ -301,7 +286,7 @@ describe("observability, hosted profile", () => {
         return ["lag_seconds", "pending_rows", "failed_flushes"].map((name) => only(now, `modelhost_usage_ledger_${name}`));
       })
       .toEqual([0, 0, 0]);
-    expect(await service.usage({ account: "watched" })).toEqual([expect.objectContaining({ model: "tiny", requests: 2 })]);
+    expect(await hosted.accounts.usage({ account: "watched" })).toEqual([expect.objectContaining({ model: "tiny", requests: 2 })]);
   });
 
   it("names the account in the generation's log line, and logs no credential", async () => {

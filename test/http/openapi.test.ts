@@ -1,20 +1,15 @@
 // Issue 16, OpenAPI: GET /openapi.json is generated from the zod schemas the routes validate
 // with; every registered route is in it (a route cannot be registered without its description);
 // responses recorded here from the real server, local and hosted, validate against it.
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
+import { readFile } from "node:fs/promises";
 import Fastify from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SignInService } from "../../src/access/SignInService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { ApiDescription, openApiPath } from "../../src/http/openapi.js";
 import { chatCompletionRequestSchema } from "../../src/protocols/openai/schemas.js";
+import { FakeEngine } from "../support/fakeEngine.js";
 import { startFakeHub, type FakeHub } from "../support/fakeHub.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { validatorOf, type OpenApiDocument } from "../support/openApiValidator.js";
 import { routesOf } from "../support/routeTree.js";
 import { postJson, readNamedEvents, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
@@ -237,9 +232,9 @@ describe("GET /openapi.json", () => {
   });
 });
 
+// The usage and playground replies recorded here are the gate's and the sign-in's: a fake engine serves the chat.
 describe("GET /openapi.json, hosted profile", () => {
-  let dataDir: string;
-  let store: SqliteAccessStore;
+  let hosted: Hosted;
   let server: TestServer;
   let token: string;
   let document: OpenApiDocument;
@@ -247,24 +242,16 @@ describe("GET /openapi.json, hosted profile", () => {
   const account = { account: "ada", password: "correct horse battery" };
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-openapi-hosted-"));
     // Both limits, so the usage reply has a figure of each.
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify({ default: "free", tiers: { free: { requestsPerMinute: 1000, tokensPerDay: 1_000_000 } } }));
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    const service = new AccessService(store, await loadTiers(tiersFile));
-    await service.createAccount(account.account);
-    await new SignInService(store, { idleMs: 3_600_000, maxAgeMs: 86_400_000 }).setPassword(account.account, account.password);
-    token = (await service.createToken(account.account, { name: "openapi" })).secret;
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { profile: "hosted", dataDir, tiersFile } });
+    hosted = await openHosted({ tiers: { default: "free", tiers: { free: { requestsPerMinute: 1000, tokensPerDay: 1_000_000 } } } });
+    token = (await hosted.newAccount(undefined, { name: account.account, password: account.password })).token;
+    server = await hosted.serve({ engine: new FakeEngine({ models: ["tiny"] }) });
     const response = await fetch(`${server.url}/openapi.json`, { headers: { authorization: `Bearer ${token}` } });
     expect(response.status).toBe(200);
     document = (await response.json()) as OpenApiDocument;
   });
   afterAll(async () => {
-    await server?.close();
-    await store?.close();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
   });
 
   it("validates recorded responses: a token's usage", async () => {

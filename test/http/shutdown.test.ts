@@ -7,11 +7,8 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { ggufCorpus, writeCorpus } from "../support/ggufCorpus.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { parseResponse } from "../support/rawHttp.js";
 import { startServerProcess, type ServerProcess } from "../support/startServerProcess.js";
 import { testModelPath } from "../support/testModels.js";
@@ -262,30 +259,36 @@ describe("shutdown during a scan of malformed model files", () => {
 });
 
 describe("graceful shutdown in the hosted profile", () => {
-  let dataDir: string;
+  let hosted: Hosted;
   let modelsDir: string;
   let token: string;
   let server: ServerProcess | undefined;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-shutdown-data-"));
+    hosted = await openHosted();
     modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-shutdown-models-"));
     await symlink(await testModelPath("tiny"), path.join(modelsDir, "tiny.gguf"));
-    const store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    const service = new AccessService(store, await loadTiers(undefined));
-    await service.createAccount("drained");
-    token = (await service.createToken("drained")).secret;
-    await store.close();
+    token = (await hosted.newAccount(undefined, { name: "drained" })).token;
   });
   afterAll(async () => {
     await server?.kill();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    await hosted?.close();
     if (modelsDir) await rm(modelsDir, { recursive: true, force: true });
   });
 
   /** A hosted server on this block's models and data, with the default tiers and `extra` flags. */
   const startHosted = (...extra: string[]) =>
-    startServerProcess(["--profile", "hosted", "--models-dir", modelsDir, "--data-dir", dataDir, "--tiers-file", "", ...extra]);
+    startServerProcess([
+      "--profile",
+      "hosted",
+      "--models-dir",
+      modelsDir,
+      "--data-dir",
+      hosted.dataDir,
+      "--tiers-file",
+      hosted.tiersFile,
+      ...extra,
+    ]);
 
   it("writes the usage of a request that finished while draining to the ledger before exiting", async () => {
     server = await startHosted("--shutdown-grace", "60s");
@@ -341,12 +344,5 @@ describe("graceful shutdown in the hosted profile", () => {
     expect(after - before).toBeGreaterThanOrEqual(chunks - 1);
   });
 
-  const ledger = async () => {
-    const store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    try {
-      return await new AccessService(store, await loadTiers(undefined)).usage({ account: "drained" });
-    } finally {
-      await store.close();
-    }
-  };
+  const ledger = () => hosted.accounts.usage({ account: "drained" });
 });

@@ -3,6 +3,7 @@
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseResponse } from "../support/rawHttp.js";
+import { FakeEngine } from "../support/fakeEngine.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -127,7 +128,8 @@ describe("connection cap", () => {
   const open: net.Socket[] = [];
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { maxConnections: CAP } });
+    // The cap is the HTTP server's, whatever the model: a fake engine.
+    server = await startTestServer({ engine: new FakeEngine({ models: ["tiny"] }), config: { maxConnections: CAP } });
   });
   afterAll(async () => {
     for (const socket of open) socket.destroy();

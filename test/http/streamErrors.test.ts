@@ -1,113 +1,30 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import type { AddressInfo } from "node:net";
-import os from "node:os";
-import path from "node:path";
-import type { FastifyInstance } from "fastify";
 import Anthropic from "@anthropic-ai/sdk";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ChatEvent, ChatStream } from "../../src/core/ChatEvent.js";
-import type { Engine } from "../../src/core/Engine.js";
-import type { ModelInfo } from "../../src/core/ModelInfo.js";
-import { buildApp } from "../../src/http/buildApp.js";
-import { ResponseArchive } from "../../src/storedResponses/ResponseArchive.js";
-import { SqliteResponseStore } from "../../src/storedResponses/SqliteResponseStore.js";
-import { EmptyModelStore } from "../support/emptyModelStore.js";
+import { FakeEngine } from "../support/fakeEngine.js";
 import { validatorOf, type OpenApiDocument } from "../support/openApiValidator.js";
-import { postJson, readSseEvents } from "../support/startTestServer.js";
+import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 
-const model: ModelInfo = {
-  id: "fake",
-  aliases: [],
-  path: "/models/fake.gguf",
-  sizeBytes: 1,
-  created: 0,
-  architecture: "llama",
-  hasChatTemplate: true,
-  fillInTheMiddle: false,
-  capabilities: ["chat", "embeddings"],
-};
-
-/** An engine whose generation fails after one piece of text, as a crashed decode would. */
-class FailingEngine implements Engine {
-  async listModels(): Promise<ModelInfo[]> {
-    return [model];
-  }
-  async findModel(name: string): Promise<ModelInfo | undefined> {
-    return name === model.id ? model : undefined;
-  }
-  async chat(): Promise<ChatStream> {
-    return (async function* (): AsyncGenerator<ChatEvent> {
-      yield { type: "text", text: "partial" };
-      throw new Error("decode failed at /secret/path/model.gguf");
-    })();
-  }
-  async countTokens(): Promise<number> {
-    return 1;
-  }
-  async chatChoices(): Promise<ChatStream[]> {
-    return [await this.chat()];
-  }
-  async embed(): Promise<never> {
-    throw new Error("embedding failed at /secret/path/model.gguf");
-  }
-  async rerank(): Promise<never> {
-    throw new Error("ranking failed at /secret/path/model.gguf");
-  }
-  async tokenize(): Promise<never> {
-    throw new Error("tokenizing failed at /secret/path/model.gguf");
-  }
-  async detokenize(): Promise<never> {
-    throw new Error("detokenizing failed at /secret/path/model.gguf");
-  }
-  async load(): Promise<never> {
-    throw new Error("load failed at /secret/path/model.gguf");
-  }
-  async unload(): Promise<ModelInfo> {
-    return model;
-  }
-  async describeModel(): Promise<undefined> {
-    return undefined;
-  }
-  async modelDigest(): Promise<string> {
-    return "0".repeat(64);
-  }
-  status() {
-    return { ready: true, backend: "fake", loaded: [], counters: { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0 } };
-  }
-  async close(): Promise<void> {}
-}
+/** Failures that carry internals (a path), which no client may see. */
+const crash = (what: string) => new Error(`${what} failed at /secret/path/model.gguf`);
 
 describe("errors after a stream started", () => {
-  let app: FastifyInstance;
+  let server: TestServer;
   let url: string;
-  let dataDir: string;
-  let responses: ResponseArchive;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-stream-errors-"));
-    responses = new ResponseArchive(async () => SqliteResponseStore.open(path.join(dataDir, "modelhost.db")), {
-      ttlMs: 60_000,
-      logger: console,
+    // Generation fails after one piece of text, as a crashed decode would; the other calls fail outright.
+    const engine = new FakeEngine({
+      models: [{ id: "fake", capabilities: ["chat", "embeddings", "rerank"] }],
+      reply: { text: ["partial"], failure: crash("decode") },
+      failures: { embed: crash("embedding"), rerank: crash("ranking"), tokenize: crash("tokenizing"), detokenize: crash("detokenizing") },
     });
-    const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
-    // These tests change no models.
-    app = await buildApp({
-      engine: new FailingEngine(),
-      responses,
-      models: new EmptyModelStore(),
-      bodyLimit: 1024 * 1024,
-      connections,
-      corsOrigins: [],
-    });
-    await app.listen({ host: "127.0.0.1", port: 0 });
-    url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/chat/completions`;
+    server = await startTestServer({ engine });
+    url = `${server.url}/v1/chat/completions`;
   });
   afterAll(async () => {
-    await app?.close();
-    await responses?.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await server?.close();
   });
 
   const request = { model: "fake", messages: [{ role: "user", content: "hi" }] };
@@ -256,45 +173,17 @@ describe("errors after a stream started", () => {
   });
 });
 
-/** An engine whose one reply waits until the test releases it, so a stream stays silent meanwhile. */
-class HeldEngine extends FailingEngine {
-  release: () => void = () => undefined;
-  override async chat(): Promise<ChatStream> {
-    const released = new Promise<void>((resolve) => (this.release = resolve));
-    return (async function* (): AsyncGenerator<ChatEvent> {
-      await released;
-      yield { type: "text", text: "late" };
-      yield {
-        type: "done",
-        finishReason: "stop",
-        usage: { promptTokens: 3, cachedTokens: 0, completionTokens: 1 },
-        timings: { loadMs: 0, promptMs: 0, generationMs: 0 },
-      };
-    })();
-  }
-}
-
 describe("keepalives of a silent Messages stream", () => {
   it("are ping events (--stream-keepalive), not comments", async () => {
-    const engine = new HeldEngine();
-    const connections = { headersTimeout: 10_000, requestTimeout: 10_000, idleTimeout: 10_000, maxConnections: 100 };
-    // Opened on first use, which this test never makes.
-    const responses = new ResponseArchive(
-      async () => SqliteResponseStore.open(path.join(await mkdtemp(path.join(os.tmpdir(), "modelhost-keepalive-")), "modelhost.db")),
-      { ttlMs: 60_000, logger: console },
-    );
-    const app = await buildApp({
-      engine,
-      responses,
-      models: new EmptyModelStore(),
-      bodyLimit: 1024 * 1024,
-      connections,
-      corsOrigins: [],
-      streamLimits: { keepaliveMs: 20, stallMs: 0 },
+    // The one reply waits until the test releases it, so the stream stays silent meanwhile.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const server = await startTestServer({
+      engine: new FakeEngine({ reply: { hold: held, text: "late" } }),
+      config: { streamKeepalive: 20 },
     });
     try {
-      await app.listen({ host: "127.0.0.1", port: 0 });
-      const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      const base = server.url;
       const response = await postJson(`${base}/v1/messages`, {
         model: "fake",
         max_tokens: 5,
@@ -309,7 +198,7 @@ describe("keepalives of a silent Messages stream", () => {
         if (done) throw new Error(`the stream ended early: ${text}`);
         text += value;
       }
-      engine.release();
+      release();
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
@@ -330,7 +219,7 @@ describe("keepalives of a silent Messages stream", () => {
       expect(text).not.toContain(": keepalive");
       expect(text).toContain('event: ping\ndata: {"type":"ping"}\n\n');
     } finally {
-      await app.close();
+      await server.close();
     }
   });
 });

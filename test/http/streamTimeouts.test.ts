@@ -2,6 +2,7 @@
 // time limit (finish_reason "length"), and the drop of a streaming client that reads nothing.
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FakeEngine } from "../support/fakeEngine.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -97,9 +98,12 @@ describe("a streaming client that reads nothing", () => {
   let server: TestServer;
 
   beforeAll(async () => {
+    // The stall limit is the stream writer's, whatever the model: a fake engine writing a reply of
+    // 20,000 tokens of 200 characters (some 4 MB of text).
+    const reply = { text: Array.from({ length: 20_000 }, () => "x".repeat(200)) };
     server = await startTestServer({
-      models: { tiny: await testModelPath("tiny") },
-      config: { streamStallTimeout: 200, contextSize: 100_000, maxGenerationTime: 0 },
+      engine: new FakeEngine({ models: ["tiny"], contextSize: 100_000, reply }),
+      config: { streamStallTimeout: 200, maxGenerationTime: 0 },
     });
   });
   afterAll(async () => server?.close());
@@ -109,9 +113,7 @@ describe("a streaming client that reads nothing", () => {
     const socket = net.connect({ host: hostname, port: Number(port) });
     socket.on("error", () => undefined);
     await new Promise((resolve) => socket.once("connect", resolve));
-    // The reply is at most ~4,070 tokens (the tiny model's 4,096-token context): as bare chunks
-    // (~0.9 MB) it fits in loopback's socket buffers, and would end without ever stalling. With 20
-    // top logprobs per token it is several times what the buffers take.
+    // The reply's chunks, each token with its logprobs, are many times what loopback's socket buffers take.
     const body = JSON.stringify({
       model: "tiny",
       messages: [{ role: "user", content: "Write a very long essay." }],

@@ -2,20 +2,13 @@
 // generated test models. Sign-in (and a wrong password refused), chat and side by side in the
 // session, a token created in the page and used with the official client, then revoked (401),
 // the usage chart showing the calls just made, CSRF refusals, and sign-out.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
-import os from "node:os";
-import path from "node:path";
 import OpenAI from "openai";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import { SignInService } from "../../src/access/SignInService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
-import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { needs } from "../support/debianPackages.js";
-import { startTestServer, type TestServer } from "../support/startTestServer.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
+import type { TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 import { buildPage, type BuiltPage, launchChromium, screenshot, watchPage } from "./support.js";
 
@@ -29,9 +22,7 @@ const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in headless Chromium", () => {
   let built: BuiltPage;
-  let dataDir: string;
-  let store: SqliteAccessStore;
-  let signIns: SignInService;
+  let hosted: Hosted;
   let server: TestServer;
   let browser: Browser;
   let context: BrowserContext;
@@ -45,19 +36,10 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
   beforeAll(async () => {
     firstDay = utcDay(Date.now());
     built = await buildPage();
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-playground-hosted-"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-    store = SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    await new AccessService(store, await loadTiers(tiersFile)).createAccount(ACCOUNT, "free");
-    signIns = new SignInService(store, { idleMs: 3_600_000, maxAgeMs: 86_400_000 });
-    await signIns.setPassword(ACCOUNT, PASSWORD);
+    hosted = await openHosted({ tiers });
+    await hosted.newAccount("free", { name: ACCOUNT, password: PASSWORD });
     const tiny = await testModelPath("tiny");
-    server = await startTestServer({
-      models: { tiny, "tiny-b": tiny },
-      playgroundDir: built.dir,
-      config: { profile: "hosted", dataDir, tiersFile },
-    });
+    server = await hosted.serve({ models: { tiny, "tiny-b": tiny }, playgroundDir: built.dir });
     browser = await launchChromium();
     // A zone 14 hours from UTC, where the local date is another day for most of it: the page shows
     // UTC (as the usage days and the expiry dates picked are) whatever the browser's zone.
@@ -68,10 +50,8 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
   });
   afterAll(async () => {
     await browser?.close();
-    await server?.close();
-    await store?.close();
+    await hosted?.close();
     await built?.remove();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
   const apiStatus = (script: string) => page.evaluate<number>(script);
@@ -272,7 +252,7 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
     await page.click("#token-refresh");
     await expect.poll(() => tokenRows().count(), SETTLE).toBe(before);
     expect(await page.locator("#token-list", { hasText: "forged" }).count()).toBe(0);
-    expect((await store.listTokens()).map((token) => token.name)).not.toContain("forged");
+    expect((await hosted.store.listTokens()).map((token) => token.name)).not.toContain("forged");
   });
 
   it("signs out: the session ends on the server", async () => {
@@ -288,7 +268,7 @@ describe.skipIf(!needs("chromium"))("the playground page, hosted profile, in hea
   });
 
   it("signs in with a one-time link, which works once", async () => {
-    const { secret } = await signIns.createSignInLink(ACCOUNT);
+    const { secret } = await hosted.signIns.createSignInLink(ACCOUNT);
     const link = `${server.url}/playground/sign-in?link=${secret}`;
     await page.goto(link);
     await page.waitForURL(`${server.url}/playground/`);

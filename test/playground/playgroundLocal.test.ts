@@ -6,8 +6,8 @@ import os from "node:os";
 import path from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FakeEngine } from "../support/fakeEngine.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
-import { testModelPath } from "../support/testModels.js";
 
 interface Session {
   profile: string;
@@ -32,7 +32,10 @@ describe("playground, local profile", () => {
     );
     await writeFile(path.join(pageDir, "assets", "index-Ab12Cd.js"), 'console.log("page");');
     await writeFile(path.join(pageDir, "favicon.svg"), "<svg xmlns='http://www.w3.org/2000/svg'/>");
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny") }, playgroundDir: pageDir, config: { parallel: 2 } });
+    // The page, the session and the CSRF proof are the server's, whatever the model: a fake engine,
+    // whose long reply at a token every 5 ms keeps a stream open until its client leaves.
+    const engine = new FakeEngine({ models: ["tiny"], reply: { text: "word ".repeat(2000), tokenMs: 5 } });
+    server = await startTestServer({ engine, playgroundDir: pageDir, config: { parallel: 2 } });
     const session = (await (await fetch(`${server.url}/playground/api/session`)).json()) as Session;
     csrf = session.csrf_token ?? "";
   });

@@ -1,25 +1,21 @@
 // Issue 13, server side, hosted profile: signing in to the playground (password, one-time link),
 // sessions kept in the access store (SQLite and PostgreSQL) and honoured by a second server, their
 // cookie, idle timeout and maximum age, CSRF, failed sign-in limits, tokens managed from a session,
-// and chat through a session, over HTTP against real servers.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
+// and chat through a session, over HTTP against real servers (on a fake engine: nothing here
+// depends on the model).
 import path from "node:path";
 import Database from "better-sqlite3";
 import OpenAI from "openai";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AccessService } from "../../src/access/AccessService.js";
-import type { AccessStore } from "../../src/access/AccessStore.js";
-import { PostgresAccessStore } from "../../src/access/PostgresAccessStore.js";
-import { SignInService } from "../../src/access/SignInService.js";
-import { SqliteAccessStore } from "../../src/access/SqliteAccessStore.js";
-import { loadTiers } from "../../src/access/tiers.js";
+import type { AccessService } from "../../src/access/AccessService.js";
+import type { SignInService } from "../../src/access/SignInService.js";
 import { DATABASE_FILE } from "../../src/cli/openAccess.js";
 import { needs } from "../support/debianPackages.js";
+import { FakeEngine } from "../support/fakeEngine.js";
+import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { startPostgres, type TestPostgres } from "../support/startPostgres.js";
-import { startTestServer, type TestServer } from "../support/startTestServer.js";
-import { testModelPath } from "../support/testModels.js";
+import type { TestServer } from "../support/startTestServer.js";
 
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
@@ -94,9 +90,8 @@ async function errorOf(response: Response): Promise<{ code: string | null; messa
 }
 
 function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
-  let dataDir: string;
+  let hosted: Hosted;
   let postgres: TestPostgres | undefined;
-  let store: AccessStore;
   let accounts: AccessService;
   let signIns: SignInService;
   /** Both servers' clock (and the services' here): moved by the expiry tests. */
@@ -132,29 +127,17 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
   };
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-playground-"));
-    const tiersFile = path.join(dataDir, "tiers.json");
-    await writeFile(tiersFile, JSON.stringify(tiers));
-    let databaseUrl = "";
-    if (kind === "PostgreSQL") {
-      postgres = await startPostgres();
-      databaseUrl = postgres.url;
-    }
-    const config = { profile: "hosted" as const, dataDir, tiersFile, databaseUrl, parallel: 2 };
-    const tiny = await testModelPath("tiny");
-    server = await startTestServer({ models: { tiny }, config: { ...config, trustProxy: ["127.0.0.1"] }, now });
-    other = await startTestServer({ models: { tiny }, config, now });
-    store =
-      kind === "PostgreSQL" ? await PostgresAccessStore.connect(databaseUrl) : SqliteAccessStore.open(path.join(dataDir, DATABASE_FILE));
-    accounts = new AccessService(store, await loadTiers(tiersFile), now);
-    signIns = new SignInService(store, { idleMs: 12 * HOUR, maxAgeMs: 7 * 24 * HOUR }, now);
+    const databaseUrl = kind === "PostgreSQL" ? (postgres = await startPostgres()).url : "";
+    hosted = await openHosted({ tiers, databaseUrl, now, sessions: { idleMs: 12 * HOUR, maxAgeMs: 7 * 24 * HOUR } });
+    ({ accounts, signIns } = hosted);
+    // A long reply at a token every 5 ms: a stream stays open until its client leaves.
+    const engine = () => new FakeEngine({ models: ["tiny"], reply: { text: "word ".repeat(2000), tokenMs: 5 } });
+    server = await hosted.serve({ engine: engine(), config: { parallel: 2, trustProxy: ["127.0.0.1"] } });
+    other = await hosted.serve({ engine: engine(), config: { parallel: 2 } });
   }, 120_000);
   afterAll(async () => {
-    await server?.close();
-    await other?.close();
-    await store?.close();
+    await hosted?.close();
     await postgres?.stop();
-    await rm(dataDir, { recursive: true, force: true });
   });
 
   it("signs in with a password, says who is signed in, and signs out on every replica", async () => {
@@ -225,7 +208,7 @@ function playgroundSuite(kind: "SQLite" | "PostgreSQL") {
     const rows =
       kind === "PostgreSQL"
         ? await pgRows(postgres!.url, "SELECT * FROM sessions")
-        : sqliteRows(path.join(dataDir, DATABASE_FILE), "SELECT * FROM sessions");
+        : sqliteRows(path.join(hosted.dataDir, DATABASE_FILE), "SELECT * FROM sessions");
     expect(rows.length).toBeGreaterThan(0);
     const dump = JSON.stringify(rows);
     expect(dump).not.toContain(secret);

@@ -6,6 +6,8 @@ import OpenAI from "openai";
 import { loadConfig } from "../../src/config/loadConfig.js";
 import type { Config } from "../../src/config/settings.js";
 import { serve } from "../../src/cli/serve.js";
+import type { Engine } from "../../src/core/Engine.js";
+import { serveEngine } from "./serveEngine.js";
 
 export interface TestServer {
   /** e.g. http://127.0.0.1:41234 */
@@ -20,7 +22,12 @@ export interface TestServer {
 
 export interface TestServerOptions {
   /** Model id → GGUF file; each is linked into a fresh models directory as `<id>.gguf`. */
-  models: Record<string, string>;
+  models?: Record<string, string>;
+  /**
+   * An engine of the test's own (test/support/fakeEngine.ts) instead of llama.cpp running `models`:
+   * for tests of what does not depend on a model (access, limits, error shapes, headers).
+   */
+  engine?: Engine;
   /** Written to the models directory as models.json. */
   manifest?: unknown;
   config?: Partial<Config>;
@@ -32,12 +39,12 @@ export interface TestServerOptions {
   now?: () => number;
 }
 
-/** Starts the real server (the CLI's composition root) on a free loopback port. */
+/** Starts the real server (the CLI's composition root, or its composition around `engine`) on a free loopback port. */
 export async function startTestServer(options: TestServerOptions): Promise<TestServer> {
   const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-models-"));
   // State (stored responses; hosted tests pass a data directory of their own) never goes to ~/.modelhost.
   const dataDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-data-"));
-  for (const [id, file] of Object.entries(options.models)) await symlink(file, path.join(modelsDir, `${id}.gguf`));
+  for (const [id, file] of Object.entries(options.models ?? {})) await symlink(file, path.join(modelsDir, `${id}.gguf`));
   if (options.manifest !== undefined) await writeFile(path.join(modelsDir, "models.json"), JSON.stringify(options.manifest));
   const config = loadConfig({
     overrides: {
@@ -52,7 +59,8 @@ export async function startTestServer(options: TestServerOptions): Promise<TestS
       ...options.config,
     },
   });
-  const server = await serve(config, { logDestination: options.logDestination, playgroundDir: options.playgroundDir, now: options.now });
+  const serveOptions = { logDestination: options.logDestination, playgroundDir: options.playgroundDir, now: options.now };
+  const server = options.engine ? await serveEngine(options.engine, config, serveOptions) : await serve(config, serveOptions);
   return {
     url: server.url,
     client: new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "any-value-works-locally", maxRetries: 0 }),
