@@ -1,8 +1,10 @@
 import os from "node:os";
 import type { FastifyInstance } from "fastify";
-import type { DestinationStream } from "pino";
+import type { DestinationStream, Logger } from "pino";
 import { ResponseArchive } from "../storedResponses/ResponseArchive.js";
 import type { Config } from "../config/settings.js";
+import type { Engine } from "../core/Engine.js";
+import type { ModelStore } from "../core/ModelStore.js";
 import { LlamaEngine } from "../engine/LlamaEngine.js";
 import { loadLlama } from "../engine/loadLlama.js";
 import { DirectoryModelStore } from "../engine/DirectoryModelStore.js";
@@ -39,10 +41,7 @@ export interface ServeOptions {
 }
 
 export async function serve(config: Config, options: ServeOptions = {}): Promise<RunningServer> {
-  const logger = createLogger(config.logLevel, {
-    format: config.logFormat,
-    ...(options.logDestination ? { destination: options.logDestination } : {}),
-  });
+  const logger = serverLogger(config, options);
   const { llama, backend, threads } = await loadLlama({
     engine: config.engine,
     gpu: config.gpu,
@@ -63,42 +62,72 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     backend,
     logger,
   });
+  // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
+  const models = new DirectoryModelStore(registry, { engine, pull: pullSettingsOf(config) });
+  const server = await serveWith(config, { engine, models, logger, stop: () => registry.stop() }, options);
+  const names = (await registry.list()).map((model) => model.id);
+  logger.info(
+    { url: server.url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models: names },
+    "modelhost listening",
+  );
+  return { ...server, models: names };
+}
+
+/** The server's logger: --log-level and --log-format, to stdout or the options' destination. */
+export function serverLogger(config: Config, options: ServeOptions = {}): Logger {
+  return createLogger(config.logLevel, {
+    format: config.logFormat,
+    ...(options.logDestination ? { destination: options.logDestination } : {}),
+  });
+}
+
+/** What serveWith puts the HTTP server around: an engine (llama.cpp's, or a test's own) and its model store. */
+export interface ServedEngine {
+  engine: Engine;
+  models: ModelStore;
+  logger: Logger;
+  /** Called once shutdown's grace is over, before closing (the registry's scans of the models folder). */
+  stop?: () => void;
+}
+
+/**
+ * The server around an engine, listening: the gate and stores of the profile, the app, and the
+ * close and graceful shutdown that end them. serve() calls it with llama.cpp's engine; tests call
+ * it with a fake one (test/support/fakeEngine.ts), so both are composed alike.
+ */
+export async function serveWith(
+  config: Config,
+  { engine, models, logger, stop }: ServedEngine,
+  options: ServeOptions = {},
+): Promise<Omit<RunningServer, "models">> {
   const access = config.profile === "hosted" ? await openGate(config, logger, options.now) : undefined;
   // Opened on the first request that stores or reads a response, not at start.
   const responses = new ResponseArchive(() => openResponseStore(config), { ttlMs: config.responseExpiry, logger, now: options.now });
   const { headersTimeout, requestTimeout, idleConnectionTimeout: idleTimeout, maxConnections } = config;
-  const connections = { headersTimeout, requestTimeout, idleTimeout, maxConnections };
-  // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
-  const modelStore = new DirectoryModelStore(registry, {
-    engine,
-    pull: pullSettingsOf(config),
-  });
   const drain = new Drain();
-  const streamLimits = { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout };
   const app = await buildApp({
     engine,
     access: access?.gate,
     responses,
     playground: access,
     trustProxy: config.trustProxy,
-    models: modelStore,
+    models,
     bodyLimit: config.bodyLimit,
-    connections,
+    connections: { headersTimeout, requestTimeout, idleTimeout, maxConnections },
     corsOrigins: config.corsOrigins,
     hosts: { listen: config.host, allowed: config.allowedHosts },
-    streamLimits,
+    streamLimits: { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout },
     drain,
     metricsToken: config.metricsToken,
     logger,
     playgroundDir: options.playgroundDir,
   });
+  const closeParts = () => Promise.all([engine.close(), access?.close(), responses.close()]).then(() => undefined);
   const port = config.port === "auto" ? (config.profile === "hosted" ? 8080 : 11434) : config.port;
   try {
     await app.listen({ host: config.host, port });
   } catch (error) {
-    await engine.close();
-    await access?.close();
-    await responses.close();
+    await closeParts();
     throw error;
   }
   const address = app.server.address();
@@ -106,15 +135,9 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
   const url = `http://${host}:${boundPort}`;
   await access?.gate.claimInstance(`${os.hostname()} ${url}`);
-  const models = (await registry.list()).map((model) => model.id);
-  logger.info({ url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models }, "modelhost listening");
 
   let closing: Promise<void> | undefined;
-  const close = () =>
-    (closing ??= app
-      .close()
-      .then(() => Promise.all([engine.close(), access?.close(), responses.close()]))
-      .then(() => undefined));
+  const close = () => (closing ??= app.close().then(closeParts));
   let shuttingDown: Promise<DrainReport> | undefined;
   const shutdown = () =>
     (shuttingDown ??= (async () => {
@@ -123,10 +146,10 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
         engine.status().loaded.every((model) => model.active === 0 && model.queued === 0),
       );
       // A request still waiting on a scan of the models folder ends with it, so close() need not wait for it.
-      registry.stop();
+      stop?.();
       await close();
       logger.info(report, "shut down");
       return report;
     })());
-  return { app, url, models, close, shutdown };
+  return { app, url, close, shutdown };
 }
