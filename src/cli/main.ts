@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import os from "node:os";
 import { parseArgs } from "node:util";
 import { loadConfig, settingsFor } from "../config/loadConfig.js";
 import { formatSettingsHelp } from "../config/formatSettingsHelp.js";
@@ -139,13 +138,19 @@ async function main(argv: string[]): Promise<number> {
       // Said whatever the log level, for people and for scripts that wait for the server.
       process.stderr.write(`modelhost: listening on ${server.url} (${config.profile} profile)\n`);
       if (server.models.length === 0) process.stderr.write(`modelhost: ${noModelsHint(config.modelsDir)}\n`);
-      // The first SIGTERM or SIGINT drains (see --shutdown-grace) and exits 0; a second one exits at
-      // once, with the shell's status for death by that signal (128 + its number: 130, 143).
+      // The first SIGTERM or SIGINT drains (see --shutdown-grace) and exits 0; a second one ends the
+      // process at once by that very signal, so its parent sees it (a shell reports 128 + its
+      // number: 130, 143). Not process.exit(): that runs llama.cpp's destructors while its threads
+      // may still be decoding, which crashed (SIGSEGV) 8 times in 12 with a stream in flight.
       let stopping = false;
       const stop = (signal: NodeJS.Signals) => {
         if (stopping) {
           process.stderr.write(`modelhost: ${signal} again, exiting now\n`);
-          process.exit(128 + os.constants.signals[signal]);
+          // Without a listener, Node restores the signal's default action: termination.
+          process.off("SIGINT", stop);
+          process.off("SIGTERM", stop);
+          process.kill(process.pid, signal);
+          return;
         }
         stopping = true;
         process.stderr.write(`modelhost: ${signal}, finishing the requests in flight (at most ${config.shutdownGrace / 1000} s)\n`);

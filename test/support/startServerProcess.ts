@@ -1,3 +1,4 @@
+import os from "node:os";
 import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 
@@ -15,8 +16,8 @@ export interface ServerProcess {
   kill(): Promise<void>;
   /** Sends a signal without waiting. */
   signal(name: NodeJS.Signals): void;
-  /** Resolves with the exit code once the process has exited. */
-  exited: Promise<number | null>;
+  /** Resolves with the exit status as a shell reports it once the process has exited: its code, or 128 + the number of the signal that ended it. */
+  exited: Promise<number>;
 }
 
 /** Runs `modelhost serve …` as its own process (as replicas and crash tests need) and waits until it listens. */
@@ -28,7 +29,9 @@ export async function startServerProcess(args: string[], env: NodeJS.ProcessEnv 
   let output = "";
   child.stdout?.on("data", (data: Buffer) => (output += data.toString()));
   child.stderr?.on("data", (data: Buffer) => (output += data.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const exited = new Promise<number>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? 128 + os.constants.signals[signal ?? "SIGKILL"])),
+  );
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000);
     const check = () => {
