@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ToolCallParser, type ToolCallParserEvent } from "../../src/engine/tools/ToolCallParser.js";
 
@@ -51,10 +52,62 @@ describe("ToolCallParser", () => {
     expect(parser.calls).toBe(1);
   });
 
-  it("streams argument text as soon as it cannot be the closing delimiter", () => {
+  it("streams argument text as it comes, and holds back only what may be the suffix after the value", () => {
     const parser = new ToolCallParser(qwen, { name: "f" });
     expect(parser.push('{"q": "x"')).toEqual([{ type: "arguments", index: 0, text: '{"q": "x"' }]);
-    expect(parser.push("}")).toEqual([]); // may be the start of "}\n</tool_call>"
-    expect(parser.push("}\n</tool")).toEqual([{ type: "arguments", index: 0, text: "}" }]);
+    // The value's own closing brace: the arguments are complete, whatever follows.
+    expect(parser.push("}")).toEqual([{ type: "arguments", index: 0, text: "}" }]);
+    expect(parser.push("}\n</tool")).toEqual([]); // the suffix, arriving over several tokens
+    expect(parser.push("_call>")).toEqual([{ type: "end", index: 0 }]);
+  });
+
+  it("ends a call whose suffix is empty with its arguments' own closing brace (Llama 3.x)", () => {
+    const llama = { paramsPrefix: '", "parameters": ', suffix: "", nextCall: '; {"name": "' };
+    const text = 'get_weather", "parameters": {"city": "Paris", "when": {"day": 1}}; {"name": "now", "parameters": {}}';
+    const parser = new ToolCallParser(llama);
+    const events = feed(parser, text.split(""));
+    expect(calls(events)).toEqual([
+      { name: "get_weather", arguments: '{"city": "Paris", "when": {"day": 1}}' },
+      { name: "now", arguments: "{}" },
+    ]);
+    expect(events.filter((event) => event.type === "end")).toHaveLength(2);
+  });
+
+  it("keeps a suffix that also occurs inside the arguments, in nested values and strings (Mistral)", () => {
+    const mistral = { paramsPrefix: '", "arguments": ', suffix: "}", nextCall: ', {"name": "' };
+    const text =
+      'search", "arguments": {"filter": {"tags": ["a", "b]"]}, "q": "x} \\\" }"}}, {"name": "next", "arguments": {"n": [1, [2]]}}]';
+    const events = feed(new ToolCallParser(mistral), [text.slice(0, 30), text.slice(30, 61), text.slice(61)]);
+    expect(calls(events)).toEqual([
+      { name: "search", arguments: '{"filter": {"tags": ["a", "b]"]}, "q": "x} \\\" }"}' },
+      { name: "next", arguments: '{"n": [1, [2]]}' },
+    ]);
+    for (const call of calls(events)) expect(() => JSON.parse(call.arguments) as unknown).not.toThrow();
+  });
+
+  it("reads back any JSON arguments, split anywhere, for empty and non-empty suffixes", () => {
+    const syntaxes = [
+      qwen,
+      { paramsPrefix: "(", suffix: ")", nextCall: "\n||call: " },
+      { paramsPrefix: ">", suffix: "", nextCall: "<function=" },
+    ];
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...syntaxes),
+        fc.array(fc.tuple(fc.stringMatching(/^[a-z_]{1,12}$/), fc.dictionary(fc.string(), fc.jsonValue())), { minLength: 1, maxLength: 3 }),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        (syntax, written, cuts) => {
+          const text = written
+            .map(([name, args]) => `${name}${syntax.paramsPrefix}${JSON.stringify(args)}${syntax.suffix}`)
+            .join(syntax.nextCall);
+          const at = [...new Set(cuts.map((cut) => cut % (text.length + 1)))].sort((a, b) => a - b);
+          const pieces = [0, ...at].map((start, i) => text.slice(start, [...at, text.length][i]));
+          const events = feed(new ToolCallParser(syntax), pieces);
+          expect(calls(events)).toEqual(written.map(([name, args]) => ({ name, arguments: JSON.stringify(args) })));
+          expect(events.filter((event) => event.type === "end")).toHaveLength(written.length);
+        },
+      ),
+      { seed: 20261126, numRuns: 300 },
+    );
   });
 });

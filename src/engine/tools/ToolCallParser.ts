@@ -1,24 +1,24 @@
-import { pendingPrefixLength } from "../pendingPrefixLength.js";
-
 export type ToolCallParserEvent =
   { type: "start"; index: number; name: string } | { type: "arguments"; index: number; text: string } | { type: "end"; index: number };
 
 export interface CallDelimiters {
   /** Between the name and the JSON arguments. */
   paramsPrefix: string;
-  /** Closes one call. */
+  /** Closes one call (may be empty: Llama 3.x's calls end with their arguments' own `}`). */
   suffix: string;
   /** Between the end of one call and the name of the next: the separator, then the call prefix. */
   nextCall: string;
 }
 
-type State = { kind: "name" } | { kind: "arguments"; index: number } | { kind: "between" };
+type State =
+  { kind: "name" } | { kind: "arguments"; index: number; value: JsonValueEnd } | { kind: "suffix"; index: number } | { kind: "between" };
 
 /**
  * Reads the text of a call section as it is generated, starting just after the first call's
  * prefix, and reports each call's name as soon as it is complete and its arguments piece by piece.
- * Decoding is grammar-constrained, so the text is well formed; the parser only has to hold back
- * text that may turn out to be a delimiter (the suffix, say, arriving over several tokens).
+ * Decoding is grammar-constrained, so the text is well formed. The arguments end where their JSON
+ * value ends, found by reading its structure, not by searching for the suffix: a suffix may be
+ * empty, or occur inside the arguments (Mistral's `}` or `]` in a nested object or a string).
  */
 export class ToolCallParser {
   readonly #delimiters: CallDelimiters;
@@ -30,7 +30,7 @@ export class ToolCallParser {
   constructor(delimiters: CallDelimiters, startedCall?: { name: string }) {
     this.#delimiters = delimiters;
     if (startedCall) {
-      this.#state = { kind: "arguments", index: 0 };
+      this.#state = { kind: "arguments", index: 0, value: new JsonValueEnd() };
       this.#calls = 1;
     } else {
       this.#state = { kind: "name" };
@@ -46,31 +46,88 @@ export class ToolCallParser {
     const events: ToolCallParserEvent[] = [];
     for (;;) {
       const state = this.#state;
-      if (state.kind === "name") {
-        const at = this.#buffer.indexOf(this.#delimiters.paramsPrefix);
-        if (at === -1) return events;
-        const index = this.#calls++;
-        events.push({ type: "start", index, name: this.#buffer.slice(0, at) });
-        this.#buffer = this.#buffer.slice(at + this.#delimiters.paramsPrefix.length);
-        this.#state = { kind: "arguments", index };
-      } else if (state.kind === "arguments") {
-        const at = this.#buffer.indexOf(this.#delimiters.suffix);
-        if (at === -1) {
-          const safe = this.#buffer.length - pendingPrefixLength(this.#buffer, this.#delimiters.suffix);
-          if (safe > 0) events.push({ type: "arguments", index: state.index, text: this.#buffer.slice(0, safe) });
-          this.#buffer = this.#buffer.slice(safe);
-          return events;
+      switch (state.kind) {
+        case "name": {
+          const at = this.#buffer.indexOf(this.#delimiters.paramsPrefix);
+          if (at === -1) return events;
+          const index = this.#calls++;
+          events.push({ type: "start", index, name: this.#buffer.slice(0, at) });
+          this.#buffer = this.#buffer.slice(at + this.#delimiters.paramsPrefix.length);
+          this.#state = { kind: "arguments", index, value: new JsonValueEnd() };
+          break;
         }
-        if (at > 0) events.push({ type: "arguments", index: state.index, text: this.#buffer.slice(0, at) });
-        events.push({ type: "end", index: state.index });
-        this.#buffer = this.#buffer.slice(at + this.#delimiters.suffix.length);
-        this.#state = { kind: "between" };
-      } else {
-        const at = this.#buffer.indexOf(this.#delimiters.nextCall);
-        if (at === -1) return events;
-        this.#buffer = this.#buffer.slice(at + this.#delimiters.nextCall.length);
-        this.#state = { kind: "name" };
+        case "arguments": {
+          const end = state.value.read(this.#buffer);
+          if (end === undefined) {
+            // All of it belongs to the arguments, which are not complete yet.
+            if (this.#buffer !== "") events.push({ type: "arguments", index: state.index, text: this.#buffer });
+            this.#buffer = "";
+            return events;
+          }
+          if (end > 0) events.push({ type: "arguments", index: state.index, text: this.#buffer.slice(0, end) });
+          this.#buffer = this.#buffer.slice(end);
+          this.#state = { kind: "suffix", index: state.index };
+          break;
+        }
+        case "suffix": {
+          const { suffix } = this.#delimiters;
+          // Held back while it may still become the suffix (which can arrive over several tokens).
+          if (this.#buffer.length < suffix.length && suffix.startsWith(this.#buffer)) return events;
+          if (this.#buffer.startsWith(suffix)) this.#buffer = this.#buffer.slice(suffix.length);
+          events.push({ type: "end", index: state.index });
+          this.#state = { kind: "between" };
+          break;
+        }
+        case "between": {
+          const at = this.#buffer.indexOf(this.#delimiters.nextCall);
+          if (at === -1) return events;
+          this.#buffer = this.#buffer.slice(at + this.#delimiters.nextCall.length);
+          this.#state = { kind: "name" };
+          break;
+        }
+        default:
+          return state satisfies never;
       }
     }
+  }
+}
+
+/**
+ * Finds where one JSON value ends in text that arrives piece by piece: counts the nesting of
+ * objects and arrays outside strings (escapes included), from the value's first character. An
+ * object, array or string ends at its closing character; a bare number or literal (arguments are
+ * objects, so only a malformed call has one) ends before the first character that cannot continue it.
+ */
+class JsonValueEnd {
+  #depth = 0;
+  #started = false;
+  #bare = false;
+  #inString = false;
+  #escaped = false;
+
+  /** Reads the value's next text: where the value ends in it, or undefined if it goes on past it. */
+  read(text: string): number | undefined {
+    for (let i = 0; i < text.length; i++) {
+      const char = text[i]!;
+      if (this.#inString) {
+        if (this.#escaped) this.#escaped = false;
+        else if (char === "\\") this.#escaped = true;
+        else if (char === '"') {
+          this.#inString = false;
+          if (this.#depth === 0) return i + 1;
+        }
+      } else if (!this.#started) {
+        if (/\s/.test(char)) continue;
+        this.#started = true;
+        if (char === '"') this.#inString = true;
+        else if (char === "{" || char === "[") this.#depth = 1;
+        else this.#bare = true;
+      } else if (this.#bare) {
+        if (!/[\w.+-]/.test(char)) return i;
+      } else if (char === '"') this.#inString = true;
+      else if (char === "{" || char === "[") this.#depth++;
+      else if ((char === "}" || char === "]") && --this.#depth === 0) return i + 1;
+    }
+    return undefined;
   }
 }
