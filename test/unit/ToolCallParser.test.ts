@@ -76,10 +76,10 @@ describe("ToolCallParser", () => {
   it("keeps a suffix that also occurs inside the arguments, in nested values and strings (Mistral)", () => {
     const mistral = { paramsPrefix: '", "arguments": ', suffix: "}", nextCall: ', {"name": "' };
     const text =
-      'search", "arguments": {"filter": {"tags": ["a", "b]"]}, "q": "x} \\\" }"}}, {"name": "next", "arguments": {"n": [1, [2]]}}]';
+      'search", "arguments": {"filter": {"tags": ["a", "b]"]}, "q": "x} \\" }"}}, {"name": "next", "arguments": {"n": [1, [2]]}}]';
     const events = feed(new ToolCallParser(mistral), [text.slice(0, 30), text.slice(30, 61), text.slice(61)]);
     expect(calls(events)).toEqual([
-      { name: "search", arguments: '{"filter": {"tags": ["a", "b]"]}, "q": "x} \\\" }"}' },
+      { name: "search", arguments: '{"filter": {"tags": ["a", "b]"]}, "q": "x} \\" }"}' },
       { name: "next", arguments: '{"n": [1, [2]]}' },
     ]);
     for (const call of calls(events)) expect(() => JSON.parse(call.arguments) as unknown).not.toThrow();
