@@ -63,12 +63,13 @@ export interface Engine {
    */
   chat(request: ChatRequest, options: RequestOptions): Promise<ChatStream>;
   /**
-   * How many prompt tokens `request` takes, rendered exactly as `chat` renders it (chat template,
-   * tools), without generating: the `promptTokens` its `chat` would report. Loads the model if it
-   * is not resident; takes no decoding slot and evaluates nothing, so it is admitted (as
-   * `tokenize` is) as a request that uses no tokens.
+   * The prompt `request` becomes, rendered exactly as `chat` renders it (chat template, tools),
+   * without generating: its tokens as text (special tokens written out), what the model reads, and
+   * their count, the `promptTokens` its `chat` would report. Loads the model if it is not
+   * resident; takes no decoding slot and evaluates nothing, so it is admitted (as `tokenize` is)
+   * as a request that uses no tokens.
    */
-  countTokens(request: ChatRequest, options: RequestOptions): Promise<number>;
+  renderPrompt(request: ChatRequest, options: RequestOptions): Promise<PromptPreview>;
   /**
    * Starts `request.n` (1 to 8) completions of one prompt, decoded in parallel on as many
    * sequences, the prompt evaluated once and its cache copied to the others. Resolves, like
@@ -98,4 +99,11 @@ export interface Engine {
   modelDigest(model: ModelInfo): Promise<string>;
   status(): EngineStatus;
   close(): Promise<void>;
+}
+
+/** A chat request's prompt as the model reads it (Engine.renderPrompt). */
+export interface PromptPreview {
+  /** The prompt's tokens as text, special tokens written out (`<|im_start|>`…). */
+  text: string;
+  tokenCount: number;
 }

@@ -9,7 +9,7 @@ const ENGINE_METHODS = {
   findModel: true,
   chat: true,
   chatChoices: true,
-  countTokens: true,
+  renderPrompt: true,
   embed: true,
   rerank: true,
   tokenize: true,

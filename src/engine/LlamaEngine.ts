@@ -2,7 +2,7 @@ import type { Llama } from "node-llama-cpp";
 import type { ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
-import type { Engine, LoadOptions, RequestOptions } from "../core/Engine.js";
+import type { Engine, LoadOptions, PromptPreview, RequestOptions } from "../core/Engine.js";
 import type { EngineCounters, EngineStatus, ModelCapability, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
@@ -80,10 +80,10 @@ export class LlamaEngine implements Engine {
     return this.#using(info, options, (model, loadMs) => model.chatChoices(request, options, loadMs));
   }
 
-  async countTokens(request: ChatRequest, options: RequestOptions): Promise<number> {
+  async renderPrompt(request: ChatRequest, options: RequestOptions): Promise<PromptPreview> {
     checkRequestSchemas(request);
     const info = await this.#find(request.model, "chat");
-    return this.#using(info, options, (model) => model.countTokens(request, options));
+    return this.#using(info, options, (model) => model.renderPrompt(request, options));
   }
 
   async embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult> {

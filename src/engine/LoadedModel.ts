@@ -2,7 +2,7 @@ import { LlamaGrammar, type Llama, type LlamaContext, type LlamaModel, type Toke
 import type { ChatEvent, ChatStream, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
-import type { RequestOptions } from "../core/Engine.js";
+import type { PromptPreview, RequestOptions } from "../core/Engine.js";
 import type { EngineCounters, LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
@@ -408,9 +408,12 @@ export class LoadedModel {
     return entries;
   }
 
-  /** How many tokens the request's prompt is, rendered as `chat` renders it; takes no decoding slot. */
-  countTokens(request: ChatRequest, { admit }: RequestOptions): Promise<number> {
-    return withoutTokens(admit, () => this.#render(request).prompt.tokens.length);
+  /** The request's prompt, rendered as `chat` renders it: its tokens as text and their count; takes no decoding slot. */
+  renderPrompt(request: ChatRequest, { admit }: RequestOptions): Promise<PromptPreview> {
+    return withoutTokens(admit, () => {
+      const { tokens } = this.#render(request).prompt;
+      return { text: this.#tokenBytes.text(tokens), tokenCount: tokens.length };
+    });
   }
 
   #render(request: ChatRequest): { tools: ChatRequest["tools"]; prompt: RenderedPrompt } {

@@ -11,7 +11,7 @@ interface NeedsAdmission {
   chat: true;
   chatChoices: true;
   embed: true;
-  countTokens: true;
+  renderPrompt: true;
   rerank: true;
   tokenize: true;
   detokenize: true;
@@ -44,7 +44,7 @@ export function requireAdmission(engine: Engine): Engine {
     chat: async (request, options) => engine.chat(request, admitted(options)),
     chatChoices: async (request, options) => engine.chatChoices(request, admitted(options)),
     embed: async (request, options) => engine.embed(request, admitted(options)),
-    countTokens: async (request, options) => engine.countTokens(request, admitted(options)),
+    renderPrompt: async (request, options) => engine.renderPrompt(request, admitted(options)),
     rerank: async (request, options) => engine.rerank(request, admitted(options)),
     tokenize: async (request, options) => engine.tokenize(request, admitted(options)),
     detokenize: async (request, options) => engine.detokenize(request, admitted(options)),

@@ -11,7 +11,7 @@ import type { ChatEvent, ChatStream, FinishReason, TokenLogprob } from "../../sr
 import type { ChatRequest } from "../../src/core/ChatRequest.js";
 import { checkRequestSchemas } from "../../src/core/checkRequestSchemas.js";
 import type { EmbedRequest, EmbedResult } from "../../src/core/EmbedRequest.js";
-import type { AdmissionTicket, Engine, LoadOptions, RequestOptions } from "../../src/core/Engine.js";
+import type { AdmissionTicket, Engine, LoadOptions, PromptPreview, RequestOptions } from "../../src/core/Engine.js";
 import type { EngineStatus, ModelCapability, ModelDescription, ModelInfo } from "../../src/core/ModelInfo.js";
 import type { RerankRequest, RerankResult } from "../../src/core/RerankRequest.js";
 import { ServerError } from "../../src/core/ServerError.js";
@@ -43,7 +43,7 @@ export interface FakeModel {
   capabilities?: ModelCapability[];
 }
 
-export type FakeCall = "chat" | "countTokens" | "embed" | "rerank" | "tokenize" | "detokenize" | "load" | "unload";
+export type FakeCall = "chat" | "renderPrompt" | "embed" | "rerank" | "tokenize" | "detokenize" | "load" | "unload";
 /** The calls that can be made to fail (see FakeEngineOptions.failures). */
 export type FailingCall = Exclude<FakeCall, "chat" | "unload">;
 
@@ -145,11 +145,14 @@ export class FakeEngine implements Engine {
     });
   }
 
-  async countTokens(request: ChatRequest, options: RequestOptions): Promise<number> {
-    this.calls.push("countTokens");
+  async renderPrompt(request: ChatRequest, options: RequestOptions): Promise<PromptPreview> {
+    this.calls.push("renderPrompt");
     checkRequestSchemas(request);
     await this.#find(request.model, "chat");
-    return this.#withoutTokens("countTokens", options, () => this.#promptTokens(request));
+    return this.#withoutTokens("renderPrompt", options, () => ({
+      text: this.#promptText(request),
+      tokenCount: this.#promptTokens(request),
+    }));
   }
 
   async embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult> {
@@ -279,7 +282,7 @@ export class FakeEngine implements Engine {
   }
 
   /** As LoadedModel's: work that evaluates nothing, admitted as a request that uses no tokens. */
-  async #withoutTokens<T>(call: "countTokens" | "tokenize" | "detokenize", { admit }: RequestOptions, work: () => T): Promise<T> {
+  async #withoutTokens<T>(call: "renderPrompt" | "tokenize" | "detokenize", { admit }: RequestOptions, work: () => T): Promise<T> {
     const ticket = await admit?.({ promptTokens: 0, maxOutputTokens: 0 });
     try {
       this.#fail(call);
@@ -324,12 +327,20 @@ export class FakeEngine implements Engine {
   #promptTokens(request: ChatRequest): number {
     const override = request.prompt;
     if (override?.type === "tokens") return override.tokens.length;
-    if (override?.type === "raw") return BYTES.encode(override.text).length;
     if (override?.type === "infill") return BYTES.encode(override.prefix + override.suffix).length + 3;
+    return BYTES.encode(this.#promptText(request)).length;
+  }
+
+  /** The fake's "template": one line per message, the tools as JSON, then the assistant's turn (a raw prompt as is). */
+  #promptText(request: ChatRequest): string {
+    const override = request.prompt;
+    if (override?.type === "raw") return override.text;
+    if (override?.type === "infill") return override.prefix + override.suffix;
+    if (override?.type === "tokens") return override.tokens.join(" ");
     const tools = request.toolChoice.type === "none" ? [] : request.tools;
     const lines = request.messages.map((message) => `${message.role}: ${message.content}\n`);
     const toolText = tools.length > 0 ? `tools: ${JSON.stringify(tools)}\n` : "";
-    return BYTES.encode(toolText + lines.join("") + "assistant: ").length;
+    return toolText + lines.join("") + "assistant: ";
   }
 }
 

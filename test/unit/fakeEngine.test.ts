@@ -35,7 +35,7 @@ describe("FakeEngine", () => {
     expect(events.filter((event) => event.type === "text").map((event) => event.text)).toEqual(["one", " two", " three"]);
     expect(events.at(-1)).toMatchObject({ type: "done", finishReason: "length", usage: { promptTokens: prompt, completionTokens: 3 } });
     expect(settled).toEqual([{ promptTokens: prompt, completionTokens: 3 }]);
-    expect(await engine.countTokens(chatRequest(), { signal: new AbortController().signal })).toBe(prompt);
+    expect((await engine.renderPrompt(chatRequest(), { signal: new AbortController().signal })).tokenCount).toBe(prompt);
   });
 
   it("ends a stream whose request is aborted, and settles what it had generated", async () => {

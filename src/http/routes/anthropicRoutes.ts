@@ -61,7 +61,8 @@ export function anthropicRoutes(app: FastifyInstance, { engine, access }: { engi
     async (request, reply) => {
       const chat = fromCountTokensRequest(request.body);
       // Admitted as tokenize is: a request that uses no tokens (and in the tiers' `@tokenize` group).
-      return { input_tokens: await engine.countTokens(chat, engineOptions(request, reply, access, chat.model, "tokenize")) };
+      const { tokenCount } = await engine.renderPrompt(chat, engineOptions(request, reply, access, chat.model, "tokenize"));
+      return { input_tokens: tokenCount };
     },
   );
 }

@@ -10,11 +10,20 @@ import {
 } from "../../protocols/llamaServer/tokenizer.js";
 import { engineOptions } from "../engineOptions.js";
 import { described } from "../openapi.js";
-import { detokenizeResponseSchema, rerankResponseSchema, tokenizeResponseSchema } from "../../protocols/llamaServer/responseSchemas.js";
+import { toApplyTemplateResponse } from "../../protocols/llamaServer/applyTemplate.js";
+import {
+  applyTemplateResponseSchema,
+  detokenizeResponseSchema,
+  rerankResponseSchema,
+  tokenizeResponseSchema,
+} from "../../protocols/llamaServer/responseSchemas.js";
+import { fromChatCompletionRequest } from "../../protocols/openai/fromChatCompletionRequest.js";
+import { chatCompletionRequestSchema } from "../../protocols/openai/schemas.js";
 import { detokenizeRequestSchema, rerankRequestSchema, tokenizeRequestSchema } from "../../protocols/llamaServer/schemas.js";
 
 /**
- * llama-server's endpoints beyond the OpenAI API: the tokenizer and reranking. Registered twice
+ * llama-server's endpoints beyond the OpenAI API: the tokenizer, the chat template's rendering and
+ * reranking. Registered twice
  * (buildApp.ts): at the root, where llama-server serves them, and in the /v1 scope, where
  * llama-server also has rerank, and vLLM all three.
  */
@@ -48,6 +57,22 @@ export function llamaServerRoutes(app: FastifyInstance, { engine, access }: { en
     async (request, reply) => {
       const detokenize = fromDetokenizeRequest(request.body);
       return toDetokenizeResponse(await engine.detokenize(detokenize, engineOptions(request, reply, access, detokenize.model, "tokenize")));
+    },
+  );
+
+  // What a chat completion's prompt is, as the model reads it: for debugging templates (llama-server's endpoint).
+  app.post(
+    "/apply-template",
+    {
+      config: described(config, {
+        summary: "The prompt a chat completion's body becomes, as the model reads it (llama-server's /apply-template)",
+        body: chatCompletionRequestSchema,
+        response: applyTemplateResponseSchema,
+      }),
+    },
+    async (request, reply) => {
+      const { chat } = fromChatCompletionRequest(request.body);
+      return toApplyTemplateResponse(await engine.renderPrompt(chat, engineOptions(request, reply, access, chat.model, "tokenize")));
     },
   );
 

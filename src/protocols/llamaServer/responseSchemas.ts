@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { same, type Same } from "../sameShape.js";
 import type { DetokenizeResponse, RerankResponse, TokenizeResponse } from "./schemas.js";
+import type { ApplyTemplateResponse } from "./applyTemplate.js";
 
 // llama-server's tokenizer and rerank replies as zod schemas, for the OpenAPI description (GET
 // /openapi.json); the assertions at the end keep them the same shape as the interfaces the
@@ -20,6 +21,10 @@ export const rerankResponseSchema = z.object({
   usage: z.object({ prompt_tokens: z.int(), total_tokens: z.int() }),
 });
 
+/** The prompt a chat completion's body becomes, special tokens written out. */
+export const applyTemplateResponseSchema = z.object({ prompt: z.string() });
+
 same<Same<z.infer<typeof tokenizeResponseSchema>, TokenizeResponse>>(true);
+same<Same<z.infer<typeof applyTemplateResponseSchema>, ApplyTemplateResponse>>(true);
 same<Same<z.infer<typeof detokenizeResponseSchema>, DetokenizeResponse>>(true);
 same<Same<z.infer<typeof rerankResponseSchema>, RerankResponse>>(true);
