@@ -46,11 +46,11 @@ class TemplateRaised extends Error {}
  * None), raise_exception as a client error, and a strftime_now whose clock the caller may fix.
  */
 export class ChatTemplate {
-  private readonly template: Template;
+  readonly #template: Template;
 
   /** Parses once; a template the library cannot parse throws here, with the library's reason. */
   constructor(readonly source: string) {
-    this.template = new Template(source);
+    this.#template = new Template(source);
   }
 
   render(input: ChatTemplateInput): string {
@@ -75,7 +75,7 @@ export class ChatTemplate {
     const env = new Environment();
     for (const [name, value] of Object.entries({ ...libraryGlobals, ...context })) env.set(name, value);
     try {
-      return new Interpreter(env).run(this.template.parsed).value as string;
+      return new Interpreter(env).run(this.#template.parsed).value as string;
     } catch (error) {
       if (error instanceof TemplateRaised) throw new ServerError("invalid_request", { message: error.message, cause: error });
       // The template failed on these inputs (an undefined variable, a type error in its own code): the request
