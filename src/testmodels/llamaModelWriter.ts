@@ -22,13 +22,18 @@ import { thoughtWiring, withThoughtTokens } from "./thoughtWiring.js";
 import { TokenType } from "./testVocabulary.js";
 import type { TestVocabulary } from "./testVocabulary.js";
 
-export function llamaModelWriter(preset: LlamaPreset, baseVocabulary: TestVocabulary, seed: number): GgufWriter {
+/** `chatTemplate`: a template to write instead of the project's ChatML one (a real family's). */
+export function llamaModelWriter(preset: LlamaPreset, baseVocabulary: TestVocabulary, seed: number, chatTemplate?: string): GgufWriter {
   const thinking = preset.thoughts ? withThoughtTokens(baseVocabulary) : baseVocabulary;
   const fim = preset.fillInTheMiddle ? withFimTokens(thinking) : undefined;
   const vocabulary = fim?.vocabulary ?? thinking;
   const writer = new GgufWriter();
   addModelMetadata(writer, preset, vocabulary.tokens.length);
-  addTokenizerMetadata(writer, vocabulary, preset.thoughts ? TEST_MODEL_THINKING_CHAT_TEMPLATE : TEST_MODEL_CHAT_TEMPLATE);
+  addTokenizerMetadata(
+    writer,
+    vocabulary,
+    chatTemplate ?? (preset.thoughts ? TEST_MODEL_THINKING_CHAT_TEMPLATE : TEST_MODEL_CHAT_TEMPLATE),
+  );
   if (fim) addSpecialTokenIds(writer, fim.ids);
   addLlamaTensors(writer, preset, vocabulary, seed);
   return writer;

@@ -23,6 +23,12 @@ export interface MakeTestModelOptions {
   /** Path of the GGUF file to write; its directory is created if missing. */
   readonly out: string;
   readonly seed?: number;
+  /**
+   * A chat template to write instead of the preset's (llama presets): a real model family's, so
+   * tests run that family's prompts on these weights. Its special tokens are in the file only where
+   * the project's vocabulary has them (ChatML's); others are text.
+   */
+  readonly chatTemplate?: string;
 }
 
 export interface MadeTestModel {
@@ -37,10 +43,10 @@ export interface MadeTestModel {
  * the same directory and renamed into place, so a reader (or a concurrent generator of the same
  * file) never sees a partial file.
  */
-export async function makeTestModel({ preset, out, seed = DEFAULT_SEED }: MakeTestModelOptions): Promise<MadeTestModel> {
+export async function makeTestModel({ preset, out, seed = DEFAULT_SEED, chatTemplate }: MakeTestModelOptions): Promise<MadeTestModel> {
   if (!Object.hasOwn(presets, preset)) throw new Error(`Unknown test model preset: ${preset}`);
   if (!Number.isSafeInteger(seed)) throw new RangeError(`Seed must be an integer, got ${seed}`);
-  const writer = modelWriter(presets[preset], seed);
+  const writer = modelWriter(presets[preset], seed, chatTemplate);
 
   const path = resolve(out);
   await mkdir(dirname(path), { recursive: true });
@@ -55,11 +61,12 @@ export async function makeTestModel({ preset, out, seed = DEFAULT_SEED }: MakeTe
   }
 }
 
-function modelWriter(preset: TestModelPreset, seed: number): GgufWriter {
+function modelWriter(preset: TestModelPreset, seed: number, chatTemplate: string | undefined): GgufWriter {
   switch (preset.kind) {
     case "llama":
-      return llamaModelWriter(preset, testVocabulary(), seed);
+      return llamaModelWriter(preset, testVocabulary(), seed, chatTemplate);
     case "bert":
+      if (chatTemplate !== undefined) throw new Error("An embedding model takes no chat template.");
       return bertModelWriter(preset, wordPieceVocabulary(), seed);
   }
 }

@@ -8,7 +8,9 @@ describe("POST /apply-template", () => {
   let server: TestServer;
 
   beforeAll(async () => {
-    server = await startTestServer({ models: { tiny: await testModelPath("tiny"), embed: await testModelPath("embed-tiny") } });
+    server = await startTestServer({
+      models: { tiny: await testModelPath("tiny"), think: await testModelPath("think-tiny"), embed: await testModelPath("embed-tiny") },
+    });
   });
   afterAll(() => server?.close());
 
@@ -57,6 +59,16 @@ describe("POST /apply-template", () => {
     const none = await applyTemplate({ model: "tiny", messages, tools, tool_choice: "none" });
     expect(none).not.toContain("get_weather");
     expect(await applyTemplate({ model: "tiny", messages }, "/v1/apply-template")).toBe(await applyTemplate({ model: "tiny", messages }));
+  });
+
+  // Issue 31: turning thinking off writes what the template writes for it, and nothing where it has no thought section.
+  it("turns thinking off as the template does, and adds no thought markup to a template without one", async () => {
+    const off = { messages, reasoning_effort: "none" };
+    expect(await applyTemplate({ model: "tiny", ...off })).toBe(await applyTemplate({ model: "tiny", messages }));
+    expect(await applyTemplate({ model: "tiny", ...off })).not.toContain("<think>");
+    const thinkingOff = await applyTemplate({ model: "think", ...off });
+    expect(thinkingOff.endsWith("<think>\n\n</think>\n\n")).toBe(true);
+    expect(await applyTemplate({ model: "think", messages })).not.toContain("</think>");
   });
 
   it("refuses a bad body, an unknown model and a model that does not chat, in OpenAI's error shape", async () => {
