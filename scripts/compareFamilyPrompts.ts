@@ -1,0 +1,182 @@
+// Issue 31's measurement of prompts: each of llama.cpp's real chat templates (models/templates, from
+// the source node-llama-cpp ships) written into a tiny test model, served, and every conversation
+// shape of test/fixtures/chatTemplates sent to POST /apply-template as an OpenAI chat body; the
+// prompt modelhost renders is compared with the reference that Python's jinja2 rendered as
+// transformers does (scripts/renderTemplateReferences.py). Prints one markdown row per template:
+// how many cases are identical, and the first difference. A measurement, not a test: it shows where
+// the rendering stands.
+//
+//   npx tsx scripts/compareFamilyPrompts.ts [--only SUBSTRING] [--json FILE]
+//
+// The test model's vocabulary is the project's own, so a template's bos_token and eos_token print
+// that vocabulary's tokens where the reference prints the family's: such cases count as identical
+// once those tokens' text is put back (column "identical, tokens aside").
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { makeTestModel } from "../src/testmodels/makeTestModel.js";
+import { testVocabulary } from "../src/testmodels/testVocabulary.js";
+import { llamaCppSource } from "../test/support/llamaCppSource.js";
+import { postJson, startTestServer } from "../test/support/startTestServer.js";
+
+const { values: args } = parseArgs({ options: { only: { type: "string" }, json: { type: "string" } } });
+const fixturesDir = path.resolve(import.meta.dirname, "../test/fixtures/chatTemplates");
+
+interface ShapeMessage {
+  role: string;
+  content: string;
+  tool_calls?: Array<{ id: string; name: string; arguments: string }>;
+  tool_call_id?: string;
+  name?: string;
+  reasoning_content?: string;
+}
+interface Tool {
+  name: string;
+  description?: string;
+  parameters: unknown;
+}
+interface Fixture {
+  template: string;
+  origin: { kind: string; path: string };
+  bosToken: string | null;
+  eosToken: string | null;
+  cases: Array<{
+    name: string;
+    shape: string;
+    kwargs: Record<string, unknown>;
+    arguments: string;
+    rendered?: string;
+    raised?: string;
+    error?: string;
+  }>;
+}
+
+const shapes = (
+  JSON.parse(await readFile(path.join(fixturesDir, "shapes.json"), "utf8")) as {
+    shapes: Record<string, { messages: ShapeMessage[]; tools?: Tool[] }>;
+  }
+).shapes;
+
+/** A shape as the OpenAI chat body a client sends. */
+function chatBody(model: string, shape: { messages: ShapeMessage[]; tools?: Tool[] }, kwargs: Record<string, unknown>): object {
+  const messages = shape.messages.map((message) => ({
+    role: message.role,
+    content: message.content,
+    ...(message.tool_calls
+      ? {
+          tool_calls: message.tool_calls.map((call) => ({
+            id: call.id,
+            type: "function",
+            function: { name: call.name, arguments: call.arguments },
+          })),
+        }
+      : {}),
+    ...(message.tool_call_id !== undefined ? { tool_call_id: message.tool_call_id } : {}),
+    ...(message.reasoning_content !== undefined ? { reasoning_content: message.reasoning_content } : {}),
+  }));
+  const effort = kwargs.enable_thinking === false ? "none" : (kwargs.reasoning_effort as string | undefined);
+  return {
+    model,
+    messages,
+    ...(shape.tools ? { tools: shape.tools.map((tool) => ({ type: "function", function: tool })) } : {}),
+    ...(effort ? { reasoning_effort: effort } : {}),
+  };
+}
+
+const source = await llamaCppSource();
+const fixtures: Fixture[] = [];
+for (const file of (await readdir(fixturesDir)).filter((name) => name.startsWith("llama.cpp--")).sort()) {
+  const fixture = JSON.parse(await readFile(path.join(fixturesDir, file), "utf8")) as Fixture;
+  if (!args.only || fixture.template.includes(args.only)) fixtures.push(fixture);
+}
+
+const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-prompts-"));
+const names = new Map<Fixture, string>();
+const models: Record<string, string> = {};
+for (const [index, fixture] of fixtures.entries()) {
+  const name = `family-${index}`;
+  const chatTemplate = await readFile(path.join(source, fixture.origin.path), "utf8");
+  models[name] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${name}.gguf`), chatTemplate })).path;
+  names.set(fixture, name);
+}
+const server = await startTestServer({ models, config: { maxLoadedModels: 1 } });
+const vocabulary = testVocabulary();
+const ourBos = vocabulary.tokens[vocabulary.bosId]!;
+const ourEos = vocabulary.tokens[vocabulary.eosId]!;
+
+interface Row {
+  template: string;
+  cases: number;
+  identical: number;
+  tokensAside: number;
+  firstDifference?: string;
+}
+const rows: Row[] = [];
+try {
+  for (const fixture of fixtures) {
+    const row: Row = { template: fixture.template, cases: 0, identical: 0, tokensAside: 0 };
+    for (const testCase of fixture.cases.filter((each) => each.arguments === "object")) {
+      row.cases++;
+      const response = await postJson(
+        `${server.url}/apply-template`,
+        chatBody(names.get(fixture)!, shapes[testCase.shape]!, testCase.kwargs),
+      );
+      const answer = (await response.json()) as { prompt?: string; error?: { message: string } };
+      const expected = testCase.rendered;
+      if (expected === undefined) {
+        // The reference raised (or jinja2 failed): a 400 is the match.
+        if (response.status === 400) {
+          row.identical++;
+          row.tokensAside++;
+        } else
+          row.firstDifference ??= `${testCase.name}: reference raised "${testCase.raised ?? testCase.error}", modelhost ${response.status}`;
+        continue;
+      }
+      if (answer.prompt === undefined) {
+        row.firstDifference ??= `${testCase.name}: ${response.status} ${answer.error?.message ?? ""}`.slice(0, 160);
+        continue;
+      }
+      if (answer.prompt === expected) row.identical++;
+      const ours = answer.prompt.replaceAll(ourBos, fixture.bosToken ?? ourBos).replaceAll(ourEos, fixture.eosToken ?? ourEos);
+      if (ours === expected || answer.prompt === expected) row.tokensAside++;
+      else row.firstDifference ??= `${testCase.name}: ${firstDifference(expected, answer.prompt)}`;
+    }
+    rows.push(row);
+  }
+} finally {
+  await server.close();
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** Where two prompts part: the reference's text and ours from there, shortly, as JSON strings. */
+function firstDifference(expected: string, actual: string): string {
+  let at = 0;
+  while (at < expected.length && expected[at] === actual[at]) at++;
+  const from = Math.max(0, at - 20);
+  return `at ${at}: reference ${JSON.stringify(expected.slice(from, at + 40))}, modelhost ${JSON.stringify(actual.slice(from, at + 40))}`;
+}
+
+console.log("| template | cases | identical | identical, tokens aside | first difference |");
+console.log("| --- | ---: | ---: | ---: | --- |");
+for (const row of rows) {
+  console.log(
+    `| ${row.template} | ${row.cases} | ${row.identical} | ${row.tokensAside} | ${(row.firstDifference ?? "").replaceAll("|", "\\|")} |`,
+  );
+}
+const total = rows.reduce(
+  (sum, row) => ({
+    cases: sum.cases + row.cases,
+    identical: sum.identical + row.identical,
+    tokensAside: sum.tokensAside + row.tokensAside,
+  }),
+  {
+    cases: 0,
+    identical: 0,
+    tokensAside: 0,
+  },
+);
+console.log(
+  `\n${rows.length} templates, ${total.cases} cases: ${total.identical} identical, ${total.tokensAside} identical with the family's own bos/eos text.`,
+);
+if (args.json) await writeFile(args.json, JSON.stringify({ rows, total }, null, 2));
