@@ -11,55 +11,22 @@
 // The test model's vocabulary is the project's own, so a template's bos_token and eos_token print
 // that vocabulary's tokens where the reference prints the family's: such cases count as identical
 // once those tokens' text is put back (column "identical, tokens aside").
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { makeTestModel } from "../src/testmodels/makeTestModel.js";
 import { testVocabulary } from "../src/testmodels/testVocabulary.js";
+import { readFixtures, readShapes, type Fixture, type FixtureCase, type Shapes } from "../test/support/chatTemplateFixtures.js";
 import { llamaCppSource } from "../test/support/llamaCppSource.js";
 import { postJson, startTestServer } from "../test/support/startTestServer.js";
 
 const { values: args } = parseArgs({ options: { only: { type: "string" }, json: { type: "string" } } });
-const fixturesDir = path.resolve(import.meta.dirname, "../test/fixtures/chatTemplates");
 
-interface ShapeMessage {
-  role: string;
-  content: string;
-  tool_calls?: Array<{ id: string; name: string; arguments: string }>;
-  tool_call_id?: string;
-  name?: string;
-  reasoning_content?: string;
-}
-interface Tool {
-  name: string;
-  description?: string;
-  parameters: unknown;
-}
-interface Fixture {
-  template: string;
-  origin: { kind: string; path: string };
-  bosToken: string | null;
-  eosToken: string | null;
-  cases: Array<{
-    name: string;
-    shape: string;
-    kwargs: Record<string, unknown>;
-    arguments: string;
-    rendered?: string;
-    raised?: string;
-    error?: string;
-  }>;
-}
-
-const shapes = (
-  JSON.parse(await readFile(path.join(fixturesDir, "shapes.json"), "utf8")) as {
-    shapes: Record<string, { messages: ShapeMessage[]; tools?: Tool[] }>;
-  }
-).shapes;
+const shapes = readShapes().shapes;
 
 /** A shape as the OpenAI chat body a client sends. */
-function chatBody(model: string, shape: { messages: ShapeMessage[]; tools?: Tool[] }, kwargs: Record<string, unknown>): object {
+function chatBody(model: string, shape: Shapes["shapes"][string], kwargs: FixtureCase["kwargs"]): object {
   const messages = shape.messages.map((message) => ({
     role: message.role,
     content: message.content,
@@ -75,7 +42,7 @@ function chatBody(model: string, shape: { messages: ShapeMessage[]; tools?: Tool
     ...(message.tool_call_id !== undefined ? { tool_call_id: message.tool_call_id } : {}),
     ...(message.reasoning_content !== undefined ? { reasoning_content: message.reasoning_content } : {}),
   }));
-  const effort = kwargs.enable_thinking === false ? "none" : (kwargs.reasoning_effort as string | undefined);
+  const effort = kwargs.enable_thinking === false ? "none" : kwargs.reasoning_effort;
   return {
     model,
     messages,
@@ -85,17 +52,16 @@ function chatBody(model: string, shape: { messages: ShapeMessage[]; tools?: Tool
 }
 
 const source = await llamaCppSource();
-const fixtures: Fixture[] = [];
-for (const file of (await readdir(fixturesDir)).filter((name) => name.startsWith("llama.cpp--")).sort()) {
-  const fixture = JSON.parse(await readFile(path.join(fixturesDir, file), "utf8")) as Fixture;
-  if (!args.only || fixture.template.includes(args.only)) fixtures.push(fixture);
-}
+const fixtures = readFixtures().filter(
+  (fixture) => fixture.origin.kind === "llama.cpp" && (!args.only || fixture.template.includes(args.only)),
+);
 
 const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-prompts-"));
 const names = new Map<Fixture, string>();
 const models: Record<string, string> = {};
 for (const [index, fixture] of fixtures.entries()) {
   const name = `family-${index}`;
+  if (fixture.origin.kind !== "llama.cpp") continue;
   const chatTemplate = await readFile(path.join(source, fixture.origin.path), "utf8");
   models[name] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${name}.gguf`), chatTemplate })).path;
   names.set(fixture, name);

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ChatTemplate, type ChatTemplateInput, type TemplateMessage } from "../../src/chatTemplates/renderChatTemplate.js";
-import type { ToolDefinition } from "../../src/core/ChatRequest.js";
 import { isServerError } from "../../src/core/ServerError.js";
+import { readFixtures, readShapes, type Fixture, type FixtureCase, type ShapeMessage } from "../support/chatTemplateFixtures.js";
 import { llamaCppSource } from "../support/llamaCppSource.js";
 
 /**
@@ -13,38 +13,6 @@ import { llamaCppSource } from "../support/llamaCppSource.js";
  * (test/fixtures/chatTemplates/, written by scripts/renderTemplateReferences.py, which says how).
  */
 const repo = path.resolve(import.meta.dirname, "../..");
-const fixtureDir = path.join(repo, "test/fixtures/chatTemplates");
-
-interface ShapeMessage {
-  role: string;
-  content: string;
-  tool_calls?: Array<{ id: string; name: string; arguments: string }>;
-  tool_call_id?: string;
-  name?: string;
-  reasoning_content?: string;
-}
-interface Shapes {
-  tools: ToolDefinition[];
-  shapes: Record<string, { messages: ShapeMessage[]; tools?: ToolDefinition[] }>;
-}
-interface FixtureCase {
-  name: string;
-  shape: string;
-  kwargs: { enable_thinking?: boolean; reasoning_effort?: "low" | "high" };
-  arguments: "object" | "string";
-  rendered?: string;
-  raised?: string;
-  error?: string;
-}
-interface Fixture {
-  template: string;
-  origin: { kind: "llama.cpp"; path: string } | { kind: "npm"; package: string; path: string; name: string | null };
-  sha256: string;
-  bosToken: string | null;
-  eosToken: string | null;
-  now: string;
-  cases: FixtureCase[];
-}
 
 /**
  * Where @huggingface/jinja 0.5.11 renders otherwise than jinja2, case by case ("template/case"), each with its
@@ -88,11 +56,8 @@ known(
 known("openbmb-MiniCPM5-1B", "no `min` filter for lists", withVariants(resultShapes, ["enable_thinking_false"]));
 known("tencent-Hy3", "no str.format() method on strings", withVariants(allShapes, ["reasoning_effort_low", "reasoning_effort_high"]));
 
-const shapes = JSON.parse(readFileSync(path.join(fixtureDir, "shapes.json"), "utf8")) as Shapes;
-const fixtures = readdirSync(fixtureDir)
-  .filter((file) => file.includes("--") && file.endsWith(".json"))
-  .sort()
-  .map((file) => JSON.parse(readFileSync(path.join(fixtureDir, file), "utf8")) as Fixture);
+const shapes = readShapes();
+const fixtures = readFixtures();
 
 function toMessage(message: ShapeMessage): TemplateMessage {
   return {
