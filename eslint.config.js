@@ -19,7 +19,7 @@ const LAYERS = {
   // Chat templates rendered as transformers does (@huggingface/jinja); not wired yet: the engine will import it (issue 31).
   chatTemplates: ["core"],
   // The registry finds model files on disk (listing, manifest, header check): models sits below engine.
-  engine: ["core", "gguf", "models"],
+  engine: ["core", "gguf", "models", "chatTemplates"],
   // Model management reaches http through core's ModelStore, never models/ itself.
   http: ["core", "protocols", "access", "storedResponses", "config"],
   cli: null, // composition roots: anything

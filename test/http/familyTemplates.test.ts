@@ -11,6 +11,7 @@ import { postJson, startTestServer, type TestServer } from "../support/startTest
 /** Served model name → llama.cpp's template file. */
 const FAMILIES = {
   "qwen2.5": "Qwen-Qwen2.5-7B-Instruct.jinja",
+  gemma2: "google-gemma-2-2b-it.jinja",
 };
 
 describe("real families' templates through /apply-template", () => {
@@ -44,5 +45,29 @@ describe("real families' templates through /apply-template", () => {
     const off = await prompt({ model: "qwen2.5", messages, reasoning_effort: "none" });
     expect(off).not.toContain("<think>");
     expect(off).toBe(await prompt({ model: "qwen2.5", messages }));
+  });
+
+  it("refuses what the template refuses, with its own message, in each protocol's shape (Gemma 2: no system role)", async () => {
+    const system = "You answer in one word.";
+    const withSystem = [{ role: "system", content: system }, ...messages];
+    const openai = await postJson(`${server.url}/v1/chat/completions`, { model: "gemma2", messages: withSystem });
+    expect(openai.status).toBe(400);
+    expect(((await openai.json()) as { error: { message: string; type: string } }).error).toMatchObject({
+      message: "System role not supported",
+      type: "invalid_request_error",
+    });
+    const template = await postJson(`${server.url}/apply-template`, { model: "gemma2", messages: withSystem });
+    expect(template.status).toBe(400);
+    const ollama = await postJson(`${server.url}/api/chat`, { model: "gemma2", messages: withSystem, stream: false });
+    expect(ollama.status).toBe(400);
+    expect(await ollama.json()).toEqual({ error: "System role not supported" });
+    const anthropic = await postJson(`${server.url}/v1/messages`, { model: "gemma2", max_tokens: 8, system, messages });
+    expect(anthropic.status).toBe(400);
+    expect(await anthropic.json()).toMatchObject({
+      type: "error",
+      error: { type: "invalid_request_error", message: "System role not supported" },
+    });
+    // Without the system message the template renders, and so does the request.
+    expect(await prompt({ model: "gemma2", messages })).toContain("<start_of_turn>user\nWhich city is the capital of France?<end_of_turn>");
   });
 });
