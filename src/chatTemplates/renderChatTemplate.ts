@@ -18,7 +18,7 @@ export interface TemplateMessage {
 export interface ChatTemplateInput {
   messages: TemplateMessage[];
   /** None (rendered as Python's None, as transformers passes it) when the request has no tools. */
-  tools?: ToolDefinition[];
+  tools?: readonly ToolDefinition[];
   addGenerationPrompt: boolean;
   /** The tokenizer's tokens; a token the vocabulary lacks stays undefined, as in transformers' special_tokens_map. */
   bosToken?: string;

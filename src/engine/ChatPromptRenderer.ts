@@ -107,7 +107,7 @@ export class ChatPromptRenderer {
     try {
       this.#template.render({
         messages: request.messages.map(toTemplateMessage),
-        ...(tools.length > 0 ? { tools: [...tools] } : {}),
+        ...(tools.length > 0 ? { tools } : {}),
         addGenerationPrompt: !continuing,
         bosToken: this.#model.tokens.bosString ?? "",
         eosToken: this.#model.tokens.eosString ?? "",

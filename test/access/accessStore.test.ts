@@ -96,7 +96,9 @@ function usageRow(
 
 describe.each([sqliteBackend(), postgresBackend()])("$name", (backend) => {
   if (!backend.available) {
-    // Only without PostgreSQL, and not under CI, where needs() fails the file instead.
+    // Skipped because this machine has no PostgreSQL server binaries, which the PostgreSQL store's
+    // tests start: outside CI only (as root, `npm test` installs them; under CI=1 needs() fails
+    // the file instead of skipping). The test's name says what is missing.
     it.skip("needs the PostgreSQL server binaries (apt-get install postgresql)", () => {});
     return;
   }

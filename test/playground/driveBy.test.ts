@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { needs } from "../support/debianPackages.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
-import { launchChromium } from "./support.js";
+import { launchChromium } from "../support/chromium.js";
 
 const EVIL_HOST = "evil.example";
 

@@ -10,7 +10,8 @@ import { needs } from "../support/debianPackages.js";
 import { openHosted, type Hosted } from "../support/hostedServer.js";
 import type { TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
-import { buildPage, type BuiltPage, launchChromium, screenshot, watchPage } from "./support.js";
+import { launchChromium } from "../support/chromium.js";
+import { buildPage, type BuiltPage, screenshot, watchPage } from "./support.js";
 
 const ACCOUNT = "alice";
 const PASSWORD = "correct horse battery staple";

@@ -10,7 +10,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { needs } from "../support/debianPackages.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
-import { buildPage, type BuiltPage, HOSTILE, launchChromium, REPO, screenshot, watchPage } from "./support.js";
+import { launchChromium } from "../support/chromium.js";
+import { buildPage, type BuiltPage, HOSTILE, REPO, screenshot, watchPage } from "./support.js";
 
 const run = promisify(execFile);
 const SETTLE = { timeout: 10_000, interval: 50 };

@@ -1,25 +1,13 @@
 // What the playground's browser tests share: the page built from web/ by Vite (into a directory of
-// their own, so a stale web/dist never hides a change), headless Chromium, and screenshots.
+// their own, so a stale web/dist never hides a change), screenshots, and the page's watchers (Chromium: ../support/chromium.ts).
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { build } from "vite";
-import { commandPath } from "../support/debianPackages.js";
 
 export const REPO = path.resolve(import.meta.dirname, "../..");
 const SCREENSHOTS = path.join(REPO, "test-results");
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-  "--disable-quic",
-];
-
 export interface BuiltPage {
   dir: string;
   remove(): Promise<void>;
@@ -31,11 +19,6 @@ export async function buildPage(): Promise<BuiltPage> {
   const root = path.join(REPO, "web");
   await build({ root, configFile: path.join(root, "vite.config.ts"), logLevel: "silent", build: { outDir: dir, emptyOutDir: true } });
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
-}
-
-/** `extraArgs`: more command-line switches (e.g. `--host-resolver-rules` to give a test page a domain of its own). */
-export function launchChromium(extraArgs: readonly string[] = []): Promise<Browser> {
-  return chromium.launch({ executablePath: commandPath("chromium", "chromium"), headless: true, args: [...CHROMIUM_ARGS, ...extraArgs] });
 }
 
 /** Saves test-results/playground-<name>.png, the whole page. */

@@ -1,25 +1,16 @@
 // The page in real headless Chromium (Debian's `chromium`, driven by playwright-core), with the
 // answer's pieces controlled by a scripted compatible service.
 import path from "node:path";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { commandPath, needs } from "../../../test/support/debianPackages.js";
+import { launchChromium } from "../../../test/support/chromium.js";
+import { needs } from "../../../test/support/debianPackages.js";
 import { ingest } from "../src/ingest.js";
 import { startRelay } from "./support/relay.js";
 import { axis, startScriptedService, type ScriptedReply, type ScriptedService } from "./support/scriptedService.js";
 import { createTestApp, type TestApp } from "./support/testApp.js";
 
 const SCREENSHOT = path.resolve(import.meta.dirname, "../../../test-results/agent-page.png");
-const CHROMIUM_ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-  "--disable-quic",
-];
 const PIECES = [
   "The keeper lit the lamp",
   " at dusk [1].\n",
@@ -34,7 +25,7 @@ describe.skipIf(!needs("chromium"))("the page, in headless Chromium", () => {
   let relay: Awaited<ReturnType<typeof startRelay>>;
 
   beforeAll(async () => {
-    browser = await chromium.launch({ executablePath: commandPath("chromium", "chromium"), headless: true, args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   });
   afterAll(() => browser?.close());
 
