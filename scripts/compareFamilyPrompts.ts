@@ -16,40 +16,13 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { makeTestModel } from "../src/testmodels/makeTestModel.js";
-import { testVocabulary } from "../src/testmodels/testVocabulary.js";
-import { readFixtures, readShapes, type Fixture, type FixtureCase, type Shapes } from "../test/support/chatTemplateFixtures.js";
+import { chatBody, readFixtures, readShapes, withFamilyTokens, type Fixture } from "../test/support/chatTemplateFixtures.js";
 import { llamaCppSource } from "../test/support/llamaCppSource.js";
 import { postJson, startTestServer } from "../test/support/startTestServer.js";
 
 const { values: args } = parseArgs({ options: { only: { type: "string" }, json: { type: "string" } } });
 
 const shapes = readShapes().shapes;
-
-/** A shape as the OpenAI chat body a client sends. */
-function chatBody(model: string, shape: Shapes["shapes"][string], kwargs: FixtureCase["kwargs"]): object {
-  const messages = shape.messages.map((message) => ({
-    role: message.role,
-    content: message.content,
-    ...(message.tool_calls
-      ? {
-          tool_calls: message.tool_calls.map((call) => ({
-            id: call.id,
-            type: "function",
-            function: { name: call.name, arguments: call.arguments },
-          })),
-        }
-      : {}),
-    ...(message.tool_call_id !== undefined ? { tool_call_id: message.tool_call_id } : {}),
-    ...(message.reasoning_content !== undefined ? { reasoning_content: message.reasoning_content } : {}),
-  }));
-  const effort = kwargs.enable_thinking === false ? "none" : kwargs.reasoning_effort;
-  return {
-    model,
-    messages,
-    ...(shape.tools ? { tools: shape.tools.map((tool) => ({ type: "function", function: tool })) } : {}),
-    ...(effort ? { reasoning_effort: effort } : {}),
-  };
-}
 
 const source = await llamaCppSource();
 const fixtures = readFixtures().filter(
@@ -66,10 +39,16 @@ for (const [index, fixture] of fixtures.entries()) {
   models[name] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${name}.gguf`), chatTemplate })).path;
   names.set(fixture, name);
 }
+// The references were rendered at a fixed instant (strftime_now): the server, in this process, reads
+// the same clock, so templates that print today's date print theirs.
+const fixedNow = Date.parse(`${fixtures[0]?.now ?? "2025-07-15T09:30:00"}Z`);
+globalThis.Date = class extends Date {
+  constructor(...args: ConstructorParameters<typeof Date>) {
+    if ((args as unknown[]).length === 0) super(fixedNow);
+    else super(...args);
+  }
+} as DateConstructor;
 const server = await startTestServer({ models, config: { maxLoadedModels: 1 } });
-const vocabulary = testVocabulary();
-const ourBos = vocabulary.tokens[vocabulary.bosId]!;
-const ourEos = vocabulary.tokens[vocabulary.eosId]!;
 
 interface Row {
   template: string;
@@ -104,9 +83,9 @@ try {
         continue;
       }
       if (answer.prompt === expected) row.identical++;
-      const ours = answer.prompt.replaceAll(ourBos, fixture.bosToken ?? ourBos).replaceAll(ourEos, fixture.eosToken ?? ourEos);
-      if (ours === expected || answer.prompt === expected) row.tokensAside++;
-      else row.firstDifference ??= `${testCase.name}: ${firstDifference(expected, answer.prompt)}`;
+      const ours = withFamilyTokens(answer.prompt, fixture, expected);
+      if (ours === expected) row.tokensAside++;
+      else row.firstDifference ??= `${testCase.name}: ${firstDifference(expected, ours)}`;
     }
     rows.push(row);
   }

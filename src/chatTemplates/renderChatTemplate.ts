@@ -25,6 +25,8 @@ export interface ChatTemplateInput {
   eosToken?: string;
   /** Passed only when set, like transformers' extra kwargs: a template tests `enable_thinking is defined`. */
   enableThinking?: boolean;
+  /** The `thinking` switch of templates that read one by that name (Granite 3.3, DeepSeek V3.1). */
+  thinking?: boolean;
   reasoningEffort?: "low" | "medium" | "high";
   /**
    * Tool-call arguments as objects (transformers' documented form, which templates that `tojson` them
@@ -77,6 +79,7 @@ export class ChatTemplate {
     if (input.bosToken !== undefined) context.bos_token = input.bosToken;
     if (input.eosToken !== undefined) context.eos_token = input.eosToken;
     if (input.enableThinking !== undefined) context.enable_thinking = input.enableThinking;
+    if (input.thinking !== undefined) context.thinking = input.thinking;
     if (input.reasoningEffort !== undefined) context.reasoning_effort = input.reasoningEffort;
     // Template.render() would declare the library's own raise_exception and strftime_now, and a second
     // declaration of a name throws, so the environment is built here: the library's globals, then ours.

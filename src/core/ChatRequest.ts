@@ -2,7 +2,12 @@
 export type ChatMessage =
   | { role: "system"; content: string }
   | { role: "user"; content: string }
-  | { role: "assistant"; content: string; toolCalls?: ToolCall[] }
+  | {
+      role: "assistant";
+      content: string;
+      toolCalls?: ToolCall[];
+      /** The thought the reply began with, for templates that print it. */ reasoning?: string;
+    }
   | { role: "tool"; content: string; toolCallId: string };
 
 export interface ToolCall {
@@ -57,6 +62,32 @@ export interface SamplingOptions {
 export type PromptOverride =
   { type: "raw"; text: string } | { type: "tokens"; tokens: readonly number[] } | { type: "infill"; prefix: string; suffix: string };
 
+/** The effort levels templates know (gpt-oss's harmony prompt: "Reasoning: low|medium|high"). */
+export type ReasoningEffort = "low" | "medium" | "high";
+
+/**
+ * A wire's thinking level as a ChatRequest takes it: "none" turns thinking off; a level is passed to
+ * templates that read one (levels beyond their three taken as the nearest), and leaves thinking as
+ * the template has it, as transformers passes `reasoning_effort` alone.
+ */
+export function thinkingOf(level: string): Pick<ChatRequest, "thinking" | "reasoningEffort"> {
+  switch (level) {
+    case "none":
+      return { thinking: false };
+    case "minimal":
+    case "low":
+      return { reasoningEffort: "low" };
+    case "medium":
+      return { reasoningEffort: "medium" };
+    case "high":
+    case "xhigh":
+    case "max":
+      return { reasoningEffort: "high" };
+    default:
+      return {};
+  }
+}
+
 export interface ChatRequest {
   /** The id or alias the caller asked for; echoed back in replies. */
   model: string;
@@ -78,6 +109,11 @@ export interface ChatRequest {
    * Models without a thought section ignore it.
    */
   thinking?: boolean;
+  /**
+   * How much to think, for templates that read `reasoning_effort` (gpt-oss); others ignore it.
+   * undefined: the template's default.
+   */
+  reasoningEffort?: ReasoningEffort;
   /**
    * The last message is the start of the reply (a prefill, as Anthropic's final assistant turn):
    * when it is an assistant message without tool calls, its turn is left open in the prompt, the

@@ -1,144 +1,63 @@
-import {
-  JinjaTemplateChatWrapper,
-  LlamaGrammar,
-  LlamaText,
-  SpecialTokensText,
-  resolveChatWrapper,
-  type ChatModelFunctions,
-  type ChatWrapper,
-  type LlamaModel,
-  type Token,
-} from "node-llama-cpp";
-import { ChatTemplate, raisedByTemplate, type TemplateMessage } from "../chatTemplates/renderChatTemplate.js";
-import type { ChatMessage, ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRequest.js";
+import { LlamaGrammar, type LlamaModel, type Token } from "node-llama-cpp";
+import { chatFormatOf } from "../chatTemplates/chatFormats.js";
+import { ChatTemplate, raisedByTemplate } from "../chatTemplates/renderChatTemplate.js";
+import type { ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRequest.js";
 import { ServerError } from "../core/ServerError.js";
 import { checkTokenIds } from "./checkTokenIds.js";
+import type { ConversationPrompts, RenderedPrompt } from "./prompts/PromptSource.js";
+import { TemplatePrompts } from "./prompts/TemplatePrompts.js";
+import { WrapperPrompts } from "./prompts/WrapperPrompts.js";
 import type { ToolCallPlan } from "./streamCompletion.js";
-import type { ThoughtMarkers } from "./ThoughtSplitter.js";
-import { continuesLastMessage, toChatHistory } from "./toChatHistory.js";
-import { callDelimitersOf, callOpenersOf, toolCallSyntaxOf, type ToolCallSyntax } from "./tools/ToolCallSyntax.js";
+import { continuesLastMessage } from "./toChatHistory.js";
+import { callDelimitersOf, callOpenersOf } from "./tools/ToolCallSyntax.js";
 import { toolCallGrammar } from "./tools/toolCallGrammar.js";
 
-export interface RenderedPrompt {
-  text: LlamaText;
-  tokens: Token[];
-  /** Control tokens that end the turn in this template (e.g. `<|im_end|>`), besides end-of-generation ones. */
-  stopTokens: ReadonlySet<Token>;
-  /** Template stop triggers that are plain text (e.g. "\n\n### Human:" in fallback templates). */
-  stopTexts: string[];
-  /**
-   * Present when the reply may begin with a thought section to be split from the answer: the
-   * template has one and thinking is not off. `opened`: the prompt already opened it.
-   */
-  thought?: { markers: ThoughtMarkers; opened: boolean };
-  /** A prompt given as is: its text, as legacy completions' `echo` returns it (the prefix, for infill). */
-  givenText?: string;
-}
-
-/** A template's thought section, as node-llama-cpp's chat wrapper found it (from the Jinja template or the family). */
-interface ThoughtSection {
-  /** The opening marker as written into prompts (Qwen3: `<think>\n`); undefined when the template's generation prompt opens it. */
-  prefix: LlamaText | undefined;
-  /** The closing marker as written into prompts (Qwen3: `\n</think>`). */
-  suffix: LlamaText;
-  markers: ThoughtMarkers;
-}
+export type { RenderedPrompt } from "./prompts/PromptSource.js";
 
 /**
- * Turns conversations into a model's prompt with its own chat template: the template from its GGUF
- * metadata (rendered with Jinja), a known family's wrapper when the template is recognised, or a
- * general fallback when the file has none; and plans tool calls in that template's syntax.
+ * Turns conversations into a model's prompt with its own chat template (TemplatePrompts), or, for
+ * a file without one @huggingface/jinja can parse, with node-llama-cpp's wrapper for it
+ * (WrapperPrompts); and plans tool calls in the syntax the prompt uses.
  */
 export class ChatPromptRenderer {
   readonly #model: LlamaModel;
-  readonly #chatWrapper: ChatWrapper;
-  readonly #toolSyntax: ToolCallSyntax;
-  readonly #thought: ThoughtSection | undefined;
-  /** The file's own Jinja template, where @huggingface/jinja can parse it: the requests it refuses are refused. */
-  readonly #template: ChatTemplate | undefined;
+  readonly #template: TemplatePrompts | undefined;
+  #wrapper: WrapperPrompts | undefined;
 
   constructor(model: LlamaModel) {
     this.#model = model;
-    this.#template = parsedTemplate(model.fileInfo.metadata.tokenizer?.chat_template);
-    this.#chatWrapper = resolveChatWrapper(model, { warningLogs: false });
-    this.#toolSyntax = toolCallSyntaxOf(this.#chatWrapper);
-    this.#thought = thoughtSectionOf(this.#chatWrapper);
+    const tokenizer = model.fileInfo.metadata.tokenizer as Record<string, unknown> | undefined;
+    const template = parsedTemplate(tokenizer?.chat_template);
+    this.#template = template ? new TemplatePrompts(model, template, parsedTemplate(tokenizer?.["chat_template.tool_use"])) : undefined;
   }
 
   /** Renders the conversation (and the tools the model may call) with its chat template, and tokenizes it. */
   render(request: ChatRequest, tools: readonly ToolDefinition[]): RenderedPrompt {
     if (request.prompt) return this.#renderOverride(request.prompt, request.model);
     const continuing = continuesLastMessage(request.messages, request.continueLastMessage);
-    this.#checkTemplateAccepts(request, tools, continuing);
-    const state = this.#chatWrapper.generateContextState({
-      chatHistory: toChatHistory(request.messages, continuing),
-      availableFunctions: tools.length > 0 ? toChatModelFunctions(tools) : undefined,
-    });
-    const stopTokens = new Set<Token>();
-    const stopTexts: string[] = [];
-    for (const trigger of state.stopGenerationTriggers) {
-      const [first] = trigger.values;
-      if (typeof first === "string") {
-        // Plain text, such as "\n\n### Human:" in templates of the fallback kind.
-        stopTexts.push(trigger.values.map((value) => (typeof value === "string" ? value : "")).join(""));
-      } else if (first !== undefined) {
-        // A trigger that opens with a control token (`<|im_end|>`, EOS) stops at that token.
-        const [token] = trigger.tokenize(this.#model.tokenizer);
-        if (token !== undefined) stopTokens.add(token);
+    if (!this.#template) return this.#wrapperPrompts().render(request, tools, continuing);
+    try {
+      return this.#template.render(request, tools, continuing);
+    } catch (error) {
+      // The template's own refusal (its raise_exception: Gemma's "System role not supported") is the
+      // client's error, in the protocol's shape. Where the library fails on a template that
+      // transformers renders, node-llama-cpp's wrapper renders the prompt instead, if it can.
+      if (raisedByTemplate(error) || !(error instanceof ServerError)) throw error;
+      try {
+        return this.#wrapperPrompts().render(request, tools, continuing);
+      } catch {
+        throw error;
       }
     }
-    // A continued message is the answer already begun: no thought is opened after it, nor closed.
-    const { text, thought } = continuing
-      ? { text: state.contextText, thought: undefined }
-      : this.#withThought(state.contextText, request.thinking);
-    return { text, tokens: text.tokenize(this.#model.tokenizer), stopTokens, stopTexts, ...(thought ? { thought } : {}) };
   }
 
-  /**
-   * Refuses what the model's own template refuses, with the template's message (a 400 in the
-   * protocol's shape), as transformers and llama-server do: Gemma's "System role not supported",
-   * Mistral's "roles must alternate". Only the template's raise_exception counts: where the library
-   * fails on a template, the prompt is node-llama-cpp's to render, as before. The extra render
-   * costs 0.2–0.35 ms for a 10-turn conversation (ChatML, Qwen3 and gpt-oss templates), until
-   * this rendering becomes the prompt itself (issue 31).
-   */
-  #checkTemplateAccepts(request: ChatRequest, tools: readonly ToolDefinition[], continuing: boolean): void {
-    if (!this.#template) return;
-    try {
-      this.#template.render({
-        messages: request.messages.map(toTemplateMessage),
-        ...(tools.length > 0 ? { tools } : {}),
-        addGenerationPrompt: !continuing,
-        bosToken: this.#model.tokens.bosString ?? "",
-        eosToken: this.#model.tokens.eosString ?? "",
-        ...(request.thinking === false ? { enableThinking: false } : {}),
-      });
-    } catch (error) {
-      if (raisedByTemplate(error)) throw error;
-    }
+  /** The syntax calls are written in: the template's family's, or the wrapper's. */
+  get #prompts(): ConversationPrompts {
+    return this.#template ?? this.#wrapperPrompts();
   }
 
-  /**
-   * Where the reply starts, for a template with a thought section. Thinking on (or the template's
-   * default): the reply may open a thought, or is already inside one if the prompt opened it.
-   * Thinking off: the prompt ends with an empty, closed thought, which is how Qwen3's template
-   * renders `enable_thinking=false` (`<think>\n\n</think>\n\n`) and the usual way to turn
-   * DeepSeek-R1's off. This is done here rather than by the template's own switch because
-   * node-llama-cpp renders the reply's position as an assistant message, not with the template's
-   * generation prompt where such switches are.
-   */
-  #withThought(prompt: LlamaText, thinking: boolean | undefined): { text: LlamaText; thought?: RenderedPrompt["thought"] } {
-    const section = this.#thought;
-    if (!section) return { text: prompt };
-    const rendered = prompt.toString().trimEnd();
-    const { open, close } = section.markers;
-    // Templates that open the thought for the model end their prompt with the opening marker; one
-    // whose marker node-llama-cpp could not read from the prompt (no prefix) always opens it.
-    const opened = section.prefix === undefined ? !rendered.endsWith(close) : rendered.endsWith(open);
-    if (thinking !== false) return { text: prompt, thought: { markers: section.markers, opened } };
-    if (!opened && rendered.endsWith(close)) return { text: prompt };
-    const blank = new SpecialTokensText("\n\n");
-    return { text: LlamaText([prompt, ...(opened ? [] : [section.prefix ?? ""]), section.suffix, blank]) };
+  #wrapperPrompts(): WrapperPrompts {
+    return (this.#wrapper ??= new WrapperPrompts(this.#model));
   }
 
   /**
@@ -179,74 +98,35 @@ export class ChatPromptRenderer {
     }
     if (tokens.length === 0)
       throw new ServerError("invalid_request", { param: "prompt", message: "Invalid value for 'prompt': the prompt is empty." });
-    return { text: LlamaText([]), tokens, stopTokens: new Set(), stopTexts: [], givenText };
+    const continued = (content: string, opener: string) => [...tokens, ...this.#model.tokenize(content + opener, true)];
+    return { tokens, stopTokens: new Set(), stopTexts: [], givenText, continued };
   }
 
   /** How calls to `tools` are generated for this request, in the template's syntax. */
-  toolPlan(request: ChatRequest, tools: readonly ToolDefinition[], prompt: LlamaText): ToolCallPlan {
-    const syntax = this.#toolSyntax;
+  toolPlan(request: ChatRequest, tools: readonly ToolDefinition[], prompt: RenderedPrompt): ToolCallPlan {
+    const { calls: syntax, callAlternates } = this.#prompts;
     const choice = request.toolChoice;
     const named = choice.type === "function" ? choice.name : undefined;
     const delimiters = callDelimitersOf(syntax);
-    const grammar = toolCallGrammar({ tools, delimiters, parallel: request.parallelToolCalls, named });
-    const opener = LlamaText([syntax.sectionPrefix, syntax.prefix, ...(named === undefined ? [] : [named, syntax.paramsPrefix])]);
-    const tokenizer = this.#model.tokenizer;
+    const parallel = request.parallelToolCalls && syntax.parallel;
+    const grammar = toolCallGrammar({ tools, delimiters, parallel, named });
+    const opener = syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix);
     return {
       mode: named !== undefined ? { name: named } : choice.type === "required" ? "required" : "auto",
-      openers: callOpenersOf(syntax),
+      openers: callOpenersOf(syntax, callAlternates),
       delimiters,
       grammar: new LlamaGrammar(this.#model.llama, { grammar }),
-      openCall(content) {
-        return LlamaText([prompt, content, opener]).tokenize(tokenizer);
-      },
+      openCall: (content) => prompt.continued(content, opener),
     };
   }
 }
 
 /**
- * The thought section of a chat wrapper's settings, if it has a closing marker to split on. The
- * markers are matched without their surrounding whitespace: models vary in the line breaks they
- * write around them.
- */
-function thoughtSectionOf(wrapper: ChatWrapper): ThoughtSection | undefined {
-  const thought = wrapper.settings.segments?.thought;
-  if (!thought?.suffix) return undefined;
-  const suffix = LlamaText(thought.suffix);
-  const prefix = typeof thought.prefix === "string" || LlamaText.isLlamaText(thought.prefix) ? LlamaText(thought.prefix) : undefined;
-  const close = suffix.toString().trim();
-  // A template that opens the thought itself: the model's own opening marker is not expected, but
-  // the usual pair is recognised should it write one.
-  const open = prefix?.toString().trim() ?? KNOWN_OPENERS.get(close) ?? "";
-  if (!close || !open) return undefined;
-  return { prefix, suffix, markers: { open, close } };
-}
-
-/**
- * Whether a Jinja chat template has a thought section, read as a loaded model's is (for model
- * descriptions, without loading the weights). A template node-llama-cpp cannot render has none.
+ * Whether a Jinja chat template has a thought section (for model descriptions, without loading the
+ * weights): the family's markers, as the engine splits them.
  */
 export function templateThinks(template: string): boolean {
-  try {
-    return thoughtSectionOf(new JinjaTemplateChatWrapper({ template })) !== undefined;
-  } catch {
-    return false;
-  }
-}
-
-/** Opening markers by closing marker, for templates whose prompt opens the thought (as node-llama-cpp lists them). */
-const KNOWN_OPENERS = new Map([
-  ["</think>", "<think>"],
-  ["</thought>", "<thought>"],
-  ["[/THINK]", "[THINK]"],
-  ["<|END_THINKING|>", "<|START_THINKING|>"],
-]);
-
-function toChatModelFunctions(tools: readonly ToolDefinition[]): ChatModelFunctions {
-  const functions: Record<string, ChatModelFunctions[string]> = {};
-  for (const tool of tools) {
-    functions[tool.name] = { description: tool.description, params: tool.parameters as ChatModelFunctions[string]["params"] };
-  }
-  return functions;
+  return chatFormatOf(template).thought !== undefined;
 }
 
 /** The template, when the file has one the library can parse. */
@@ -256,19 +136,5 @@ function parsedTemplate(source: unknown): ChatTemplate | undefined {
     return new ChatTemplate(source);
   } catch {
     return undefined;
-  }
-}
-
-function toTemplateMessage(message: ChatMessage): TemplateMessage {
-  switch (message.role) {
-    case "system":
-    case "user":
-      return { role: message.role, content: message.content };
-    case "assistant":
-      return { role: "assistant", content: message.content, ...(message.toolCalls?.length ? { toolCalls: message.toolCalls } : {}) };
-    case "tool":
-      return { role: "tool", content: message.content, toolCallId: message.toolCallId };
-    default:
-      return message satisfies never;
   }
 }

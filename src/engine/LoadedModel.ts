@@ -264,7 +264,7 @@ export class LoadedModel {
       });
     }
     // Grammars are compiled (by llama.cpp, on the event loop) only for prompts that fit.
-    const toolPlan = tools.length > 0 ? this.#prompts.toolPlan(request, tools, prompt.text) : undefined;
+    const toolPlan = tools.length > 0 ? this.#prompts.toolPlan(request, tools, prompt) : undefined;
     const textFormat = responseFormatGrammar(request.responseFormat);
     const textGrammar = textFormat === undefined ? undefined : new LlamaGrammar(this.#model.llama, { grammar: textFormat });
     const tokens = prompt.tokens;

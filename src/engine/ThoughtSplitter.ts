@@ -1,10 +1,7 @@
+import type { ThoughtMarkers } from "../chatTemplates/chatFormats.js";
 import { pendingPrefixLength } from "./pendingPrefixLength.js";
 
-/** A template's thought section, as the detokenizer shows its markers (e.g. `<think>`, `</think>`). */
-export interface ThoughtMarkers {
-  open: string;
-  close: string;
-}
+export type { ThoughtMarkers };
 
 export interface SplitText {
   /** Text of the thought, markers and surrounding blank lines left out. */

@@ -1,8 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { CALL_FAMILIES, GENERIC_CALLS } from "../../src/chatTemplates/chatFormats.js";
 import { ToolCallParser, type ToolCallParserEvent } from "../../src/engine/tools/ToolCallParser.js";
+import { callDelimitersOf } from "../../src/engine/tools/ToolCallSyntax.js";
 
-const qwen = { paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", nextCall: '\n<tool_call>\n{"name": "' };
+const qwen = { paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", nextCall: '\n<tool_call>\n{"name": "', sectionSuffix: "" };
 
 function feed(parser: ToolCallParser, pieces: string[]): ToolCallParserEvent[] {
   return pieces.flatMap((piece) => parser.push(piece));
@@ -41,7 +43,7 @@ describe("ToolCallParser", () => {
   });
 
   it("starts in the arguments of a call whose name was given", () => {
-    const parser = new ToolCallParser({ paramsPrefix: "(", suffix: ")", nextCall: "\n||call: " }, { name: "add" });
+    const parser = new ToolCallParser({ paramsPrefix: "(", suffix: ")", nextCall: "\n||call: ", sectionSuffix: "" }, { name: "add" });
     const events = feed(parser, ['{"a": ', "1, ", '"b": 2}', ")"]);
     expect(
       events
@@ -62,7 +64,7 @@ describe("ToolCallParser", () => {
   });
 
   it("ends a call whose suffix is empty with its arguments' own closing brace (Llama 3.x)", () => {
-    const llama = { paramsPrefix: '", "parameters": ', suffix: "", nextCall: '; {"name": "' };
+    const llama = { paramsPrefix: '", "parameters": ', suffix: "", nextCall: '; {"name": "', sectionSuffix: "" };
     const text = 'get_weather", "parameters": {"city": "Paris", "when": {"day": 1}}; {"name": "now", "parameters": {}}';
     const parser = new ToolCallParser(llama);
     const events = feed(parser, text.split(""));
@@ -74,7 +76,7 @@ describe("ToolCallParser", () => {
   });
 
   it("keeps a suffix that also occurs inside the arguments, in nested values and strings (Mistral)", () => {
-    const mistral = { paramsPrefix: '", "arguments": ', suffix: "}", nextCall: ', {"name": "' };
+    const mistral = { paramsPrefix: '", "arguments": ', suffix: "}", nextCall: ', {"name": "', sectionSuffix: "" };
     const text =
       'search", "arguments": {"filter": {"tags": ["a", "b]"]}, "q": "x} \\" }"}}, {"name": "next", "arguments": {"n": [1, [2]]}}]';
     const events = feed(new ToolCallParser(mistral), [text.slice(0, 30), text.slice(30, 61), text.slice(61)]);
@@ -85,11 +87,10 @@ describe("ToolCallParser", () => {
     for (const call of calls(events)) expect(() => JSON.parse(call.arguments) as unknown).not.toThrow();
   });
 
-  it("reads back any JSON arguments, split anywhere, for empty and non-empty suffixes", () => {
+  it("reads back any JSON arguments, split anywhere, in every family's syntax", () => {
     const syntaxes = [
-      qwen,
-      { paramsPrefix: "(", suffix: ")", nextCall: "\n||call: " },
-      { paramsPrefix: ">", suffix: "", nextCall: "<function=" },
+      ...[...CALL_FAMILIES, { name: "generic", calls: GENERIC_CALLS }].map((family) => callDelimitersOf(family.calls)),
+      { paramsPrefix: "(", suffix: ")", nextCall: "\n||call: ", sectionSuffix: "" },
     ];
     fc.assert(
       fc.property(
@@ -97,9 +98,9 @@ describe("ToolCallParser", () => {
         fc.array(fc.tuple(fc.stringMatching(/^[a-z_]{1,12}$/), fc.dictionary(fc.string(), fc.jsonValue())), { minLength: 1, maxLength: 3 }),
         fc.array(fc.nat(), { maxLength: 8 }),
         (syntax, written, cuts) => {
-          const text = written
-            .map(([name, args]) => `${name}${syntax.paramsPrefix}${JSON.stringify(args)}${syntax.suffix}`)
-            .join(syntax.nextCall);
+          const text =
+            written.map(([name, args]) => `${name}${syntax.paramsPrefix}${JSON.stringify(args)}${syntax.suffix}`).join(syntax.nextCall) +
+            syntax.sectionSuffix;
           const at = [...new Set(cuts.map((cut) => cut % (text.length + 1)))].sort((a, b) => a - b);
           const pieces = [0, ...at].map((start, i) => text.slice(start, [...at, text.length][i]));
           const events = feed(new ToolCallParser(syntax), pieces);

@@ -8,6 +8,8 @@ export interface CallDelimiters {
   suffix: string;
   /** Between the end of one call and the name of the next: the separator, then the call prefix. */
   nextCall: string;
+  /** Closes the group of calls (Mistral Nemo's `]`); may be empty. */
+  sectionSuffix: string;
 }
 
 type State =

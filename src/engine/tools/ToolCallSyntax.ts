@@ -1,47 +1,37 @@
 import { LlamaText, type ChatWrapper } from "node-llama-cpp";
+import type { CallSyntax } from "../../chatTemplates/chatFormats.js";
 import type { CallDelimiters } from "./ToolCallParser.js";
 
 /**
- * How a chat template writes function calls: e.g. for Qwen-style templates
- * `<tool_call>\n{"name": "` NAME `", "arguments": ` JSON `}\n</tool_call>`, calls separated by
- * "\n"; for templates without tool support, node-llama-cpp's documented generic syntax
- * `||call: NAME(JSON)`, which its wrappers explain to the model in the system prompt.
- * Kept as LlamaText: parts of it may be control tokens, which must be tokenized as such.
+ * The call syntax of one of node-llama-cpp's chat wrappers (for files without a chat template): for
+ * templates without tool support, its documented generic syntax `||call: NAME(JSON)`, which its
+ * wrappers explain to the model in the system prompt. Alternate openers are other ways its models
+ * open a call, recognised in `auto` mode.
  */
-export interface ToolCallSyntax {
-  /** Opens a group of calls (often empty). */
-  sectionPrefix: LlamaText;
-  /** Opens one call; the function's name follows. */
-  prefix: LlamaText;
-  /** Other ways models open a call, recognised in `auto` mode. */
-  prefixAlternates: string[];
-  /** Between the name and the JSON arguments. */
-  paramsPrefix: LlamaText;
-  /** Closes one call. */
-  suffix: LlamaText;
-  /** Between two calls of one reply. */
-  betweenCalls: LlamaText;
-}
-
-export function toolCallSyntaxOf(wrapper: ChatWrapper): ToolCallSyntax {
+export function wrapperCallSyntax(wrapper: ChatWrapper): { syntax: CallSyntax; alternates: string[] } {
   const { call, parallelism } = wrapper.settings.functions;
-  const text = (value: unknown) => LlamaText(value as never);
+  const text = (value: unknown) => LlamaText(value as never).toString();
   return {
-    sectionPrefix: text(parallelism?.call.sectionPrefix ?? ""),
-    prefix: text(call.prefix),
-    prefixAlternates: (call.prefixAlternateMatches ?? []).map((alternate) => text(alternate).toString()),
-    paramsPrefix: text(call.paramsPrefix),
-    suffix: text(call.suffix),
-    betweenCalls: text(parallelism?.call.betweenCalls ?? ""),
+    syntax: {
+      sectionPrefix: text(parallelism?.call.sectionPrefix ?? ""),
+      prefix: text(call.prefix),
+      paramsPrefix: text(call.paramsPrefix),
+      suffix: text(call.suffix),
+      betweenCalls: text(parallelism?.call.betweenCalls ?? ""),
+      sectionSuffix: text(parallelism?.call.sectionSuffix ?? ""),
+      parallel: true,
+    },
+    alternates: (call.prefixAlternateMatches ?? []).map(text),
   };
 }
 
 /** The delimiters as the text the detokenizer shows (control tokens included). */
-export function callDelimitersOf(syntax: ToolCallSyntax): CallDelimiters {
+export function callDelimitersOf(syntax: CallSyntax): CallDelimiters {
   return {
-    paramsPrefix: syntax.paramsPrefix.toString(),
-    suffix: syntax.suffix.toString(),
-    nextCall: syntax.betweenCalls.toString() + syntax.prefix.toString(),
+    paramsPrefix: syntax.paramsPrefix,
+    suffix: syntax.suffix,
+    nextCall: syntax.betweenCalls + syntax.prefix,
+    sectionSuffix: syntax.sectionSuffix,
   };
 }
 
@@ -51,8 +41,8 @@ export function callDelimitersOf(syntax: ToolCallSyntax): CallDelimiters {
  * whatever whitespace it would put next (vLLM's Hermes parser reads it the same way); the rewind
  * then writes the template's exact prefix and the grammar takes over.
  */
-export function callOpenersOf(syntax: ToolCallSyntax): string[] {
-  const prefix = syntax.prefix.toString();
+export function callOpenersOf(syntax: CallSyntax, alternates: readonly string[] = []): string[] {
   const firstLine = (text: string) => text.split("\n")[0] || text;
-  return [syntax.sectionPrefix.toString() + prefix, prefix, ...syntax.prefixAlternates].map(firstLine);
+  const openers = [syntax.sectionPrefix + syntax.prefix, syntax.prefix, ...alternates].map(firstLine);
+  return [...new Set(openers.filter((opener) => opener.trim() !== ""))];
 }

@@ -25,16 +25,17 @@ export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCall
     return schema.root;
   };
   const suffix = gbnfLiteral(delimiters.suffix);
+  const sectionSuffix = gbnfLiteral(delimiters.sectionSuffix);
   if (named !== undefined) {
     const index = tools.findIndex((tool) => tool.name === named);
     const tool = tools[index];
     if (!tool) throw new Error(`no tool named ${named}`);
-    return [`root ::= ${argumentsRule(tool, index)} ${suffix}`, ...rules].join("\n");
+    return [`root ::= ${argumentsRule(tool, index)} ${suffix} ${sectionSuffix}`, ...rules].join("\n");
   }
   const alternatives = tools.map(
     (tool, index) => `${gbnfLiteral(tool.name)} ${gbnfLiteral(delimiters.paramsPrefix)} ${argumentsRule(tool, index)}`,
   );
-  const root = parallel ? `root ::= call (${gbnfLiteral(delimiters.nextCall)} call)*` : "root ::= call";
+  const root = parallel ? `root ::= call (${gbnfLiteral(delimiters.nextCall)} call)* ${sectionSuffix}` : `root ::= call ${sectionSuffix}`;
   return [root, `call ::= (${alternatives.join(" | ")}) ${suffix}`, ...rules].join("\n");
 }
 

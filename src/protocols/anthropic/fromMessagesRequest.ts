@@ -1,5 +1,12 @@
 import { z } from "zod";
-import type { ChatMessage, ChatRequest, ResponseFormat, ToolChoice, ToolDefinition } from "../../core/ChatRequest.js";
+import {
+  thinkingOf,
+  type ChatMessage,
+  type ChatRequest,
+  type ResponseFormat,
+  type ToolChoice,
+  type ToolDefinition,
+} from "../../core/ChatRequest.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkJsonDepth, checkSchema } from "../checkSchema.js";
@@ -59,7 +66,12 @@ function toChatRequest(wire: CountTokensRequestBody, body: unknown): ChatRequest
     wireTools.length > 0 ? "tools" : "output_config.format",
   );
   const tools = toTools(wireTools, body);
-  const thinking = wire.thinking?.type === "disabled" ? { thinking: false } : wire.thinking?.type === "enabled" ? { thinking: true } : {};
+  const effort = wire.output_config?.effort;
+  // output_config.effort ("low" … "max") sets the level for templates that read one (gpt-oss).
+  const thinking = {
+    ...(wire.thinking?.type === "disabled" ? { thinking: false } : wire.thinking?.type === "enabled" ? { thinking: true } : {}),
+    ...(effort != null && wire.thinking?.type !== "disabled" ? { reasoningEffort: thinkingOf(effort).reasoningEffort } : {}),
+  };
   const messages = toMessages(toTurns(wire.messages, wire.model, body));
   const last = messages.at(-1);
   // A final assistant turn of text is a prefill: the reply continues it, and holds only what follows.

@@ -1,12 +1,13 @@
 import type { z } from "zod";
-import type {
-  ChatMessage,
-  ChatRequest,
-  ResponseFormat,
-  SamplingOptions,
-  ToolCall,
-  ToolChoice,
-  ToolDefinition,
+import {
+  thinkingOf,
+  type ChatMessage,
+  type ChatRequest,
+  type ResponseFormat,
+  type SamplingOptions,
+  type ToolCall,
+  type ToolChoice,
+  type ToolDefinition,
 } from "../../core/ChatRequest.js";
 import type { EmbedRequest } from "../../core/EmbedRequest.js";
 import { ServerError } from "../../core/ServerError.js";
@@ -127,13 +128,14 @@ export function fromGenerateRequest(body: unknown): NativeGeneration {
 }
 
 /**
- * `think`: false turns thinking off; true or an effort level ("low", "medium", "high", "max") turn
- * it on, as it is by default, since the templates here have no effort setting. Models without a
- * thought section ignore it (the reference server refuses `true` for them; clients that always
- * send it then work unchanged).
+ * `think`: false turns thinking off; true turns it on, as it is by default; an effort level ("low",
+ * "medium", "high", "max") turns it on at that level, for templates that read one (gpt-oss). Models
+ * without a thought section ignore it (the reference server refuses `true` for them; clients that
+ * always send it then work unchanged).
  */
-function toThinking(think: ChatRequestBody["think"]): Pick<ChatRequest, "thinking"> {
-  return think == null ? {} : { thinking: think !== false };
+function toThinking(think: ChatRequestBody["think"]): Pick<ChatRequest, "thinking" | "reasoningEffort"> {
+  if (think == null) return {};
+  return typeof think === "string" ? thinkingOf(think) : { thinking: think };
 }
 
 /** POST /api/embed: vectors L2-normalised; inputs longer than the context are cut unless truncate is false. */
@@ -255,7 +257,10 @@ function toMessages(messages: readonly WireChatMessage[], model: string): ChatMe
           arguments: typeof call.function.arguments === "string" ? call.function.arguments : JSON.stringify(call.function.arguments ?? {}),
         }));
         unanswered = [...toolCalls];
-        return toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content };
+        const reasoning = message.thinking ? { reasoning: message.thinking } : {};
+        return toolCalls.length > 0
+          ? { role: "assistant", content, toolCalls, ...reasoning }
+          : { role: "assistant", content, ...reasoning };
       }
       case "tool": {
         const answered =

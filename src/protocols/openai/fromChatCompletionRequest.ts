@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, ResponseFormat } from "../../core/ChatRequest.js";
+import { thinkingOf, type ChatMessage, type ChatRequest, type ResponseFormat } from "../../core/ChatRequest.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { checkJsonDepth } from "../checkSchema.js";
@@ -52,7 +52,7 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
       parallelToolCalls: wire.parallel_tool_calls ?? true,
       responseFormat: toResponseFormat(wire.response_format),
       // Models without a thought section ignore it.
-      ...(wire.reasoning_effort == null ? {} : { thinking: wire.reasoning_effort !== "none" }),
+      ...(wire.reasoning_effort == null ? {} : thinkingOf(wire.reasoning_effort)),
       ...(wire.logprobs === true ? { logprobs: { top: wire.top_logprobs ?? 0 } } : {}),
       n: wire.n ?? 1,
     },
@@ -87,7 +87,9 @@ function toMessages(messages: WireChatMessage[]): ChatMessage[] {
           });
         }
         const content = message.content == null ? "" : toText(message.content, i);
-        return toolCalls?.length ? { role: "assistant", content, toolCalls } : { role: "assistant", content };
+        // Templates that keep past thoughts (gpt-oss's analysis before a call, DeepSeek's) print it.
+        const reasoning = message.reasoning_content ? { reasoning: message.reasoning_content } : {};
+        return toolCalls?.length ? { role: "assistant", content, toolCalls, ...reasoning } : { role: "assistant", content, ...reasoning };
       }
       case "tool":
         // A tool result must answer a call made by the assistant turn just before it.

@@ -24,6 +24,8 @@ const assistantMessage = z.object({
   name: z.string().optional(),
   tool_calls: z.array(toolCallSchema).optional(),
   refusal: z.string().nullish(),
+  /** The thought the reply began with, as llama-server and vLLM return it and take it back. */
+  reasoning_content: z.string().nullish(),
 });
 const toolMessage = z.object({ role: z.literal("tool"), content, tool_call_id: z.string().min(1) });
 

@@ -1,5 +1,12 @@
 import { z } from "zod";
-import type { ChatMessage, ChatRequest, ResponseFormat, ToolCall, ToolDefinition } from "../../core/ChatRequest.js";
+import {
+  thinkingOf,
+  type ChatMessage,
+  type ChatRequest,
+  type ResponseFormat,
+  type ToolCall,
+  type ToolDefinition,
+} from "../../core/ChatRequest.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkJsonDepth } from "../checkSchema.js";
@@ -121,8 +128,8 @@ export function fromResponseRequest(body: unknown): ParsedResponseRequest {
       responseFormat: toResponseFormat(format),
       // The answer's token log-probabilities, with `top_logprobs` alternatives each, as OpenAI: asked for by `include`.
       ...(wire.include?.includes("message.output_text.logprobs") ? { logprobs: { top: wire.top_logprobs ?? 0 } } : {}),
-      // "none" turns thinking off where the template can; any other effort asks for it.
-      ...(effort === null ? {} : { thinking: effort !== "none" }),
+      // "none" turns thinking off where the template can; any other effort asks for it, at that level.
+      ...(effort === null ? {} : thinkingOf(effort)),
     },
   };
 }

@@ -1,0 +1,231 @@
+/**
+ * How a model family writes tool calls and thoughts, recognised from its chat template's text, as
+ * llama.cpp's chat layer (common/chat.cpp) recognises them: each family's template prints past calls
+ * in the syntax the model was trained to write, so the markers it contains name the family.
+ */
+
+/**
+ * The text around calls whose arguments are one JSON object, as the model writes it. For example
+ * Qwen and Hermes: `<tool_call>\n{"name": "` NAME `", "arguments": ` ARGS `}\n</tool_call>`, calls
+ * separated by "\n". Control tokens appear as their text (`<｜tool▁sep｜>`); the prompt is tokenized
+ * with special tokens parsed, so they become the tokens the model reads and writes.
+ */
+export interface CallSyntax {
+  /** Opens the group of calls (often empty). */
+  sectionPrefix: string;
+  /** Opens one call; the function's name follows. */
+  prefix: string;
+  /** Between the name and the JSON arguments. */
+  paramsPrefix: string;
+  /** Closes one call. */
+  suffix: string;
+  /** Between two calls of one reply. */
+  betweenCalls: string;
+  /** Closes the group of calls. */
+  sectionSuffix: string;
+  /** Whether the family writes several calls in one reply (Llama 3.x's templates refuse that). */
+  parallel: boolean;
+  /**
+   * Length of the call ids the family's template checks (Mistral Nemo's: 9 letters and digits,
+   * "Tool call IDs should be alphanumeric strings with length 9!"); the protocols mint ids of it.
+   */
+  callIdLength?: number;
+}
+
+/** A thought section's markers, as the template writes them. */
+export interface ThoughtMarkers {
+  open: string;
+  close: string;
+}
+
+export interface ChatFormat {
+  /** The family, as llama.cpp's chat layer names its formats. */
+  name: string;
+  /** Undefined: the template has no call syntax of its own this server writes (the generic one is used). */
+  calls?: CallSyntax;
+  thought?: ThoughtMarkers;
+}
+
+const JSON_CALL = { prefix: '{"name": "', paramsPrefix: '", "arguments": ', suffix: "}" } as const;
+
+/** A family recognised by the markers in its template: the first whose every marker is present, and none of whose exclusions are. */
+export interface FamilyRule {
+  name: string;
+  markers: readonly string[];
+  without?: readonly string[];
+  calls: CallSyntax;
+}
+
+/** The families whose calls this server writes and reads, in the order they are recognised. */
+export const CALL_FAMILIES: readonly FamilyRule[] = [
+  {
+    name: "DeepSeek R1",
+    // Its arguments in a fenced JSON block, which V3.1's template does not have.
+    markers: ["<｜tool▁sep｜>", "```json"],
+    calls: {
+      sectionPrefix: "<｜tool▁calls▁begin｜>",
+      prefix: "<｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+      paramsPrefix: "\n```json\n",
+      suffix: "\n```<｜tool▁call▁end｜>",
+      betweenCalls: "\n",
+      sectionSuffix: "<｜tool▁calls▁end｜>",
+      parallel: true,
+    },
+  },
+  {
+    name: "DeepSeek V3.1",
+    markers: ["<｜tool▁call▁begin｜>", "<｜tool▁sep｜>"],
+    calls: {
+      sectionPrefix: "<｜tool▁calls▁begin｜>",
+      prefix: "<｜tool▁call▁begin｜>",
+      paramsPrefix: "<｜tool▁sep｜>",
+      suffix: "<｜tool▁call▁end｜>",
+      betweenCalls: "",
+      sectionSuffix: "<｜tool▁calls▁end｜>",
+      parallel: true,
+    },
+  },
+  {
+    name: "Magistral",
+    markers: ["[TOOL_CALLS]", "[ARGS]"],
+    without: ["[CALL_ID]"],
+    calls: {
+      sectionPrefix: "",
+      prefix: "[TOOL_CALLS]",
+      paramsPrefix: "[ARGS]",
+      suffix: "",
+      betweenCalls: "",
+      sectionSuffix: "",
+      parallel: true,
+    },
+  },
+  {
+    name: "Mistral Nemo",
+    markers: ["[TOOL_CALLS]"],
+    without: ["[ARGS]"],
+    calls: { sectionPrefix: "[TOOL_CALLS][", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]", parallel: true, callIdLength: 9 },
+  },
+  {
+    name: "Functionary v3.1 Llama 3.1",
+    markers: ["<function=", "<|start_header_id|>"],
+    without: ["<parameter="],
+    calls: {
+      sectionPrefix: "",
+      prefix: "<function=",
+      paramsPrefix: ">",
+      suffix: "</function>",
+      betweenCalls: "",
+      sectionSuffix: "",
+      parallel: true,
+    },
+  },
+  {
+    name: "Llama 3.x",
+    markers: ["<|start_header_id|>", '"parameters": '],
+    calls: {
+      sectionPrefix: "",
+      prefix: '{"name": "',
+      paramsPrefix: '", "parameters": ',
+      suffix: "}",
+      betweenCalls: "",
+      sectionSuffix: "",
+      parallel: false,
+    },
+  },
+  {
+    name: "Granite",
+    markers: ["<|tool_call|>"],
+    calls: { sectionPrefix: "<|tool_call|>[", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]", parallel: true },
+  },
+  {
+    name: "Nemotron v2",
+    markers: ["<TOOLCALL>"],
+    calls: { sectionPrefix: "<TOOLCALL>[", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]</TOOLCALL>", parallel: true },
+  },
+  {
+    name: "FireFunction v2",
+    markers: [" functools["],
+    calls: { sectionPrefix: " functools[", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]", parallel: true },
+  },
+  {
+    name: "Apertus",
+    markers: ["<|tools_prefix|>"],
+    calls: {
+      sectionPrefix: "<|tools_prefix|>[",
+      prefix: '{"',
+      paramsPrefix: '": ',
+      suffix: "}",
+      betweenCalls: ", ",
+      sectionSuffix: "]<|tools_suffix|>",
+      parallel: true,
+    },
+  },
+  {
+    name: "MiniMax-M1",
+    markers: ["<tool_calls>", "<beginning_of_sentence>"],
+    calls: { sectionPrefix: "<tool_calls>\n", ...JSON_CALL, betweenCalls: "\n", sectionSuffix: "\n</tool_calls>", parallel: true },
+  },
+  {
+    name: "Hermes 2 Pro",
+    markers: ["<tool_call>"],
+    // Families that put other syntaxes inside <tool_call> (Qwen3-Coder's and GLM's XML arguments).
+    without: ["<function=", "<arg_key>", "<parameter="],
+    calls: {
+      sectionPrefix: "",
+      prefix: '<tool_call>\n{"name": "',
+      paramsPrefix: '", "arguments": ',
+      suffix: "}\n</tool_call>",
+      betweenCalls: "\n",
+      sectionSuffix: "",
+      parallel: true,
+    },
+  },
+];
+
+/**
+ * The syntax for templates without a call syntax of their own, as llama.cpp's generic format: a JSON
+ * object naming the call, explained to the model in the system prompt (see genericToolPrompt).
+ */
+export const GENERIC_CALLS: CallSyntax = {
+  sectionPrefix: "",
+  prefix: '{"tool_call": {"name": "',
+  paramsPrefix: '", "arguments": ',
+  suffix: "}}",
+  betweenCalls: "\n",
+  sectionSuffix: "",
+  parallel: true,
+};
+
+/** Thought markers, checked in order (Seed's before the bare `<think>` it contains). */
+const THOUGHTS: readonly ThoughtMarkers[] = [
+  { open: "<seed:think>", close: "</seed:think>" },
+  { open: "<think>", close: "</think>" },
+  { open: "[THINK]", close: "[/THINK]" },
+  { open: "<|START_THINKING|>", close: "<|END_THINKING|>" },
+];
+
+/** The family of a chat template, from the markers in its text. */
+export function chatFormatOf(source: string): ChatFormat {
+  const family = CALL_FAMILIES.find(
+    (rule) => rule.markers.every((m) => source.includes(m)) && !rule.without?.some((m) => source.includes(m)),
+  );
+  const thought = THOUGHTS.find((markers) => source.includes(markers.close));
+  return {
+    name: family?.name ?? "generic",
+    ...(family ? { calls: family.calls } : {}),
+    ...(thought ? { thought } : {}),
+  };
+}
+
+/**
+ * The system prompt text that explains the generic call syntax to a model whose template cannot
+ * show tools (llama.cpp's generic format does the same): the functions, and how to call them.
+ */
+export function genericToolPrompt(tools: readonly { name: string; description?: string; parameters: unknown }[]): string {
+  const list = tools.map((tool) => JSON.stringify({ name: tool.name, description: tool.description ?? "", parameters: tool.parameters }));
+  return [
+    "You can call these functions:",
+    ...list,
+    'To call one, reply with only a JSON object: {"tool_call": {"name": "<function name>", "arguments": {<its arguments>}}}',
+  ].join("\n");
+}

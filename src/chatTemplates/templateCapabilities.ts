@@ -1,0 +1,53 @@
+import type { ChatTemplate, ChatTemplateInput, TemplateMessage } from "./renderChatTemplate.js";
+
+/**
+ * What a chat template can show, found by rendering small conversations with it and looking for
+ * what was put in (as minja, llama.cpp's template engine, finds a template's capabilities): a
+ * template that ignores tools does not print them.
+ */
+export interface TemplateCapabilities {
+  /** Prints the tools offered. */
+  tools: boolean;
+  /**
+   * Past calls' arguments as the template needs them: an object (transformers' form, which templates
+   * that `tojson` them need) or the JSON text (templates that print `{{ arguments }}` as they are).
+   */
+  argumentsAs: "object" | "string";
+  /** What the template writes after an assistant's message: its end of turn (`<|im_end|>\n`), maybe empty. */
+  turnEnd: string;
+}
+
+const NEEDLE = {
+  tool: "capability_probe_tool",
+  call: "capability_probe_call",
+  reply: "capability_probe_reply",
+};
+
+export function templateCapabilities(
+  template: ChatTemplate,
+  tokens: Pick<ChatTemplateInput, "bosToken" | "eosToken">,
+): TemplateCapabilities {
+  const render = (messages: TemplateMessage[], extra: Partial<ChatTemplateInput> = {}): string => {
+    try {
+      return template.render({ messages, addGenerationPrompt: false, ...tokens, now: new Date(0), ...extra });
+    } catch {
+      return "";
+    }
+  };
+  const user: TemplateMessage = { role: "user", content: "Hello" };
+  const call = { id: "call00001", name: NEEDLE.call, arguments: JSON.stringify({ city: "Paris" }) };
+  const calling: TemplateMessage = { role: "assistant", content: "", toolCalls: [call] };
+  // Objects, transformers' documented form, unless the template fails on them (adding a dict to a
+  // string) where it renders the JSON text: then it prints arguments as they are.
+  const asObject = render([user, calling]);
+  const asString = render([user, calling], { argumentsAs: "string" });
+  const argumentsAs = !asObject.includes(NEEDLE.call) && asString.includes(NEEDLE.call) ? "string" : "object";
+  const tool = { name: NEEDLE.tool, description: "A probe", parameters: { type: "object", properties: {} } };
+  const replied = render([user, { role: "assistant", content: NEEDLE.reply }]);
+  const afterReply = replied.indexOf(NEEDLE.reply);
+  return {
+    tools: render([user], { tools: [tool] }).includes(NEEDLE.tool),
+    argumentsAs,
+    turnEnd: afterReply === -1 ? "" : replied.slice(afterReply + NEEDLE.reply.length),
+  };
+}

@@ -1,0 +1,188 @@
+import { createHash } from "node:crypto";
+import type { LlamaModel, Token } from "node-llama-cpp";
+import { chatFormatOf, GENERIC_CALLS, type CallSyntax, type ChatFormat } from "../../chatTemplates/chatFormats.js";
+import type { ChatTemplate, ChatTemplateInput, TemplateMessage } from "../../chatTemplates/renderChatTemplate.js";
+import { templateCapabilities, type TemplateCapabilities } from "../../chatTemplates/templateCapabilities.js";
+import type { ChatMessage, ChatRequest, ToolDefinition } from "../../core/ChatRequest.js";
+import { BASE62_ALPHABET } from "../../core/randomBase62.js";
+import { ServerError } from "../../core/ServerError.js";
+import type { ConversationPrompts, RenderedPrompt } from "./PromptSource.js";
+
+/** One of the file's templates, with what it can show and the family it writes. */
+interface TemplateVariant {
+  template: ChatTemplate;
+  capabilities: TemplateCapabilities;
+  format: ChatFormat;
+  /** Switches the template reads, passed only to templates that read them (as transformers passes extra kwargs). */
+  reads: { thinking: boolean; reasoningEffort: boolean };
+}
+
+/**
+ * Prompts rendered with the file's own chat template, as Hugging Face's apply_chat_template renders
+ * it and llama.cpp's server passes its inputs, and tokenized in one pass with special tokens parsed,
+ * as llama.cpp tokenizes them: so the token ids at the joins of template text and message text are
+ * the model's own. With tools, the file's `tool_use` template is used where it has one.
+ */
+export class TemplatePrompts implements ConversationPrompts {
+  readonly calls: CallSyntax;
+  readonly callAlternates: readonly string[] = [];
+  readonly #model: LlamaModel;
+  readonly #chat: TemplateVariant;
+  readonly #toolUse: TemplateVariant;
+  readonly #tokens: Pick<ChatTemplateInput, "bosToken" | "eosToken">;
+  readonly #stopTokens: ReadonlySet<Token>;
+
+  constructor(model: LlamaModel, template: ChatTemplate, toolUse: ChatTemplate | undefined) {
+    this.#model = model;
+    const { bosString, eosString } = model.tokens;
+    // A token the vocabulary lacks stays undefined, as in transformers' special tokens.
+    this.#tokens = { ...(bosString !== null ? { bosToken: bosString } : {}), ...(eosString !== null ? { eosToken: eosString } : {}) };
+    this.#chat = this.#variant(template);
+    this.#toolUse = toolUse ? this.#variant(toolUse) : this.#chat;
+    this.calls = this.#toolUse.format.calls ?? GENERIC_CALLS;
+    this.#stopTokens = this.#turnEndTokens();
+  }
+
+  /** The family the file's templates write (the tool_use template's, for requests with tools). */
+  get format(): ChatFormat {
+    return this.#toolUse.format;
+  }
+
+  render(request: ChatRequest, tools: readonly ToolDefinition[], continuing: boolean): RenderedPrompt {
+    const variant = tools.length > 0 ? this.#toolUse : this.#chat;
+    const { capabilities, reads } = variant;
+    const last = request.messages.at(-1);
+    // An empty prefill continues nothing: the reply starts its own turn (transformers would keep the closed turn).
+    const prefill = continuing && last?.content.trim() ? last.content : undefined;
+    const effort = reads.reasoningEffort ? request.reasoningEffort : undefined;
+    let text = variant.template.render({
+      messages: this.#messages(request.messages, variant.format.calls?.callIdLength),
+      ...(tools.length > 0 ? { tools } : {}),
+      addGenerationPrompt: prefill === undefined,
+      ...this.#tokens,
+      argumentsAs: capabilities.argumentsAs,
+      ...(request.thinking !== undefined ? { enableThinking: request.thinking } : {}),
+      ...(request.thinking !== undefined && reads.thinking ? { thinking: request.thinking } : {}),
+      ...(effort !== undefined ? { reasoningEffort: effort } : {}),
+    });
+    let thought: RenderedPrompt["thought"];
+    if (prefill !== undefined) {
+      text = endAtPrefill(text, prefill);
+    } else if (variant.format.thought) {
+      const markers = variant.format.thought;
+      // Templates that open the thought for the model (DeepSeek R1, QwQ) end their prompt with its marker.
+      const opened = text.trimEnd().endsWith(markers.open);
+      // Thinking is off where the template turned it off (Qwen3's empty thought). A template that
+      // opens the thought whatever it is told cannot: no markup of ours closes it (the prompt stays
+      // the template's own), and the thought the model writes is split from the answer as usual.
+      if (request.thinking !== false || opened) thought = { markers, opened };
+    }
+    return {
+      tokens: this.#tokenize(text),
+      stopTokens: this.#stopTokens,
+      stopTexts: [],
+      ...(thought ? { thought } : {}),
+      continued: (content, opener) => this.#tokenize(text + content + opener),
+    };
+  }
+
+  /**
+   * The conversation as transformers passes it to the template: what the template does not print
+   * (tools, past calls or results, in templates without tool support) is not in the prompt, as in
+   * the reference rendering; no text of ours is added to it.
+   */
+  #messages(messages: readonly ChatMessage[], idLength: number | undefined): TemplateMessage[] {
+    // Tool results carry the name of the function they answer (Hermes, Llama 3.x and others print it).
+    const names = new Map<string, string>();
+    const idOf = idLength === undefined ? (id: string) => id : (id: string) => callIdOfLength(id, idLength);
+    return messages.map((message): TemplateMessage => {
+      switch (message.role) {
+        case "system":
+        case "user":
+          return { role: message.role, content: message.content };
+        case "assistant": {
+          for (const call of message.toolCalls ?? []) names.set(call.id, call.name);
+          const toolCalls = message.toolCalls?.map((call) => ({ ...call, id: idOf(call.id) }));
+          return {
+            role: "assistant",
+            content: message.content,
+            ...(toolCalls?.length ? { toolCalls } : {}),
+            ...(message.reasoning !== undefined ? { reasoningContent: message.reasoning } : {}),
+          };
+        }
+        case "tool": {
+          const name = names.get(message.toolCallId);
+          return { role: "tool", content: message.content, toolCallId: idOf(message.toolCallId), ...(name !== undefined ? { name } : {}) };
+        }
+        default:
+          return message satisfies never;
+      }
+    });
+  }
+
+  /**
+   * Tokenizes a rendered prompt as llama.cpp's server does: special tokens parsed, and the BOS the
+   * vocabulary asks for added once (a template that writes it already gets no second one).
+   */
+  #tokenize(text: string): Token[] {
+    const { bos, bosString, shouldPrependBosToken } = this.#model.tokens;
+    if (!shouldPrependBosToken || bos === null) return this.#model.tokenize(text, true);
+    const body = bosString !== null && text.startsWith(bosString) ? text.slice(bosString.length) : text;
+    return [bos, ...this.#model.tokenize(body, true)];
+  }
+
+  #variant(template: ChatTemplate): TemplateVariant {
+    return {
+      template,
+      capabilities: templateCapabilities(template, this.#tokens),
+      format: chatFormatOf(template.source),
+      reads: {
+        // A top-level `thinking` switch (Granite 3.3, DeepSeek V3.1), not a message's `.thinking` or a string.
+        thinking: /(?<![\w.'"])thinking(?![\w'"])/.test(template.source),
+        reasoningEffort: /\breasoning_effort\b/.test(template.source),
+      },
+    };
+  }
+
+  /** The control token the templates end an assistant's turn with (`<|im_end|>`, `<end_of_turn>`), if any. */
+  #turnEndTokens(): ReadonlySet<Token> {
+    const stops = new Set<Token>();
+    for (const variant of new Set([this.#chat, this.#toolUse])) {
+      const [first] = this.#model.tokenize(variant.capabilities.turnEnd.trimStart(), true);
+      if (first !== undefined && this.#model.isSpecialToken(first)) stops.add(first);
+    }
+    return stops;
+  }
+}
+
+/**
+ * A call id as a template that checks ids takes it (Mistral Nemo's: 9 letters and digits): ids of
+ * that form as they are, others mapped to one, the same for a call and the result that answers it.
+ * Clients keep their own ids (`call_…`, `toolu_…`); only the prompt shows these, as vLLM does for
+ * Mistral models.
+ */
+function callIdOfLength(id: string, length: number): string {
+  if (id.length === length && /^[a-zA-Z0-9]+$/.test(id)) return id;
+  const digest = createHash("sha256").update(id).digest();
+  let out = "";
+  for (let i = 0; out.length < length; i++) out += BASE62_ALPHABET[digest[i]! % BASE62_ALPHABET.length];
+  return out;
+}
+
+/**
+ * The rendering cut just after the final message's text, as transformers' continue_final_message
+ * cuts it: the reply continues that text, inside its turn.
+ */
+function endAtPrefill(rendered: string, content: string): string {
+  const stripped = content.trim();
+  const at = rendered.lastIndexOf(stripped);
+  if (at === -1) {
+    throw new ServerError("invalid_request", {
+      message: "The model's chat template does not show the final assistant message's text as it is, so the reply cannot continue it.",
+    });
+  }
+  // Trailing whitespace the template kept is kept; one it trimmed is not put back.
+  const leftTrimmed = content.trimStart();
+  const keep = rendered.startsWith(leftTrimmed, at) ? leftTrimmed.length : stripped.length;
+  return rendered.slice(0, at + keep);
+}

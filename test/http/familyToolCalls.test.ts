@@ -1,0 +1,171 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chatFormatOf } from "../../src/chatTemplates/chatFormats.js";
+import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
+import { llamaCppSource } from "../support/llamaCppSource.js";
+import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
+
+/**
+ * Tool calls in each family's own syntax, on tiny weights carrying that family's real template
+ * (llama.cpp's models/templates): a forced call (`required`, and a named function) is written under
+ * the grammar built from the family's delimiters and read back into `tool_calls`, through each API,
+ * streamed and not; then the call and its result, sent back as the next request's history, render
+ * with the family's template (Mistral Nemo's checks its call ids).
+ */
+const FAMILIES: Record<string, string> = {
+  "Hermes 2 Pro": "Qwen-Qwen2.5-7B-Instruct.jinja",
+  "Llama 3.x": "meta-llama-Llama-3.1-8B-Instruct.jinja",
+  "Mistral Nemo": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+  Magistral: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+  "DeepSeek R1": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+  "DeepSeek V3.1": "deepseek-ai-DeepSeek-V3.1.jinja",
+  Granite: "ibm-granite-granite-3.3-2B-Instruct.jinja",
+  "Functionary v3.1 Llama 3.1": "meetkai-functionary-medium-v3.1.jinja",
+  "Nemotron v2": "NVIDIA-Nemotron-Nano-v2.jinja",
+  "FireFunction v2": "fireworks-ai-llama-3-firefunction-v2.jinja",
+  Apertus: "Apertus-8B-Instruct.jinja",
+  "MiniMax-M1": "MiniMax-M1.jinja",
+  generic: "microsoft-Phi-3.5-mini-instruct.jinja",
+};
+
+/** A schema the grammar fills in alone: every value is forced, so the arguments are known. */
+const weather = {
+  name: "get_weather",
+  description: "Get the current weather in a city",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", enum: ["Paris"] } },
+    required: ["city"],
+    additionalProperties: false,
+  },
+};
+const time = {
+  name: "get_time",
+  description: "Get the time in a time zone",
+  parameters: { type: "object", properties: { zone: { type: "string", enum: ["UTC"] } }, required: ["zone"], additionalProperties: false },
+};
+const question = [{ role: "user", content: "What is the weather in Paris?" }];
+
+let server: TestServer;
+let dir: string;
+const templates: Record<string, string> = {};
+
+beforeAll(async () => {
+  const source = await llamaCppSource();
+  dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-calls-"));
+  const models: Record<string, string> = {};
+  for (const [family, file] of Object.entries(FAMILIES)) {
+    const chatTemplate = await readFile(path.join(source, "models/templates", file), "utf8");
+    templates[family] = chatTemplate;
+    const name = modelName(family);
+    models[name] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${name}.gguf`), chatTemplate })).path;
+  }
+  // Llama 3.1's and Granite's tool prompts run past a thousand tokens in the test vocabulary.
+  server = await startTestServer({ models, config: { maxLoadedModels: 1, contextSize: 4096 } });
+}, 120_000);
+
+afterAll(async () => {
+  await server?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function modelName(family: string): string {
+  return family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-");
+}
+
+describe.each(Object.keys(FAMILIES))("%s", (family) => {
+  const model = modelName(family);
+
+  it("is recognised from its template", () => {
+    expect(chatFormatOf(templates[family]!).name).toBe(family);
+  });
+
+  for (const choice of ["required", { type: "function", function: { name: "get_weather" } }] as const) {
+    const mode = typeof choice === "string" ? choice : "named";
+    it(`writes a ${mode} call and reads it back, streamed and not; the call and its result render as history`, async () => {
+      const body = {
+        model,
+        messages: question,
+        tools: [weather, time].map((f) => ({ type: "function", function: f })),
+        tool_choice: choice,
+        max_tokens: 256,
+        parallel_tool_calls: false,
+        // Greedy: the streamed request writes the same call.
+        temperature: 0,
+      };
+      const response = await postJson(`${server.url}/v1/chat/completions`, body);
+      const completion = (await response.json()) as {
+        choices: Array<{
+          finish_reason: string;
+          message: { tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }> };
+        }>;
+      };
+      expect(response.status, JSON.stringify(completion)).toBe(200);
+      const [choiceOut] = completion.choices;
+      expect(choiceOut!.finish_reason).toBe("tool_calls");
+      const calls = choiceOut!.message.tool_calls!;
+      const first = calls[0]!;
+      if (mode === "named") expect(first.function.name).toBe("get_weather");
+      const expected = first.function.name === "get_weather" ? { city: "Paris" } : { zone: "UTC" };
+      expect(JSON.parse(first.function.arguments)).toEqual(expected);
+
+      const streamed = await postJson(`${server.url}/v1/chat/completions`, { ...body, stream: true });
+      const chunks = (await readSseEvents(streamed)).filter((data) => data !== "[DONE]").map((data) => JSON.parse(data));
+      const args = chunks
+        .flatMap((chunk) => chunk.choices[0]?.delta?.tool_calls ?? [])
+        .filter((delta: { index: number }) => delta.index === 0)
+        .map((delta: { function?: { arguments?: string } }) => delta.function?.arguments ?? "")
+        .join("");
+      expect(args).toBe(first.function.arguments);
+      expect(chunks.at(-1).choices[0]?.finish_reason ?? chunks.at(-2).choices[0]?.finish_reason).toBe("tool_calls");
+
+      // The round trip: the call and its result as the next turn's history.
+      const history = [
+        ...question,
+        { role: "assistant", content: null, tool_calls: calls.map((call) => ({ ...call, type: "function" })) },
+        ...calls.map((call) => ({ role: "tool", tool_call_id: call.id, content: '{"temperature": 21}' })),
+      ];
+      const next = await postJson(`${server.url}/apply-template`, { model, messages: history, tools: body.tools });
+      const prompt = (await next.json()) as { prompt: string };
+      expect(next.status, JSON.stringify(prompt)).toBe(200);
+      // Templates without tool support (the generic form) do not print past calls.
+      if (family !== "generic") expect(prompt.prompt).toContain(first.function.name);
+    });
+  }
+
+  it("writes a required call through /api/chat, /v1/messages and /v1/responses", async () => {
+    const tools = [weather].map((f) => ({ type: "function", function: f }));
+    const ollama = (await (
+      await postJson(`${server.url}/api/chat`, { model, messages: question, tools, stream: false, options: { num_predict: 256 } })
+    ).json()) as { message: { tool_calls?: Array<{ function: { name: string; arguments: unknown } }> } };
+    // Ollama's native API has no tool_choice: the model decides; a call, if any, is read back whole.
+    for (const call of ollama.message.tool_calls ?? []) expect(call.function.arguments).toEqual({ city: "Paris" });
+
+    const anthropic = await postJson(`${server.url}/v1/messages`, {
+      model,
+      max_tokens: 256,
+      messages: question,
+      tools: [{ name: weather.name, description: weather.description, input_schema: weather.parameters }],
+      // One call: with random weights a parallel section would go on until max_tokens.
+      tool_choice: { type: "any", disable_parallel_tool_use: true },
+    });
+    const message = (await anthropic.json()) as { stop_reason: string; content: Array<{ type: string; input?: unknown }> };
+    expect(message.stop_reason).toBe("tool_use");
+    expect(message.content.find((block) => block.type === "tool_use")?.input).toEqual({ city: "Paris" });
+
+    const responses = await postJson(`${server.url}/v1/responses`, {
+      model,
+      input: "What is the weather in Paris?",
+      tools: [{ type: "function", ...weather }],
+      tool_choice: "required",
+      parallel_tool_calls: false,
+      max_output_tokens: 256,
+    });
+    const output = (await responses.json()) as { output: Array<{ type: string; name?: string; arguments?: string }> };
+    const call = output.output.find((item) => item.type === "function_call");
+    expect(call?.name).toBe("get_weather");
+    expect(JSON.parse(call!.arguments!)).toEqual({ city: "Paris" });
+  });
+});
