@@ -25,6 +25,8 @@ export interface CallSyntax {
   sectionSuffix: string;
   /** Whether the family writes several calls in one reply (Llama 3.x's templates refuse that). */
   parallel: boolean;
+  /** Other texts that open a call in free text (gpt-oss also writes ` to=functions.NAME` before its channel). */
+  alternates?: readonly string[];
   /**
    * Length of the call ids the family's template checks (Mistral Nemo's: 9 letters and digits,
    * "Tool call IDs should be alphanumeric strings with length 9!"); the protocols mint ids of it.
@@ -36,6 +38,11 @@ export interface CallSyntax {
 export interface ThoughtMarkers {
   open: string;
   close: string;
+  /**
+   * Headers the answer may begin with, each left out where present, in order: gpt-oss writes its
+   * answer after `<|start|>assistant<|channel|>final<|message|>` (harmony's final channel).
+   */
+  answerHeaders?: readonly string[];
 }
 
 export interface ChatFormat {
@@ -196,6 +203,30 @@ export const GENERIC_CALLS: CallSyntax = {
   parallel: true,
 };
 
+/**
+ * gpt-oss's harmony format: the reply is a series of messages on channels, the thought on
+ * `analysis`, the answer on `final`, calls on `commentary` addressed to the function.
+ */
+const HARMONY: ChatFormat = {
+  name: "gpt-oss",
+  calls: {
+    sectionPrefix: "",
+    prefix: "<|channel|>commentary to=functions.",
+    paramsPrefix: " <|constrain|>json<|message|>",
+    // `<|call|>` ends the turn: it is an end-of-generation token, so the call ends with its arguments.
+    suffix: "",
+    betweenCalls: "",
+    sectionSuffix: "",
+    parallel: false,
+    alternates: [" to=functions."],
+  },
+  thought: {
+    open: "<|channel|>analysis<|message|>",
+    close: "<|end|>",
+    answerHeaders: ["<|start|>assistant", "<|channel|>final<|message|>"],
+  },
+};
+
 /** Thought markers, checked in order (Seed's before the bare `<think>` it contains). */
 const THOUGHTS: readonly ThoughtMarkers[] = [
   { open: "<seed:think>", close: "</seed:think>" },
@@ -206,6 +237,7 @@ const THOUGHTS: readonly ThoughtMarkers[] = [
 
 /** The family of a chat template, from the markers in its text. */
 export function chatFormatOf(source: string): ChatFormat {
+  if (source.includes("<|channel|>") && source.includes("<|message|>")) return HARMONY;
   const family = CALL_FAMILIES.find(
     (rule) => rule.markers.every((m) => source.includes(m)) && !rule.without?.some((m) => source.includes(m)),
   );

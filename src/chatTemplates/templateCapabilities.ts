@@ -1,4 +1,4 @@
-import type { ChatTemplate, ChatTemplateInput, TemplateMessage } from "./renderChatTemplate.js";
+import { ChatTemplate, type ChatTemplateInput, type TemplateMessage } from "./renderChatTemplate.js";
 
 /**
  * What a chat template can show, found by rendering small conversations with it and looking for
@@ -22,6 +22,20 @@ const NEEDLE = {
   call: "capability_probe_call",
   reply: "capability_probe_reply",
 };
+
+/**
+ * What a model's templates can show, for a model's description: whether the template (or its
+ * tool_use variant) prints tools. A template the library cannot parse shows none.
+ */
+export function templatePrintsTools(sources: readonly string[]): boolean {
+  return sources.some((source) => {
+    try {
+      return templateCapabilities(new ChatTemplate(source), {}).tools;
+    } catch {
+      return false;
+    }
+  });
+}
 
 export function templateCapabilities(
   template: ChatTemplate,

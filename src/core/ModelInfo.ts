@@ -54,6 +54,11 @@ export interface ModelDescription {
   chatTemplate?: string;
   /** The chat template has a thought section (`<think>…</think>` and the like): replies may carry a thought. */
   thinks: boolean;
+  /**
+   * The model is shown the tools it may call: its template (or its `tool_use` variant) prints them,
+   * or, for a file without a template, the fallback format describes them.
+   */
+  tools: boolean;
 }
 
 export interface EngineStatus {

@@ -104,7 +104,7 @@ export class ChatPromptRenderer {
 
   /** How calls to `tools` are generated for this request, in the template's syntax. */
   toolPlan(request: ChatRequest, tools: readonly ToolDefinition[], prompt: RenderedPrompt): ToolCallPlan {
-    const { calls: syntax, callAlternates } = this.#prompts;
+    const syntax = this.#prompts.calls;
     const choice = request.toolChoice;
     const named = choice.type === "function" ? choice.name : undefined;
     const delimiters = callDelimitersOf(syntax);
@@ -113,7 +113,7 @@ export class ChatPromptRenderer {
     const opener = syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix);
     return {
       mode: named !== undefined ? { name: named } : choice.type === "required" ? "required" : "auto",
-      openers: callOpenersOf(syntax, callAlternates),
+      openers: callOpenersOf(syntax),
       delimiters,
       grammar: new LlamaGrammar(this.#model.llama, { grammar }),
       openCall: (content) => prompt.continued(content, opener),

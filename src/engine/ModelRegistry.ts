@@ -1,6 +1,7 @@
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { GgufFileType } from "node-llama-cpp";
+import { templatePrintsTools } from "../chatTemplates/templateCapabilities.js";
 import { templateThinks } from "./ChatPromptRenderer.js";
 import type { ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
@@ -72,8 +73,10 @@ export class ModelRegistry {
     const { metadata } = await checkModelFile(info.path);
     const flat = describedMetadata(metadata);
     const template = flat["tokenizer.chat_template"];
-    if (typeof template !== "string") return { info, metadata: flat, thinks: false };
-    return { info, metadata: flat, chatTemplate: template, thinks: templateThinks(template) };
+    if (typeof template !== "string") return { info, metadata: flat, thinks: false, tools: true };
+    const toolUse = flat["tokenizer.chat_template.tool_use"];
+    const sources = typeof toolUse === "string" ? [template, toolUse] : [template];
+    return { info, metadata: flat, chatTemplate: template, thinks: templateThinks(template), tools: templatePrintsTools(sources) };
   }
 
   /**

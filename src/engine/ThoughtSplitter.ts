@@ -30,6 +30,12 @@ export class ThoughtSplitter {
   #thinking = false;
   /** Whether the answer has begun (the whitespace after the closing marker is skipped until then). */
   #answering = false;
+  /** Whether the answer's leading whitespace is left out (after a thought; a reply without one keeps its text). */
+  #trimAnswer = true;
+  /** The answer headers still possible (gpt-oss's `<|start|>assistant`, then `<|channel|>final<|message|>`). */
+  #headers: string[];
+  /** The answer's start, held while it may still be a header. */
+  #heldAnswer = "";
   /** The raw text of the thought section so far: markers, thought and the whitespace around them. */
   #raw = "";
   /** Pieces pushed before the answer began. */
@@ -38,6 +44,7 @@ export class ThoughtSplitter {
   /** `opened`: the prompt already opened the thought (templates that prefill the opening marker). */
   constructor(markers: ThoughtMarkers, opened = false) {
     this.#markers = markers;
+    this.#headers = [...(markers.answerHeaders ?? [])];
     this.#state = opened ? "thought" : "start";
   }
 
@@ -88,17 +95,25 @@ export class ThoughtSplitter {
     const held = this.#held;
     this.#held = "";
     if (this.#state === "thought") return { thinking: this.#thinking ? held.trimEnd() : held.trim(), text: "" };
-    if (this.#state === "start") return { thinking: "", text: this.#toAnswer(held) };
-    return { thinking: "", text: "" };
+    if (this.#state === "start") return { thinking: "", text: this.#toAnswer(held) + this.#flushAnswer() };
+    return { thinking: "", text: this.#flushAnswer() };
+  }
+
+  /** An answer too short to tell from a header is answer after all. */
+  #flushAnswer(): string {
+    const held = this.#heldAnswer;
+    this.#heldAnswer = "";
+    if (held) this.#answering = true;
+    return held;
   }
 
   /** The answer begins with `rest`, the end of the text pushed last. */
   #toAnswer(rest: string): string {
     this.#state = "answer";
     this.#raw = this.#raw.slice(0, this.#raw.length - rest.length);
-    // A reply without a thought keeps its text as written.
+    // A reply without a thought keeps its text as written (but for a header of its answer).
     if (this.#raw === "") {
-      this.#answering = true;
+      this.#trimAnswer = false;
       this.#pieces = 0;
     }
     return this.#answer(rest);
@@ -106,8 +121,27 @@ export class ThoughtSplitter {
 
   #answer(piece: string): string {
     if (this.#answering) return piece;
-    const text = piece.trimStart();
-    this.#raw += piece.slice(0, piece.length - text.length);
+    let text = this.#heldAnswer + piece;
+    this.#heldAnswer = "";
+    if (this.#trimAnswer) {
+      const trimmed = text.trimStart();
+      this.#raw += text.slice(0, text.length - trimmed.length);
+      text = trimmed;
+    }
+    while (text !== "" && this.#headers.length > 0) {
+      const header = this.#headers[0]!;
+      if (text.startsWith(header)) {
+        // Left out of the answer, kept in what the model wrote before it.
+        this.#raw += header;
+        text = text.slice(header.length);
+        this.#headers.shift();
+      } else if (header.startsWith(text)) {
+        this.#heldAnswer = text;
+        return "";
+      } else {
+        this.#headers.shift();
+      }
+    }
     if (text) this.#answering = true;
     return text;
   }

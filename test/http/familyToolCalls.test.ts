@@ -27,6 +27,7 @@ const FAMILIES: Record<string, string> = {
   "FireFunction v2": "fireworks-ai-llama-3-firefunction-v2.jinja",
   Apertus: "Apertus-8B-Instruct.jinja",
   "MiniMax-M1": "MiniMax-M1.jinja",
+  "gpt-oss": "openai-gpt-oss-120b.jinja",
   generic: "microsoft-Phi-3.5-mini-instruct.jinja",
 };
 
@@ -134,6 +135,18 @@ describe.each(Object.keys(FAMILIES))("%s", (family) => {
       if (family !== "generic") expect(prompt.prompt).toContain(first.function.name);
     });
   }
+
+  it("says in /api/show what its template supports: tools where it shows them, thinking where it has a thought section", async () => {
+    const shown = (await (await postJson(`${server.url}/api/show`, { model })).json()) as { capabilities: string[]; template: string };
+    expect(shown.template).toBe(templates[family]);
+    const format = chatFormatOf(templates[family]!);
+    expect(shown.capabilities.includes("thinking")).toBe(format.thought !== undefined);
+    // Phi-3.5's template has no tools, and DeepSeek's print past calls but never list the tools
+    // offered; the others list them (Functionary's and FireFunction's in templates the library cannot
+    // render, so their prompts come from node-llama-cpp's formats).
+    const unlisted = ["generic", "DeepSeek R1", "DeepSeek V3.1", "Functionary v3.1 Llama 3.1", "FireFunction v2"];
+    expect(shown.capabilities.includes("tools")).toBe(!unlisted.includes(family));
+  });
 
   it("writes a required call through /api/chat, /v1/messages and /v1/responses", async () => {
     const tools = [weather].map((f) => ({ type: "function", function: f }));

@@ -225,7 +225,7 @@ export class FakeEngine implements Engine {
   async describeModel(name: string): Promise<ModelDescription | undefined> {
     const info = await this.findModel(name);
     if (!info) return undefined;
-    return { info, metadata: { "general.architecture": info.architecture, "general.name": info.id }, thinks: false };
+    return { info, metadata: { "general.architecture": info.architecture, "general.name": info.id }, thinks: false, tools: true };
   }
 
   async modelDigest(model: ModelInfo): Promise<string> {

@@ -1,12 +1,16 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { chatFormatOf } from "../../src/chatTemplates/chatFormats.js";
 import { ThoughtSplitter } from "../../src/engine/ThoughtSplitter.js";
 
 const markers = { open: "<think>", close: "</think>" };
 
+/** gpt-oss's harmony channels, as chatFormatOf reads them from its template. */
+const harmony = chatFormatOf("<|channel|>…<|message|>").thought!;
+
 /** Pushes the pieces in order, then flushes; returns everything given out, and each push's result. */
-function run(pieces: string[], opened = false) {
-  const splitter = new ThoughtSplitter(markers, opened);
+function run(pieces: string[], opened = false, with_ = markers) {
+  const splitter = new ThoughtSplitter(with_, opened);
   const steps = pieces.map((piece) => splitter.push(piece));
   const end = splitter.flush();
   const all = [...steps, end];
@@ -33,6 +37,28 @@ function cut(text: string, positions: number[]): string[] {
 }
 
 describe("ThoughtSplitter", () => {
+  it("splits harmony's analysis channel from its final one, headers left out however the text is cut", () => {
+    const reply = "<|channel|>analysis<|message|>User asks. Easy.<|end|><|start|>assistant<|channel|>final<|message|>Four.";
+    fc.assert(
+      fc.property(fc.array(fc.nat(), { maxLength: 12 }), (positions) => {
+        const result = run(cut(reply, positions), false, harmony);
+        expect(result).toMatchObject({ thinking: "User asks. Easy.", text: "Four." });
+        expect(result.raw).toBe("<|channel|>analysis<|message|>User asks. Easy.<|end|><|start|>assistant<|channel|>final<|message|>");
+      }),
+      { seed: 31, numRuns: 200 },
+    );
+  });
+
+  it("reads a harmony reply without analysis as all answer, its final header left out", () => {
+    expect(run(["<|channel|>", "final<|message|>", "Four."], false, harmony)).toMatchObject({ thinking: "", text: "Four." });
+    // A call after the analysis: the answer so far is the start header, kept for the call's prompt.
+    const call = run(["<|channel|>analysis<|message|>Call it.<|end|>", "<|start|>assistant"], false, harmony);
+    expect(call).toMatchObject({ thinking: "Call it.", text: "" });
+    expect(call.raw).toBe("<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant");
+    // Text that only began like a header is answer after all.
+    expect(run(["<|chan"], false, harmony)).toMatchObject({ thinking: "", text: "<|chan" });
+  });
+
   it("separates a Qwen3-style thought from the answer, markers and their line breaks left out", () => {
     const result = run(["<think>\nLet me see.\n</think>\n\nFour."]);
     expect(result).toMatchObject({ thinking: "Let me see.", text: "Four." });

@@ -26,8 +26,6 @@ export interface RenderedPrompt {
 export interface ConversationPrompts {
   /** The syntax calls are written in. */
   readonly calls: CallSyntax;
-  /** Other texts that open a call in free text (auto mode), beside the syntax's own. */
-  readonly callAlternates: readonly string[];
   /** `continuing`: the last message is the reply begun (see continuesLastMessage). */
   render(request: ChatRequest, tools: readonly ToolDefinition[], continuing: boolean): RenderedPrompt;
 }

@@ -25,7 +25,6 @@ interface TemplateVariant {
  */
 export class TemplatePrompts implements ConversationPrompts {
   readonly calls: CallSyntax;
-  readonly callAlternates: readonly string[] = [];
   readonly #model: LlamaModel;
   readonly #chat: TemplateVariant;
   readonly #toolUse: TemplateVariant;
@@ -74,8 +73,9 @@ export class TemplatePrompts implements ConversationPrompts {
       const opened = text.trimEnd().endsWith(markers.open);
       // Thinking is off where the template turned it off (Qwen3's empty thought). A template that
       // opens the thought whatever it is told cannot: no markup of ours closes it (the prompt stays
-      // the template's own), and the thought the model writes is split from the answer as usual.
-      if (request.thinking !== false || opened) thought = { markers, opened };
+      // the template's own). Either way a thought the model writes is split from the answer (gpt-oss
+      // always writes one): a reply that does not open one is all answer.
+      thought = { markers, opened };
     }
     return {
       tokens: this.#tokenize(text),

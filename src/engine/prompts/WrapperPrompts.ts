@@ -29,7 +29,6 @@ interface ThoughtSection {
  */
 export class WrapperPrompts implements ConversationPrompts {
   readonly calls: CallSyntax;
-  readonly callAlternates: readonly string[];
   readonly #model: LlamaModel;
   readonly #wrapper: ChatWrapper;
   readonly #thought: ThoughtSection | undefined;
@@ -37,9 +36,7 @@ export class WrapperPrompts implements ConversationPrompts {
   constructor(model: LlamaModel) {
     this.#model = model;
     this.#wrapper = resolveChatWrapper(model, { warningLogs: false });
-    const { syntax, alternates } = wrapperCallSyntax(this.#wrapper);
-    this.calls = syntax;
-    this.callAlternates = alternates;
+    this.calls = wrapperCallSyntax(this.#wrapper);
     this.#thought = thoughtSectionOf(this.#wrapper);
   }
 

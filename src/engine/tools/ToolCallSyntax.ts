@@ -8,19 +8,17 @@ import type { CallDelimiters } from "./ToolCallParser.js";
  * wrappers explain to the model in the system prompt. Alternate openers are other ways its models
  * open a call, recognised in `auto` mode.
  */
-export function wrapperCallSyntax(wrapper: ChatWrapper): { syntax: CallSyntax; alternates: string[] } {
+export function wrapperCallSyntax(wrapper: ChatWrapper): CallSyntax {
   const { call, parallelism } = wrapper.settings.functions;
   const text = (value: unknown) => LlamaText(value as never).toString();
   return {
-    syntax: {
-      sectionPrefix: text(parallelism?.call.sectionPrefix ?? ""),
-      prefix: text(call.prefix),
-      paramsPrefix: text(call.paramsPrefix),
-      suffix: text(call.suffix),
-      betweenCalls: text(parallelism?.call.betweenCalls ?? ""),
-      sectionSuffix: text(parallelism?.call.sectionSuffix ?? ""),
-      parallel: true,
-    },
+    sectionPrefix: text(parallelism?.call.sectionPrefix ?? ""),
+    prefix: text(call.prefix),
+    paramsPrefix: text(call.paramsPrefix),
+    suffix: text(call.suffix),
+    betweenCalls: text(parallelism?.call.betweenCalls ?? ""),
+    sectionSuffix: text(parallelism?.call.sectionSuffix ?? ""),
+    parallel: true,
     alternates: (call.prefixAlternateMatches ?? []).map(text),
   };
 }
@@ -41,8 +39,8 @@ export function callDelimitersOf(syntax: CallSyntax): CallDelimiters {
  * whatever whitespace it would put next (vLLM's Hermes parser reads it the same way); the rewind
  * then writes the template's exact prefix and the grammar takes over.
  */
-export function callOpenersOf(syntax: CallSyntax, alternates: readonly string[] = []): string[] {
+export function callOpenersOf(syntax: CallSyntax): string[] {
   const firstLine = (text: string) => text.split("\n")[0] || text;
-  const openers = [syntax.sectionPrefix + syntax.prefix, syntax.prefix, ...alternates].map(firstLine);
+  const openers = [syntax.sectionPrefix + syntax.prefix, syntax.prefix, ...(syntax.alternates ?? [])].map(firstLine);
   return [...new Set(openers.filter((opener) => opener.trim() !== ""))];
 }

@@ -53,10 +53,12 @@ export function toRunningModel(status: LoadedModelStatus, model: ModelInfo, dige
   };
 }
 
-export function capabilitiesOf(model: ModelInfo): Capability[] {
+/** `tools`: whether the model is shown its tools (ModelDescription.tools). */
+export function capabilitiesOf(model: ModelInfo, tools: boolean): Capability[] {
   const chat = model.capabilities.includes("chat");
   return [
-    ...(chat ? (["completion", "tools"] as const) : []),
+    ...(chat ? (["completion"] as const) : []),
+    ...(chat && tools ? (["tools"] as const) : []),
     ...(chat && model.fillInTheMiddle ? (["insert"] as const) : []),
     // Encoders embed with their pooling, decoders by mean pooling; rerankers only rerank.
     ...(model.capabilities.includes("embeddings") ? (["embedding"] as const) : []),
@@ -73,7 +75,7 @@ const DEFAULT_PARAMETERS: ReadonlyArray<[string, number]> = [
 ];
 
 /** POST /api/show. */
-export function toShowResponse({ info, metadata, chatTemplate, thinks }: ModelDescription): ShowResponse {
+export function toShowResponse({ info, metadata, chatTemplate, thinks, tools }: ModelDescription): ShowResponse {
   const modelInfo: Record<string, unknown> = { ...metadata };
   // Shown as `template` instead; the reference server leaves it out of model_info too.
   delete modelInfo["tokenizer.chat_template"];
@@ -86,7 +88,7 @@ export function toShowResponse({ info, metadata, chatTemplate, thinks }: ModelDe
     details: toDetails(info),
     model_info: modelInfo,
     // Only here: telling takes the template, which listings do not read.
-    capabilities: [...capabilitiesOf(info), ...(thinks && info.capabilities.includes("chat") ? (["thinking"] as const) : [])],
+    capabilities: [...capabilitiesOf(info, tools), ...(thinks && info.capabilities.includes("chat") ? (["thinking"] as const) : [])],
     modified_at: new Date(info.created * 1000).toISOString(),
   };
 }
