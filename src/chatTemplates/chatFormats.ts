@@ -25,6 +25,12 @@ export interface CallSyntax {
   sectionSuffix: string;
   /** Whether the family writes several calls in one reply (Llama 3.x's templates refuse that). */
   parallel: boolean;
+  /**
+   * Arguments written as one element per parameter instead of one JSON object (Qwen3-Coder's
+   * `<parameter=city>\nParis\n</parameter>\n`): the name between `prefix` and `nameEnd`, the value
+   * up to `valueEnd`, as text for string parameters and as JSON for others.
+   */
+  parameters?: ParameterSyntax;
   /** Other texts that open a call in free text (gpt-oss also writes ` to=functions.NAME` before its channel). */
   alternates?: readonly string[];
   /**
@@ -32,6 +38,12 @@ export interface CallSyntax {
    * "Tool call IDs should be alphanumeric strings with length 9!"); the protocols mint ids of it.
    */
   callIdLength?: number;
+}
+
+export interface ParameterSyntax {
+  prefix: string;
+  nameEnd: string;
+  valueEnd: string;
 }
 
 /** A thought section's markers, as the template writes them. */
@@ -171,6 +183,63 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
     name: "MiniMax-M1",
     markers: ["<tool_calls>", "<beginning_of_sentence>"],
     calls: { sectionPrefix: "<tool_calls>\n", ...JSON_CALL, betweenCalls: "\n", sectionSuffix: "\n</tool_calls>", parallel: true },
+  },
+  {
+    name: "Seed-OSS",
+    markers: ["<seed:tool_call>"],
+    calls: {
+      sectionPrefix: "",
+      prefix: "<seed:tool_call>\n<function=",
+      paramsPrefix: ">\n",
+      parameters: { prefix: "<parameter=", nameEnd: ">", valueEnd: "</parameter>\n" },
+      suffix: "</function>\n</seed:tool_call>",
+      betweenCalls: "\n",
+      sectionSuffix: "",
+      parallel: true,
+    },
+  },
+  {
+    name: "MiniMax-M2",
+    markers: ["<minimax:tool_call>"],
+    calls: {
+      sectionPrefix: "<minimax:tool_call>\n",
+      prefix: '<invoke name="',
+      paramsPrefix: '">\n',
+      parameters: { prefix: '<parameter name="', nameEnd: '">', valueEnd: "</parameter>\n" },
+      suffix: "</invoke>\n",
+      betweenCalls: "",
+      sectionSuffix: "</minimax:tool_call>",
+      parallel: true,
+    },
+  },
+  {
+    // Also Qwen3.5's, Nemotron 3's and StepFun's: the same XML inside <tool_call>.
+    name: "Qwen3-Coder",
+    markers: ["<tool_call>", "<function=", "<parameter="],
+    calls: {
+      sectionPrefix: "",
+      prefix: "<tool_call>\n<function=",
+      paramsPrefix: ">\n",
+      parameters: { prefix: "<parameter=", nameEnd: ">\n", valueEnd: "\n</parameter>\n" },
+      suffix: "</function>\n</tool_call>",
+      betweenCalls: "\n",
+      sectionSuffix: "",
+      parallel: true,
+    },
+  },
+  {
+    name: "GLM 4.5",
+    markers: ["<tool_call>", "<arg_key>"],
+    calls: {
+      sectionPrefix: "",
+      prefix: "<tool_call>",
+      paramsPrefix: "\n",
+      parameters: { prefix: "<arg_key>", nameEnd: "</arg_key>\n<arg_value>", valueEnd: "</arg_value>\n" },
+      suffix: "</tool_call>",
+      betweenCalls: "\n",
+      sectionSuffix: "",
+      parallel: true,
+    },
   },
   {
     name: "Hermes 2 Pro",

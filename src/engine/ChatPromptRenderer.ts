@@ -1,10 +1,10 @@
 import { LlamaGrammar, type LlamaModel, type Token } from "node-llama-cpp";
-import { chatFormatOf } from "../chatTemplates/chatFormats.js";
+import { chatFormatOf, GENERIC_CALLS } from "../chatTemplates/chatFormats.js";
 import { ChatTemplate, raisedByTemplate } from "../chatTemplates/renderChatTemplate.js";
 import type { ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRequest.js";
 import { ServerError } from "../core/ServerError.js";
 import { checkTokenIds } from "./checkTokenIds.js";
-import type { ConversationPrompts, RenderedPrompt } from "./prompts/PromptSource.js";
+import type { RenderedPrompt } from "./prompts/PromptSource.js";
 import { TemplatePrompts } from "./prompts/TemplatePrompts.js";
 import { WrapperPrompts } from "./prompts/WrapperPrompts.js";
 import type { ToolCallPlan } from "./streamCompletion.js";
@@ -51,11 +51,6 @@ export class ChatPromptRenderer {
     }
   }
 
-  /** The syntax calls are written in: the template's family's, or the wrapper's. */
-  get #prompts(): ConversationPrompts {
-    return this.#template ?? this.#wrapperPrompts();
-  }
-
   #wrapperPrompts(): WrapperPrompts {
     return (this.#wrapper ??= new WrapperPrompts(this.#model));
   }
@@ -99,15 +94,15 @@ export class ChatPromptRenderer {
     if (tokens.length === 0)
       throw new ServerError("invalid_request", { param: "prompt", message: "Invalid value for 'prompt': the prompt is empty." });
     const continued = (content: string, opener: string) => [...tokens, ...this.#model.tokenize(content + opener, true)];
-    return { tokens, stopTokens: new Set(), stopTexts: [], givenText, continued };
+    return { tokens, stopTokens: new Set(), stopTexts: [], calls: GENERIC_CALLS, givenText, continued };
   }
 
   /** How calls to `tools` are generated for this request, in the template's syntax. */
   toolPlan(request: ChatRequest, tools: readonly ToolDefinition[], prompt: RenderedPrompt): ToolCallPlan {
-    const syntax = this.#prompts.calls;
+    const syntax = prompt.calls;
     const choice = request.toolChoice;
     const named = choice.type === "function" ? choice.name : undefined;
-    const delimiters = callDelimitersOf(syntax);
+    const delimiters = callDelimitersOf(syntax, tools);
     const parallel = request.parallelToolCalls && syntax.parallel;
     const grammar = toolCallGrammar({ tools, delimiters, parallel, named });
     const opener = syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix);

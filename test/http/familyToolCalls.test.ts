@@ -28,6 +28,10 @@ const FAMILIES: Record<string, string> = {
   Apertus: "Apertus-8B-Instruct.jinja",
   "MiniMax-M1": "MiniMax-M1.jinja",
   "gpt-oss": "openai-gpt-oss-120b.jinja",
+  "Qwen3-Coder": "Qwen3-Coder.jinja",
+  "GLM 4.5": "GLM-4.6.jinja",
+  "MiniMax-M2": "MiniMax-M2.jinja",
+  "Seed-OSS": "ByteDance-Seed-OSS.jinja",
   generic: "microsoft-Phi-3.5-mini-instruct.jinja",
 };
 
@@ -143,8 +147,8 @@ describe.each(Object.keys(FAMILIES))("%s", (family) => {
     expect(shown.capabilities.includes("thinking")).toBe(format.thought !== undefined);
     // Phi-3.5's template has no tools, and DeepSeek's print past calls but never list the tools
     // offered; the others list them (Functionary's and FireFunction's in templates the library cannot
-    // render, so their prompts come from node-llama-cpp's formats).
-    const unlisted = ["generic", "DeepSeek R1", "DeepSeek V3.1", "Functionary v3.1 Llama 3.1", "FireFunction v2"];
+    // render, so their prompts come from node-llama-cpp's formats; Seed-OSS's likewise).
+    const unlisted = ["generic", "DeepSeek R1", "DeepSeek V3.1", "Functionary v3.1 Llama 3.1", "FireFunction v2", "Seed-OSS"];
     expect(shown.capabilities.includes("tools")).toBe(!unlisted.includes(family));
   });
 

@@ -6,6 +6,12 @@ import { callDelimitersOf } from "../../src/engine/tools/ToolCallSyntax.js";
 
 const qwen = { paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", nextCall: '\n<tool_call>\n{"name": "', sectionSuffix: "" };
 
+/** `text` cut at the given positions. */
+function cut(text: string, positions: number[]): string[] {
+  const at = [...new Set(positions.map((position) => position % (text.length + 1)))].sort((a, b) => a - b);
+  return [0, ...at].map((start, i) => text.slice(start, [...at, text.length][i]));
+}
+
 function feed(parser: ToolCallParser, pieces: string[]): ToolCallParserEvent[] {
   return pieces.flatMap((piece) => parser.push(piece));
 }
@@ -89,7 +95,9 @@ describe("ToolCallParser", () => {
 
   it("reads back any JSON arguments, split anywhere, in every family's syntax", () => {
     const syntaxes = [
-      ...[...CALL_FAMILIES, { name: "generic", calls: GENERIC_CALLS }].map((family) => callDelimitersOf(family.calls)),
+      ...[...CALL_FAMILIES, { name: "generic", calls: GENERIC_CALLS }]
+        .filter((family) => !family.calls.parameters)
+        .map((family) => callDelimitersOf(family.calls)),
       { paramsPrefix: "(", suffix: ")", nextCall: "\n||call: ", sectionSuffix: "" },
     ];
     fc.assert(
@@ -109,6 +117,42 @@ describe("ToolCallParser", () => {
         },
       ),
       { seed: 20261126, numRuns: 300 },
+    );
+  });
+
+  it("reads back arguments written one element per parameter (Qwen3-Coder, GLM, MiniMax-M2, Seed-OSS) as JSON, split anywhere", () => {
+    const families = CALL_FAMILIES.filter((family) => family.calls.parameters);
+    expect(families.map((family) => family.name)).toEqual(["Seed-OSS", "MiniMax-M2", "Qwen3-Coder", "GLM 4.5"]);
+    const tools = [
+      {
+        name: "f",
+        parameters: { type: "object", properties: { text: { type: "string" }, count: { type: "integer" }, tags: { type: "array" } } },
+      },
+    ];
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...families),
+        fc.record(
+          { text: fc.stringMatching(/^[^<]*$/), count: fc.integer(), tags: fc.array(fc.string(), { maxLength: 3 }) },
+          { requiredKeys: [] },
+        ),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        ({ calls: syntax }, args, cuts) => {
+          const p = syntax.parameters!;
+          const elements = Object.entries(args)
+            .map(
+              ([name, value]) => `${p.prefix}${name}${p.nameEnd}${typeof value === "string" ? value : JSON.stringify(value)}${p.valueEnd}`,
+            )
+            .join("");
+          const text = `f${syntax.paramsPrefix}${elements}${syntax.suffix}${syntax.sectionSuffix}`;
+          const events = feed(new ToolCallParser(callDelimitersOf(syntax, tools)), cut(text, cuts));
+          const [call] = calls(events);
+          expect(call?.name).toBe("f");
+          expect(JSON.parse(call!.arguments)).toEqual(args);
+          expect(events.filter((event) => event.type === "end")).toHaveLength(1);
+        },
+      ),
+      { seed: 20261127, numRuns: 300 },
     );
   });
 });

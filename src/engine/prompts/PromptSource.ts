@@ -13,6 +13,8 @@ export interface RenderedPrompt {
    * template has one and thinking is not off. `opened`: the prompt already opened it.
    */
   thought?: { markers: ThoughtMarkers; opened: boolean };
+  /** The syntax calls are written in, in this prompt's format. */
+  calls: CallSyntax;
   /** A prompt given as is: its text, as legacy completions' `echo` returns it (the prefix, for infill). */
   givenText?: string;
   /**
@@ -24,8 +26,6 @@ export interface RenderedPrompt {
 
 /** How a model's conversations become prompts: with its own chat template, or node-llama-cpp's wrapper for files without one. */
 export interface ConversationPrompts {
-  /** The syntax calls are written in. */
-  readonly calls: CallSyntax;
   /** `continuing`: the last message is the reply begun (see continuesLastMessage). */
   render(request: ChatRequest, tools: readonly ToolDefinition[], continuing: boolean): RenderedPrompt;
 }

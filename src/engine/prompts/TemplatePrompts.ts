@@ -81,6 +81,7 @@ export class TemplatePrompts implements ConversationPrompts {
       tokens: this.#tokenize(text),
       stopTokens: this.#stopTokens,
       stopTexts: [],
+      calls: this.calls,
       ...(thought ? { thought } : {}),
       continued: (content, opener) => this.#tokenize(text + content + opener),
     };

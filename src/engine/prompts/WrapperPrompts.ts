@@ -67,6 +67,7 @@ export class WrapperPrompts implements ConversationPrompts {
       tokens: text.tokenize(tokenizer),
       stopTokens,
       stopTexts,
+      calls: this.calls,
       ...(thought ? { thought } : {}),
       continued: (content, opener) => LlamaText([text, content, new SpecialTokensText(opener)]).tokenize(tokenizer),
     };

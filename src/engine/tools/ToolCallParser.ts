@@ -1,3 +1,5 @@
+import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
+
 export type ToolCallParserEvent =
   { type: "start"; index: number; name: string } | { type: "arguments"; index: number; text: string } | { type: "end"; index: number };
 
@@ -10,10 +12,18 @@ export interface CallDelimiters {
   nextCall: string;
   /** Closes the group of calls (Mistral Nemo's `]`); may be empty. */
   sectionSuffix: string;
+  /** Arguments as one element per parameter (Qwen3-Coder's XML), read back into a JSON object. */
+  parameters?: ParameterSyntax & {
+    /** Whether the function's parameter is a string, whose value is written as text, not as JSON. */
+    isText(tool: string, parameter: string): boolean;
+  };
 }
 
 type State =
-  { kind: "name" } | { kind: "arguments"; index: number; value: JsonValueEnd } | { kind: "suffix"; index: number } | { kind: "between" };
+  | { kind: "name" }
+  | { kind: "arguments"; index: number; value: JsonValueEnd | ParameterElements }
+  | { kind: "suffix"; index: number }
+  | { kind: "between" };
 
 /**
  * Reads the text of a call section as it is generated, starting just after the first call's
@@ -32,11 +42,17 @@ export class ToolCallParser {
   constructor(delimiters: CallDelimiters, startedCall?: { name: string }) {
     this.#delimiters = delimiters;
     if (startedCall) {
-      this.#state = { kind: "arguments", index: 0, value: new JsonValueEnd() };
+      this.#state = { kind: "arguments", index: 0, value: this.#argumentsOf(startedCall.name) };
       this.#calls = 1;
     } else {
       this.#state = { kind: "name" };
     }
+  }
+
+  /** How the arguments of a call of `tool` are read: a JSON value, or one element per parameter. */
+  #argumentsOf(tool: string): JsonValueEnd | ParameterElements {
+    const parameters = this.#delimiters.parameters;
+    return parameters ? new ParameterElements(parameters, (name) => parameters.isText(tool, name)) : new JsonValueEnd();
   }
 
   get calls(): number {
@@ -53,12 +69,21 @@ export class ToolCallParser {
           const at = this.#buffer.indexOf(this.#delimiters.paramsPrefix);
           if (at === -1) return events;
           const index = this.#calls++;
-          events.push({ type: "start", index, name: this.#buffer.slice(0, at) });
+          const name = this.#buffer.slice(0, at);
+          events.push({ type: "start", index, name });
           this.#buffer = this.#buffer.slice(at + this.#delimiters.paramsPrefix.length);
-          this.#state = { kind: "arguments", index, value: new JsonValueEnd() };
+          this.#state = { kind: "arguments", index, value: this.#argumentsOf(name) };
           break;
         }
         case "arguments": {
+          if (state.value instanceof ParameterElements) {
+            const { json, consumed, done } = state.value.read(this.#buffer);
+            if (json !== "") events.push({ type: "arguments", index: state.index, text: json });
+            this.#buffer = this.#buffer.slice(consumed);
+            if (!done) return events;
+            this.#state = { kind: "suffix", index: state.index };
+            break;
+          }
           const end = state.value.read(this.#buffer);
           if (end === undefined) {
             // All of it belongs to the arguments, which are not complete yet.
@@ -90,6 +115,57 @@ export class ToolCallParser {
         default:
           return state satisfies never;
       }
+    }
+  }
+}
+
+/**
+ * Reads arguments written one element per parameter (`<parameter=city>\nParis\n</parameter>\n`, as
+ * Qwen3-Coder writes them) into the JSON object they stand for, a parameter at a time: a string
+ * parameter's value is its text, another's is JSON. The arguments end at the first text that cannot
+ * open another parameter (the call's suffix).
+ */
+class ParameterElements {
+  readonly #syntax: ParameterSyntax;
+  readonly #isText: (parameter: string) => boolean;
+  #state: "between" | "name" | "value" = "between";
+  #name = "";
+  #count = 0;
+
+  constructor(syntax: ParameterSyntax, isText: (parameter: string) => boolean) {
+    this.#syntax = syntax;
+    this.#isText = isText;
+  }
+
+  /** Reads what it can of `text`: the JSON text of the parameters completed in it, how much of `text` it took, and whether the arguments ended. */
+  read(text: string): { json: string; consumed: number; done: boolean } {
+    const { prefix, nameEnd, valueEnd } = this.#syntax;
+    let json = "";
+    let at = 0;
+    for (;;) {
+      const rest = text.slice(at);
+      if (this.#state === "between") {
+        if (rest.startsWith(prefix)) {
+          at += prefix.length;
+          this.#state = "name";
+          continue;
+        }
+        // Held while it may still become another parameter.
+        if (prefix.startsWith(rest)) return { json, consumed: at, done: false };
+        return { json: json + (this.#count === 0 ? "{}" : "}"), consumed: at, done: true };
+      }
+      const end = rest.indexOf(this.#state === "name" ? nameEnd : valueEnd);
+      if (end === -1) return { json, consumed: at, done: false };
+      if (this.#state === "name") {
+        this.#name = rest.slice(0, end);
+        at += end + nameEnd.length;
+        this.#state = "value";
+        continue;
+      }
+      const value = rest.slice(0, end);
+      json += `${this.#count++ === 0 ? "{" : ", "}${JSON.stringify(this.#name)}: ${this.#isText(this.#name) ? JSON.stringify(value) : value.trim() || "null"}`;
+      at += end + valueEnd.length;
+      this.#state = "between";
     }
   }
 }

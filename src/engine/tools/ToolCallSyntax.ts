@@ -1,5 +1,6 @@
 import { LlamaText, type ChatWrapper } from "node-llama-cpp";
 import type { CallSyntax } from "../../chatTemplates/chatFormats.js";
+import type { ToolDefinition } from "../../core/ChatRequest.js";
 import type { CallDelimiters } from "./ToolCallParser.js";
 
 /**
@@ -23,14 +24,40 @@ export function wrapperCallSyntax(wrapper: ChatWrapper): CallSyntax {
   };
 }
 
-/** The delimiters as the text the detokenizer shows (control tokens included). */
-export function callDelimitersOf(syntax: CallSyntax): CallDelimiters {
+/** The delimiters as the text the detokenizer shows (control tokens included), for calls of `tools`. */
+export function callDelimitersOf(syntax: CallSyntax, tools: readonly ToolDefinition[] = []): CallDelimiters {
+  const { parameters } = syntax;
   return {
     paramsPrefix: syntax.paramsPrefix,
     suffix: syntax.suffix,
     nextCall: syntax.betweenCalls + syntax.prefix,
     sectionSuffix: syntax.sectionSuffix,
+    ...(parameters
+      ? {
+          parameters: {
+            ...parameters,
+            isText: (tool: string, parameter: string) => {
+              const schema = tools.find((each) => each.name === tool)?.parameters;
+              return isTextParameter(propertiesOf(schema)[parameter]);
+            },
+          },
+        }
+      : {}),
   };
+}
+
+/** A JSON Schema object's properties, or none. */
+export function propertiesOf(schema: unknown): Record<string, unknown> {
+  const properties = (schema as { properties?: unknown } | undefined)?.properties;
+  return typeof properties === "object" && properties !== null ? (properties as Record<string, unknown>) : {};
+}
+
+/** A parameter written as text in element syntaxes: a string, or an enum of strings. */
+export function isTextParameter(schema: unknown): boolean {
+  if (typeof schema !== "object" || schema === null) return false;
+  const { type, enum: values } = schema as { type?: unknown; enum?: unknown };
+  if (type === "string") return true;
+  return type === undefined && Array.isArray(values) && values.length > 0 && values.every((value) => typeof value === "string");
 }
 
 /**
