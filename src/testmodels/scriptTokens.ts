@@ -8,8 +8,9 @@ import { byteEncode, byteSymbol, PRE_TOKENIZER, testVocabulary, TokenType, type 
  * `<|channel|>`, which a scripted model adds to its vocabulary); the vocabulary's own control and
  * user-defined tokens (`<|im_end|>`, `<tool_call>`…) are kept whole too. For example
  * `scriptTokens("\n<think>The sky</think>Blue.<|im_end|>", ["<think>", "</think>"])` is
- * `["Ċ", "<think>", "The", "Ġs", "ky", "</think>", "B", "l", "ue", ".", "<|im_end|>"]` (the pieces
- * depend on the merges).
+ * `["Ċ", "<think>", "The", "Ġs", "k", "y", "</think>", "B", "l", "u", "e", ".", "<|im_end|>"]`: the
+ * vocabulary's 200 merges know common English words only. The script's first token is its source,
+ * the prompt's last: scriptText(tokens.slice(1)) is the reply a model writes.
  */
 export function scriptTokens(text: string, markers: readonly string[] = [], vocabulary: TestVocabulary = testVocabulary()): string[] {
   const atomic = [...new Set([...markers, ...vocabulary.tokens.filter((_, id) => vocabulary.tokenTypes[id] !== TokenType.normal)])]
