@@ -18,6 +18,8 @@ Options:
                       rerank-tiny: BERT-style reranker (cross-encoder, rank pooling) under 2 MB
                       fim-tiny: tiny with fill-in-the-middle tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>)
                       long-tiny: tiny with a 32,768-token context, for streams long enough to stop by hand
+                      script-tiny: tiny with a hidden size of 128, the shape for scripted replies (makeTestModel's
+                        script option, from code); from here, random weights like tiny's
   --out <file>      Where to write the model (written to a temporary file, then renamed).
   --seed <n>        Seed of the weights (default ${DEFAULT_SEED}); the same seed gives the same bytes.`;
 

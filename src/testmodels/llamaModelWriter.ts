@@ -18,15 +18,26 @@ import type { LlamaPreset } from "./presets.js";
 import { randomTensor } from "./randomTensor.js";
 import { TEST_MODEL_CHAT_TEMPLATE, TEST_MODEL_THINKING_CHAT_TEMPLATE } from "./testChatTemplate.js";
 import { withFimTokens } from "./fimTokens.js";
+import { scriptWiring, withScriptTokens, type TestModelScript } from "./scriptWiring.js";
 import { thoughtWiring, withThoughtTokens } from "./thoughtWiring.js";
 import { TokenType } from "./testVocabulary.js";
 import type { TestVocabulary } from "./testVocabulary.js";
 
-/** `chatTemplate`: a template to write instead of the project's ChatML one (a real family's). */
-export function llamaModelWriter(preset: LlamaPreset, baseVocabulary: TestVocabulary, seed: number, chatTemplate?: string): GgufWriter {
+/**
+ * `chatTemplate`: a template to write instead of the project's ChatML one (a real family's).
+ * `script`: a reply the weights write at the start of every reply (scriptWiring.ts).
+ */
+export function llamaModelWriter(
+  preset: LlamaPreset,
+  baseVocabulary: TestVocabulary,
+  seed: number,
+  chatTemplate?: string,
+  script?: TestModelScript,
+): GgufWriter {
+  if (script && preset.thoughts) throw new Error(`${preset.name} writes a thought of its own; a script needs a preset without one.`);
   const thinking = preset.thoughts ? withThoughtTokens(baseVocabulary) : baseVocabulary;
   const fim = preset.fillInTheMiddle ? withFimTokens(thinking) : undefined;
-  const vocabulary = fim?.vocabulary ?? thinking;
+  const vocabulary = script ? withScriptTokens(fim?.vocabulary ?? thinking, script) : (fim?.vocabulary ?? thinking);
   const writer = new GgufWriter();
   addModelMetadata(writer, preset, vocabulary.tokens.length);
   addTokenizerMetadata(
@@ -35,7 +46,7 @@ export function llamaModelWriter(preset: LlamaPreset, baseVocabulary: TestVocabu
     chatTemplate ?? (preset.thoughts ? TEST_MODEL_THINKING_CHAT_TEMPLATE : TEST_MODEL_CHAT_TEMPLATE),
   );
   if (fim) addSpecialTokenIds(writer, fim.ids);
-  addLlamaTensors(writer, preset, vocabulary, seed);
+  addLlamaTensors(writer, preset, vocabulary, seed, script);
   return writer;
 }
 
@@ -91,7 +102,13 @@ const WEIGHT_GAINS: BlockGains & { embedding: number; output: number } = {
 };
 
 /** Tensor names and shapes as llama.cpp's llama architecture loads them (dims in ggml order: [in, out]). */
-function addLlamaTensors(writer: GgufWriter, preset: LlamaPreset, vocabulary: TestVocabulary, seed: number): void {
+function addLlamaTensors(
+  writer: GgufWriter,
+  preset: LlamaPreset,
+  vocabulary: TestVocabulary,
+  seed: number,
+  script?: TestModelScript,
+): void {
   const hidden = preset.embeddingLength;
   const kvWidth = (hidden / preset.headCount) * preset.headCountKv;
   const ffn = preset.feedForwardLength;
@@ -99,19 +116,26 @@ function addLlamaTensors(writer: GgufWriter, preset: LlamaPreset, vocabulary: Te
   const matrix = matrixMaker(preset, seed);
   // RMS norm weights of one leave the normalized hidden state as it is.
   const norm = (name: string) => constantTensor(name, hidden, 1);
-  const wiring = preset.thoughts ? thoughtWiring(vocabulary, hidden) : undefined;
+  // A scripted model's wiring also makes block 0's head 0 a previous-token head (scriptWiring.ts).
+  const scripted = script ? scriptWiring(vocabulary, preset, script) : undefined;
+  const wiring = preset.thoughts ? thoughtWiring(vocabulary, hidden) : scripted;
   const residualWriter = (tensor: GgufTensor, inputs: number) => wiring?.residualWriter(tensor, inputs) ?? tensor;
 
   const embedding = randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.embedding, seed);
   writer.addTensor(wiring?.embedding(embedding) ?? embedding);
   for (let block = 0; block < preset.blockCount; block++) {
     const prefix = `blk.${block}`;
+    const head = block === 0 ? scripted : undefined;
+    const query = matrix(`${prefix}.attn_q.weight`, hidden, hidden, WEIGHT_GAINS.queryKey);
+    const key = matrix(`${prefix}.attn_k.weight`, hidden, kvWidth, WEIGHT_GAINS.queryKey);
+    const value = matrix(`${prefix}.attn_v.weight`, hidden, kvWidth, WEIGHT_GAINS.value);
+    const attentionOutput = matrix(`${prefix}.attn_output.weight`, hidden, hidden, WEIGHT_GAINS.residual);
     writer
       .addTensor(norm(`${prefix}.attn_norm.weight`))
-      .addTensor(matrix(`${prefix}.attn_q.weight`, hidden, hidden, WEIGHT_GAINS.queryKey))
-      .addTensor(matrix(`${prefix}.attn_k.weight`, hidden, kvWidth, WEIGHT_GAINS.queryKey))
-      .addTensor(matrix(`${prefix}.attn_v.weight`, hidden, kvWidth, WEIGHT_GAINS.value))
-      .addTensor(residualWriter(matrix(`${prefix}.attn_output.weight`, hidden, hidden, WEIGHT_GAINS.residual), hidden))
+      .addTensor(head?.query(query) ?? query)
+      .addTensor(head?.key(key) ?? key)
+      .addTensor(head?.value(value) ?? value)
+      .addTensor(head?.attentionOutput(attentionOutput) ?? residualWriter(attentionOutput, hidden))
       .addTensor(norm(`${prefix}.ffn_norm.weight`))
       .addTensor(matrix(`${prefix}.ffn_gate.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))
       .addTensor(matrix(`${prefix}.ffn_up.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))

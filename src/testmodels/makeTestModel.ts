@@ -9,6 +9,7 @@ import type { GgufWriter } from "../gguf/GgufWriter.js";
 import { bertModelWriter } from "./bertModelWriter.js";
 import { llamaModelWriter } from "./llamaModelWriter.js";
 import { presets } from "./presets.js";
+import type { TestModelScript } from "./scriptWiring.js";
 import type { TestModelPreset, TestModelPresetName } from "./presets.js";
 import { testVocabulary } from "./testVocabulary.js";
 import { wordPieceVocabulary } from "./wordPieceVocabulary.js";
@@ -29,6 +30,12 @@ export interface MakeTestModelOptions {
    * the project's vocabulary has them (ChatML's); others are text.
    */
   readonly chatTemplate?: string;
+  /**
+   * A reply the weights write at the start of every reply under greedy decoding (llama presets
+   * without thoughts; script-tiny has room for the longest): see scriptWiring.ts and, to spell
+   * text as tokens, scriptTokens.ts.
+   */
+  readonly script?: TestModelScript;
 }
 
 export interface MadeTestModel {
@@ -43,10 +50,16 @@ export interface MadeTestModel {
  * the same directory and renamed into place, so a reader (or a concurrent generator of the same
  * file) never sees a partial file.
  */
-export async function makeTestModel({ preset, out, seed = DEFAULT_SEED, chatTemplate }: MakeTestModelOptions): Promise<MadeTestModel> {
+export async function makeTestModel({
+  preset,
+  out,
+  seed = DEFAULT_SEED,
+  chatTemplate,
+  script,
+}: MakeTestModelOptions): Promise<MadeTestModel> {
   if (!Object.hasOwn(presets, preset)) throw new Error(`Unknown test model preset: ${preset}`);
   if (!Number.isSafeInteger(seed)) throw new RangeError(`Seed must be an integer, got ${seed}`);
-  const writer = modelWriter(presets[preset], seed, chatTemplate);
+  const writer = modelWriter(presets[preset], seed, chatTemplate, script);
 
   const path = resolve(out);
   await mkdir(dirname(path), { recursive: true });
@@ -61,12 +74,18 @@ export async function makeTestModel({ preset, out, seed = DEFAULT_SEED, chatTemp
   }
 }
 
-function modelWriter(preset: TestModelPreset, seed: number, chatTemplate: string | undefined): GgufWriter {
+function modelWriter(
+  preset: TestModelPreset,
+  seed: number,
+  chatTemplate: string | undefined,
+  script: TestModelScript | undefined,
+): GgufWriter {
   switch (preset.kind) {
     case "llama":
-      return llamaModelWriter(preset, testVocabulary(), seed, chatTemplate);
+      return llamaModelWriter(preset, testVocabulary(), seed, chatTemplate, script);
     case "bert":
       if (chatTemplate !== undefined) throw new Error("An embedding model takes no chat template.");
+      if (script !== undefined) throw new Error("An embedding model writes no replies.");
       return bertModelWriter(preset, wordPieceVocabulary(), seed);
   }
 }

@@ -79,6 +79,18 @@ export function constantTensor(name: string, size: number, value: number): GgufT
   return { name, dims: [size], type: "F32", values: () => new Float32Array(size).fill(value) };
 }
 
+/** The tensor with its values edited in place as they are generated (weights wired by hand into random ones). */
+export function editedTensor(tensor: GgufTensor, edit: (values: Float32Array) => void): GgufTensor {
+  return {
+    ...tensor,
+    values: () => {
+      const values = tensor.values();
+      edit(values);
+      return values;
+    },
+  };
+}
+
 /** Gains of a transformer block's matrices (see matrixMaker). */
 export interface BlockGains {
   queryKey: number;

@@ -56,7 +56,7 @@ export interface BertPreset extends TransformerShape {
 
 export type TestModelPreset = LlamaPreset | BertPreset;
 
-export type TestModelPresetName = "tiny" | "bench" | "embed-tiny" | "think-tiny" | "rerank-tiny" | "fim-tiny" | "long-tiny";
+export type TestModelPresetName = "tiny" | "bench" | "embed-tiny" | "think-tiny" | "rerank-tiny" | "fim-tiny" | "long-tiny" | "script-tiny";
 
 const tiny: LlamaPreset = {
   kind: "llama",
@@ -99,6 +99,20 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
    * can end within a second).
    */
   "long-tiny": { ...tiny, name: "modelhost long-tiny test model", contextLength: 32_768 },
+  /**
+   * For scripted models (makeTestModel's `script`): tiny with a hidden size of 128 in two heads of
+   * 64, room for a script of up to 51 distinct tokens (two reserved dimensions each, 24 left random)
+   * and a previous-token head whose RoPE singles out distance 1 by 53.6 nats (scriptWiring.ts).
+   * About 550k parameters, about 1.1 MB.
+   */
+  "script-tiny": {
+    ...tiny,
+    name: "modelhost script-tiny test model",
+    embeddingLength: 128,
+    feedForwardLength: 384,
+    headCount: 2,
+    headCountKv: 2,
+  },
   /** For benchmarks: GPT-2-small-like shapes, about 110M parameters in Q8_0 (about 120 MB). */
   bench: {
     kind: "llama",

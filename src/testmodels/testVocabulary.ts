@@ -47,7 +47,7 @@ const MERGE_COUNT = 200;
  * llama.cpp's QWEN2 pre-tokenizer regex (src/llama-vocab.cpp), which splits text into words
  * before BPE; training on the same words makes the merges apply to them.
  */
-const PRE_TOKENIZER =
+export const PRE_TOKENIZER =
   /(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
 
 /** Original English text the merges are learned from. Changing it changes the vocabulary. */
@@ -123,7 +123,7 @@ function byteTokens(): string[] {
 }
 
 /** Maps each byte of the text's UTF-8 encoding to its GPT-2 byte symbol. */
-function byteEncode(text: string): string[] {
+export function byteEncode(text: string): string[] {
   return [...Buffer.from(text, "utf8")].map((byte) => BYTE_SYMBOLS[byte] ?? "");
 }
 

@@ -1,6 +1,7 @@
 // The weights that make the thinking test model think: a fixed thought, opened and closed with
 // Qwen3's markers, which greedy decoding writes at the start of every reply.
 import type { GgufTensor } from "../gguf/GgufWriter.js";
+import { editedTensor } from "./modelWriterParts.js";
 import { TokenType, type TestVocabulary } from "./testVocabulary.js";
 
 /** Qwen3's thought markers, added as plain-text (user-defined) tokens, as Qwen3 has them. */
@@ -57,21 +58,13 @@ export function thoughtWiring(vocabulary: TestVocabulary, hidden: number) {
     dimension: hidden - CHAIN.length + 1 + i,
   }));
   const reserved = links.map((link) => link.dimension);
-  const wrap = (tensor: GgufTensor, edit: (values: Float32Array) => void): GgufTensor => ({
-    ...tensor,
-    values: () => {
-      const values = tensor.values();
-      edit(values);
-      return values;
-    },
-  });
   /** Rows of `width` values, one per token (embedding and output matrices). */
   const forEachRow = (values: Float32Array, width: number, visit: (row: Float32Array, id: number) => void) => {
     for (let id = 0; id < values.length / width; id++) visit(values.subarray(id * width, (id + 1) * width), id);
   };
   return {
     embedding: (tensor: GgufTensor) =>
-      wrap(tensor, (values) =>
+      editedTensor(tensor, (values) =>
         forEachRow(values, hidden, (row, id) => {
           for (const dimension of reserved) row[dimension] = 0;
           for (const link of links) if (link.source === id) row[link.dimension] = FLAG;
@@ -79,11 +72,11 @@ export function thoughtWiring(vocabulary: TestVocabulary, hidden: number) {
       ),
     /** An attention output or feed-forward down projection ([inputs, hidden]): nothing written to the links' dimensions. */
     residualWriter: (tensor: GgufTensor, inputs: number) =>
-      wrap(tensor, (values) => {
+      editedTensor(tensor, (values) => {
         for (const dimension of reserved) values.fill(0, dimension * inputs, (dimension + 1) * inputs);
       }),
     output: (tensor: GgufTensor) =>
-      wrap(tensor, (values) => {
+      editedTensor(tensor, (values) => {
         const silenced = new Set([idOf("Ċ"), ...links.map((link) => link.target)]);
         forEachRow(values, hidden, (row, id) => {
           if (silenced.has(id)) row.fill(0);

@@ -1,0 +1,127 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
+import { presets, type LlamaPreset } from "../../src/testmodels/presets.js";
+import { scriptText, scriptTokens } from "../../src/testmodels/scriptTokens.js";
+import { planScript, previousTokenHeadMargin, withScriptTokens } from "../../src/testmodels/scriptWiring.js";
+import { testVocabulary, TokenType } from "../../src/testmodels/testVocabulary.js";
+
+// The scripted test models' plan (steps, output weights, refusals) and files; the replies they
+// write through the real engine are in test/model/scriptedModel.test.ts.
+
+const never = () => false;
+
+describe("scriptTokens", () => {
+  it("spells text as the test vocabulary's BPE tokens, keeping markers and the vocabulary's own added tokens whole", () => {
+    const tokens = scriptTokens("\n<think>The sky</think>Blue.<|im_end|>", ["<think>", "</think>"]);
+    expect(tokens[0]).toBe("Ċ");
+    expect(tokens.slice(1, 3)).toEqual(["<think>", "The"]);
+    expect(tokens).toContain("</think>");
+    expect(tokens.at(-1)).toBe("<|im_end|>");
+    const known = new Set(testVocabulary().tokens);
+    expect(tokens.filter((token) => !known.has(token))).toEqual(["<think>", "</think>"]);
+    expect(scriptText(tokens)).toBe("\n<think>The sky</think>Blue.<|im_end|>");
+  });
+
+  it("round-trips text with multi-byte characters and the longest marker first", () => {
+    const text = "Ünïcode — ☃ <|a|><|ab|> the river";
+    expect(scriptText(scriptTokens(text, ["<|a|>", "<|ab|>"]))).toBe(text);
+    expect(scriptTokens("<|ab|>", ["<|a", "<|ab|>"])).toEqual(["<|ab|>"]);
+  });
+});
+
+describe("planScript", () => {
+  it("refuses a (previous, current) pair followed by two different tokens, naming them", () => {
+    // ", :" comes after "name" and after "arguments", followed by ' "' then by ' {'.
+    const tokens = scriptTokens('\n{"name": "f", "arguments": {}}');
+    expect(() => planScript(tokens, never)).toThrow(/tokens "\\"", ":" are followed by .* and by .*each pair may have one successor/);
+  });
+
+  it("refuses a script whose last two tokens come earlier with a successor (it would not stop) unless it ends the turn", () => {
+    expect(() => planScript(["Ċ", "a", "b", "c", "a", "b"], never)).toThrow(/ends with "a", "b", which it has earlier/);
+    expect(() => planScript(["Ċ", "a", "b", "c", "a", "b", "c"], never)).toThrow(/"a", "b", "c" come twice/);
+    expect(() => planScript(["Ċ", "a", "b"], never)).not.toThrow();
+  });
+
+  it("lets a token come back with another successor: each target reads its steps' previous and current tokens", () => {
+    const tokens = [
+      "Ċ",
+      "<|channel|>",
+      "analysis",
+      "<|message|>",
+      "S",
+      ".",
+      "<|end|>",
+      "<|start|>",
+      "assistant",
+      "<|channel|>",
+      "final",
+      "<|message|>",
+      "B",
+      ".",
+    ];
+    const { distinct, weights } = planScript(tokens, never);
+    const message = weights[distinct.indexOf("<|message|>")]!;
+    // <|message|> follows (<|channel|>, analysis) and (<|channel|>, final).
+    expect(Object.fromEntries([...message.current].map(([i, w]) => [distinct[i], w]))).toEqual({ analysis: 1, final: 1 });
+    expect(Object.fromEntries([...message.previous].map(([i, w]) => [distinct[i], w]))).toEqual({ "<|channel|>": 1 });
+    expect(message.constant).toBe(-1);
+    // The first step's previous token is the prompt's: its target reads the source twice.
+    expect(weights[distinct.indexOf("<|channel|>")]!.current.get(0)).toBe(2);
+  });
+
+  it("refuses a script the additive logits cannot tell apart", () => {
+    // X follows (a, b) and (c, d); after (a, d) the script wants Y, but X reads a and d too.
+    expect(() => planScript(["Ċ", "a", "b", "X", "c", "d", "X", "a", "d", "Y"], never)).toThrow(/cannot be told apart from "X"/);
+  });
+
+  it("refuses a byte-level token the vocabulary lacks instead of adding it as a marker", () => {
+    expect(() => withScriptTokens(testVocabulary(), { tokens: ["Ċ", "Ġzzzz"] })).toThrow(
+      /not in the test vocabulary; spell text as its tokens with scriptTokens/,
+    );
+    const vocabulary = withScriptTokens(testVocabulary(), { tokens: ["Ċ", "<think>", "<think>"], addedTokens: ["<|call|>"] });
+    expect(vocabulary.tokens.slice(testVocabulary().tokens.length)).toEqual(["<think>", "<|call|>"]);
+    expect(vocabulary.tokenTypes.slice(testVocabulary().tokens.length)).toEqual([TokenType.userDefined, TokenType.userDefined]);
+  });
+});
+
+describe("previous-token head", () => {
+  it("singles out distance 1 over script-tiny's whole context by over 50 nats", () => {
+    expect(previousTokenHeadMargin(presets["script-tiny"] as LlamaPreset)).toBeCloseTo(53.6, 1);
+  });
+});
+
+describe("scripted model files", () => {
+  let directory: string | undefined;
+  afterAll(() => (directory ? rm(directory, { recursive: true, force: true }) : undefined));
+
+  it("are byte-identical for the same options and differ with the script", async () => {
+    directory = await mkdtemp(path.join(os.tmpdir(), "modelhost-scripted-"));
+    const hash = async (name: string, reply: string) => {
+      const { path: file } = await makeTestModel({
+        preset: "script-tiny",
+        out: path.join(directory!, name),
+        script: { tokens: scriptTokens(reply) },
+      });
+      return createHash("sha256")
+        .update(await readFile(file))
+        .digest("hex");
+    };
+    const first = await hash("a.gguf", "\nBlue sky.<|im_end|>");
+    expect(await hash("b.gguf", "\nBlue sky.<|im_end|>")).toBe(first);
+    expect(await hash("c.gguf", "\nGrey sky.<|im_end|>")).not.toBe(first);
+  });
+
+  it("refuses a script the preset has no room for, and a thinking preset", async () => {
+    const long = scriptTokens("\nThe quick brown fox jumps over the lazy dog: 0123456789 QWERTYUIOPASDFGHJKLZXCVBNM!");
+    await expect(makeTestModel({ preset: "tiny", out: path.join(os.tmpdir(), "never.gguf"), script: { tokens: long } })).rejects.toThrow(
+      /too large for modelhost tiny test model/,
+    );
+    await expect(
+      makeTestModel({ preset: "think-tiny", out: path.join(os.tmpdir(), "never.gguf"), script: { tokens: ["Ċ", "a"] } }),
+    ).rejects.toThrow(/writes a thought of its own/);
+  });
+});
