@@ -54,14 +54,17 @@ export class TemplatePrompts implements ConversationPrompts {
     // An empty prefill continues nothing: the reply starts its own turn (transformers would keep the closed turn).
     const prefill = continuing && last?.content.trim() ? last.content : undefined;
     const effort = reads.reasoningEffort ? request.reasoningEffort : undefined;
+    // An effort asked of a template that reads none but has a switch (DeepSeek R1's as llama.cpp
+    // ships it: off unless told) is the request to think: the nearest the template can take.
+    const thinking = request.thinking ?? (request.reasoningEffort !== undefined && !reads.reasoningEffort ? true : undefined);
     let text = variant.template.render({
       messages: this.#messages(request.messages, variant.format.calls?.callIdLength),
       ...(tools.length > 0 ? { tools } : {}),
       addGenerationPrompt: prefill === undefined,
       ...this.#tokens,
       argumentsAs: capabilities.argumentsAs,
-      ...(request.thinking !== undefined ? { enableThinking: request.thinking } : {}),
-      ...(request.thinking !== undefined && reads.thinking ? { thinking: request.thinking } : {}),
+      ...(thinking !== undefined ? { enableThinking: thinking } : {}),
+      ...(thinking !== undefined && reads.thinking ? { thinking } : {}),
       ...(effort !== undefined ? { reasoningEffort: effort } : {}),
     });
     let thought: RenderedPrompt["thought"];

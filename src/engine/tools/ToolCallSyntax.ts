@@ -61,13 +61,13 @@ export function isTextParameter(schema: unknown): boolean {
 }
 
 /**
- * Texts that open a call in free text: the prefix with and without the section prefix, and known
- * alternates, each cut at its first line break. A model that writes `<tool_call>` is opening a call
+ * Texts that open a call in free text: the prefix with and without the section prefix, the section
+ * prefix alone (Mistral's `[TOOL_CALLS][`), and known alternates, each cut at its first line break. A model that writes `<tool_call>` is opening a call
  * whatever whitespace it would put next (vLLM's Hermes parser reads it the same way); the rewind
  * then writes the template's exact prefix and the grammar takes over.
  */
 export function callOpenersOf(syntax: CallSyntax): string[] {
   const firstLine = (text: string) => text.split("\n")[0] || text;
-  const openers = [syntax.sectionPrefix + syntax.prefix, syntax.prefix, ...(syntax.alternates ?? [])].map(firstLine);
+  const openers = [syntax.sectionPrefix + syntax.prefix, syntax.sectionPrefix, syntax.prefix, ...(syntax.alternates ?? [])].map(firstLine);
   return [...new Set(openers.filter((opener) => opener.trim() !== ""))];
 }

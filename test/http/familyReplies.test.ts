@@ -1,0 +1,211 @@
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ChatTemplate } from "../../src/chatTemplates/renderChatTemplate.js";
+import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
+import { scriptTokens } from "../../src/testmodels/scriptTokens.js";
+import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
+import { llamaCppSource } from "../support/llamaCppSource.js";
+import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+
+/**
+ * Real families' replies, written by scripted weights (src/testmodels/scriptWiring.ts) after each
+ * family's real template's generation prompt: a thought in the family's markers split from the
+ * answer, and, in `auto` mode, a call the model opens in its family's syntax and the grammar
+ * finishes, read back through each API.
+ */
+const vocabulary = testVocabulary();
+const EOS = vocabulary.tokens[vocabulary.eosId]!;
+const question = [{ role: "user", content: "What colour is the sky?" }];
+
+interface Case {
+  template: string;
+  /** The reply the weights write after the generation prompt. */
+  reply: string;
+  /** Family markers, tokens of their own. */
+  markers: string[];
+}
+
+const THOUGHTS: Record<string, Case> = {
+  Qwen3: { template: "Qwen-Qwen3-0.6B.jinja", reply: "<think>\nThe sky\n</think>\n\nBlue.<|im_end|>", markers: ["<think>", "</think>"] },
+  // The template opens the thought itself (`<think>\n` ends its generation prompt).
+  "DeepSeek R1": {
+    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+    reply: `The sky\n</think>\n\nBlue.${EOS}`,
+    markers: ["</think>"],
+  },
+  Magistral: {
+    template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+    reply: `[THINK]The sky[/THINK]Blue.${EOS}`,
+    markers: ["[THINK]", "[/THINK]"],
+  },
+};
+
+/** Replies that open a call: the opener only; the grammar writes the rest. */
+const CALLS: Record<string, Case> = {
+  "Hermes 2 Pro": { template: "Qwen-Qwen2.5-7B-Instruct.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  "Qwen3-Coder": { template: "Qwen3-Coder.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  "Mistral Nemo": { template: "mistralai-Mistral-Nemo-Instruct-2407.jinja", reply: "[TOOL_CALLS][", markers: ["[TOOL_CALLS]"] },
+  "DeepSeek R1": {
+    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+    reply: "<｜tool▁calls▁begin｜>",
+    markers: ["<｜tool▁calls▁begin｜>"],
+  },
+};
+
+const weather = {
+  name: "get_weather",
+  description: "Get the current weather in a city",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", enum: ["Paris"] } },
+    required: ["city"],
+    additionalProperties: false,
+  },
+};
+
+let server: TestServer;
+let dir: string;
+
+/** The script for `reply` after the template's generation prompt: its last token, then the reply's. */
+async function scriptFor(source: string, { reply, markers }: Case, thinking: boolean): Promise<string[]> {
+  const prompt = new ChatTemplate(source).render({
+    messages: question,
+    addGenerationPrompt: true,
+    // The thought cases' requests ask for thinking.
+    ...(thinking ? { enableThinking: true } : {}),
+    bosToken: vocabulary.tokens[vocabulary.bosId]!,
+    eosToken: EOS,
+  });
+  return [scriptTokens(prompt, markers).at(-1)!, ...scriptTokens(reply, markers)];
+}
+
+beforeAll(async () => {
+  const source = await llamaCppSource();
+  dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-replies-"));
+  const models: Record<string, string> = {};
+  for (const [kind, cases] of Object.entries({ thought: THOUGHTS, call: CALLS })) {
+    for (const [family, testCase] of Object.entries(cases)) {
+      const chatTemplate = await readFile(path.join(source, "models/templates", testCase.template), "utf8");
+      const name = `${kind}-${family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-")}`;
+      const script = { tokens: await scriptFor(chatTemplate, testCase, kind === "thought"), addedTokens: testCase.markers };
+      models[name] = (await makeTestModel({ preset: "script-tiny", out: path.join(dir, `${name}.gguf`), chatTemplate, script })).path;
+    }
+  }
+  server = await startTestServer({ models, config: { maxLoadedModels: 1, contextSize: 4096 } });
+}, 120_000);
+
+afterAll(async () => {
+  await server?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const modelOf = (kind: string, family: string) => `${kind}-${family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-")}`;
+
+describe.each(Object.keys(THOUGHTS))("%s's thought", (family) => {
+  const model = modelOf("thought", family);
+
+  it("is split from the answer in each API's field", async () => {
+    // Thinking asked for in each API's way: llama.cpp's DeepSeek R1 template thinks only when told to.
+    const chat = (await (
+      await postJson(`${server.url}/v1/chat/completions`, { model, messages: question, temperature: 0, reasoning_effort: "high" })
+    ).json()) as {
+      choices: Array<{ message: { content: string; reasoning_content?: string } }>;
+    };
+    expect(chat.choices[0]!.message).toMatchObject({ reasoning_content: "The sky", content: "Blue." });
+
+    const ollama = (await (
+      await postJson(`${server.url}/api/chat`, { model, messages: question, stream: false, think: true, options: { temperature: 0 } })
+    ).json()) as { message: { content: string; thinking?: string } };
+    expect(ollama.message).toMatchObject({ thinking: "The sky", content: "Blue." });
+
+    const anthropic = (await (
+      await postJson(`${server.url}/v1/messages`, {
+        model,
+        max_tokens: 64,
+        messages: question,
+        temperature: 0,
+        thinking: { type: "enabled", budget_tokens: 1024 },
+      })
+    ).json()) as { content: Array<{ type: string; thinking?: string; text?: string }> };
+    expect(anthropic.content).toEqual([
+      expect.objectContaining({ type: "thinking", thinking: "The sky" }),
+      expect.objectContaining({ type: "text", text: "Blue." }),
+    ]);
+
+    const responses = (await (
+      await postJson(`${server.url}/v1/responses`, { model, input: question, temperature: 0, reasoning: { effort: "high" } })
+    ).json()) as {
+      output: Array<{ type: string; content?: Array<{ text: string }> }>;
+    };
+    expect(responses.output.map((item) => [item.type, item.content?.[0]?.text])).toEqual([
+      ["reasoning", "The sky"],
+      ["message", "Blue."],
+    ]);
+  });
+});
+
+describe.each(Object.keys(CALLS))("%s's call in auto mode", (family) => {
+  const model = modelOf("call", family);
+
+  it("is opened by the model, finished under the grammar and read back in each API", async () => {
+    const tools = [{ type: "function", function: weather }];
+    const chat = (await (
+      await postJson(`${server.url}/v1/chat/completions`, {
+        model,
+        messages: question,
+        tools,
+        temperature: 0,
+        max_tokens: 256,
+        parallel_tool_calls: false,
+      })
+    ).json()) as {
+      choices: Array<{ finish_reason: string; message: { tool_calls?: Array<{ function: { name: string; arguments: string } }> } }>;
+    };
+    expect(chat.choices[0]!.finish_reason).toBe("tool_calls");
+    const [call] = chat.choices[0]!.message.tool_calls!;
+    expect(call!.function.name).toBe("get_weather");
+    expect(JSON.parse(call!.function.arguments)).toEqual({ city: "Paris" });
+
+    const ollama = (await (
+      await postJson(`${server.url}/api/chat`, {
+        model,
+        messages: question,
+        tools,
+        stream: false,
+        options: { temperature: 0, num_predict: 256 },
+      })
+    ).json()) as { message: { tool_calls?: Array<{ function: { name: string; arguments: unknown } }> } };
+    // Ollama's native API has no switch for parallel calls: with random weights after the script a
+    // second call may follow; the first is the model's.
+    expect(ollama.message.tool_calls?.[0]?.function).toMatchObject({ name: "get_weather", arguments: { city: "Paris" } });
+
+    const anthropic = (await (
+      await postJson(`${server.url}/v1/messages`, {
+        model,
+        max_tokens: 256,
+        messages: question,
+        temperature: 0,
+        tools: [{ name: weather.name, description: weather.description, input_schema: weather.parameters }],
+        tool_choice: { type: "auto", disable_parallel_tool_use: true },
+      })
+    ).json()) as { stop_reason: string; content: Array<{ type: string; name?: string; input?: unknown }> };
+    expect(anthropic.stop_reason).toBe("tool_use");
+    expect(anthropic.content.find((block) => block.type === "tool_use")).toMatchObject({ name: "get_weather", input: { city: "Paris" } });
+
+    const responses = (await (
+      await postJson(`${server.url}/v1/responses`, {
+        model,
+        input: question,
+        temperature: 0,
+        max_output_tokens: 256,
+        tools: [{ type: "function", ...weather }],
+        parallel_tool_calls: false,
+      })
+    ).json()) as { output: Array<{ type: string; name?: string; arguments?: string }> };
+    const item = responses.output.find((each) => each.type === "function_call");
+    expect(item?.name).toBe("get_weather");
+    expect(JSON.parse(item!.arguments!)).toEqual({ city: "Paris" });
+  });
+});
