@@ -7,7 +7,8 @@ import { mkdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import type { GgufWriter } from "../gguf/GgufWriter.js";
 import { bertModelWriter } from "./bertModelWriter.js";
-import { llamaModelWriter } from "./llamaModelWriter.js";
+import { copiedVocabulary } from "./copiedVocabulary.js";
+import { llamaModelWriter, llamaModelWriterWithVocabulary } from "./llamaModelWriter.js";
 import { presets } from "./presets.js";
 import type { TestModelPreset, TestModelPresetName } from "./presets.js";
 import { testVocabulary } from "./testVocabulary.js";
@@ -29,6 +30,13 @@ export interface MakeTestModelOptions {
    * the project's vocabulary has them (ChatML's); others are text.
    */
   readonly chatTemplate?: string;
+  /**
+   * A GGUF file whose vocabulary to use instead of the project's (llama presets): its `tokenizer.*`
+   * keys are copied as they are (llama.cpp's models/ggml-vocab-*.gguf hold a real family's: Llama 3,
+   * Qwen2, Phi-3, ...), its chat template with them unless `chatTemplate` is given, and the
+   * embedding and output matrices get one row per token (150k tokens × 64 dims of tiny: about 40 MB).
+   */
+  readonly vocabularyFrom?: string;
 }
 
 export interface MadeTestModel {
@@ -43,10 +51,19 @@ export interface MadeTestModel {
  * the same directory and renamed into place, so a reader (or a concurrent generator of the same
  * file) never sees a partial file.
  */
-export async function makeTestModel({ preset, out, seed = DEFAULT_SEED, chatTemplate }: MakeTestModelOptions): Promise<MadeTestModel> {
+export async function makeTestModel({
+  preset,
+  out,
+  seed = DEFAULT_SEED,
+  chatTemplate,
+  vocabularyFrom,
+}: MakeTestModelOptions): Promise<MadeTestModel> {
   if (!Object.hasOwn(presets, preset)) throw new Error(`Unknown test model preset: ${preset}`);
   if (!Number.isSafeInteger(seed)) throw new RangeError(`Seed must be an integer, got ${seed}`);
-  const writer = modelWriter(presets[preset], seed, chatTemplate);
+  const writer =
+    vocabularyFrom === undefined
+      ? modelWriter(presets[preset], seed, chatTemplate)
+      : await modelWriterWithVocabulary(presets[preset], seed, chatTemplate, vocabularyFrom);
 
   const path = resolve(out);
   await mkdir(dirname(path), { recursive: true });
@@ -69,4 +86,14 @@ function modelWriter(preset: TestModelPreset, seed: number, chatTemplate: string
       if (chatTemplate !== undefined) throw new Error("An embedding model takes no chat template.");
       return bertModelWriter(preset, wordPieceVocabulary(), seed);
   }
+}
+
+async function modelWriterWithVocabulary(
+  preset: TestModelPreset,
+  seed: number,
+  chatTemplate: string | undefined,
+  vocabularyFrom: string,
+): Promise<GgufWriter> {
+  if (preset.kind !== "llama") throw new Error("Only the llama presets take a copied vocabulary.");
+  return llamaModelWriterWithVocabulary(preset, await copiedVocabulary(vocabularyFrom), seed, chatTemplate);
 }
