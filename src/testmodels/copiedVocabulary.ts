@@ -12,21 +12,30 @@ export interface CopiedVocabulary {
   readonly size: number;
   /** `tokenizer.ggml.token_type` (all normal where the file has none). */
   readonly tokenTypes: readonly number[];
+  /**
+   * The file's `general.name`, which goes with the vocabulary: llama.cpp sets some token attributes
+   * by the model's name (llama-vocab.cpp: in a model named Phi-3 / Phi3 the special tokens strip the
+   * whitespace after them, so `<|user|>\nHi` is `<|user|>`, `▁Hi`).
+   */
+  readonly name: string | undefined;
 }
 
 const TOKENS = "tokenizer.ggml.tokens";
 const TOKEN_TYPES = "tokenizer.ggml.token_type";
+const NAME = "general.name";
 
 /** Reads the vocabulary of the GGUF file at `file` (any architecture; a vocabulary-only file is enough). */
 export async function copiedVocabulary(file: string): Promise<CopiedVocabulary> {
-  const keys = await readGgufValues(file, (key) => key.startsWith("tokenizer."));
+  const keys = await readGgufValues(file, (key) => key.startsWith("tokenizer.") || key === NAME);
+  const name = keys.get(NAME);
+  keys.delete(NAME);
   const tokens = keys.get(TOKENS);
   if (tokens?.type !== "array" || tokens.itemType !== "string") throw new Error(`${file} has no ${TOKENS} array of strings`);
   const size = tokens.values.length;
   const types = keys.get(TOKEN_TYPES);
   const tokenTypes = types?.type === "array" && types.itemType === "int32" ? types.values : Array<number>(size).fill(TokenType.normal);
   if (tokenTypes.length !== size) throw new Error(`${file} has ${size} tokens but ${tokenTypes.length} token types`);
-  return { keys, size, tokenTypes };
+  return { keys, size, tokenTypes, name: name?.type === "string" ? name.value : undefined };
 }
 
 /** The keys of a file's chat templates: the default, named ones (`tokenizer.chat_template.tool_use`) and their list. */

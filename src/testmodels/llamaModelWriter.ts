@@ -44,7 +44,7 @@ export function llamaModelWriter(preset: LlamaPreset, baseVocabulary: TestVocabu
 /**
  * A llama model whose vocabulary is a real family's (copiedVocabulary.ts): its `tokenizer.*` keys
  * copied as they are, including its chat templates unless `chatTemplate` is given (then that one
- * alone), and random weights with one embedding and output row per token. The thinking and
+ * alone), its file's name (which llama.cpp reads some token attributes by), and random weights with one embedding and output row per token. The thinking and
  * fill-in-the-middle presets add tokens of their own to the project's vocabulary, so they take none.
  */
 export function llamaModelWriterWithVocabulary(
@@ -56,7 +56,7 @@ export function llamaModelWriterWithVocabulary(
   if (preset.thoughts || preset.fillInTheMiddle)
     throw new Error(`The preset "${preset.name}" adds tokens of its own: it takes no copied vocabulary.`);
   const writer = new GgufWriter();
-  addModelMetadata(writer, preset, vocabulary.size);
+  addModelMetadata(writer, { ...preset, name: vocabulary.name ?? preset.name }, vocabulary.size);
   for (const [key, value] of vocabulary.keys) {
     if (chatTemplate === undefined || !isChatTemplateKey(key)) writer.set(key, value);
   }

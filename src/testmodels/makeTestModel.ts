@@ -33,7 +33,8 @@ export interface MakeTestModelOptions {
   /**
    * A GGUF file whose vocabulary to use instead of the project's (llama presets): its `tokenizer.*`
    * keys are copied as they are (llama.cpp's models/ggml-vocab-*.gguf hold a real family's: Llama 3,
-   * Qwen2, Phi-3, ...), its chat template with them unless `chatTemplate` is given, and the
+   * Qwen2, Phi-3, ...), its chat template with them unless `chatTemplate` is given, its
+   * `general.name` (llama.cpp sets Phi-3's token attributes by the name), and the
    * embedding and output matrices get one row per token (150k tokens × 64 dims of tiny: about 40 MB).
    */
   readonly vocabularyFrom?: string;
