@@ -1,9 +1,8 @@
-import { execFile, spawn } from "node:child_process";
-import { once } from "node:events";
+import { execFile } from "node:child_process";
 import { access } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import { llamaCppSource } from "../test/support/llamaCppSource.js";
+import { buildLlamaCpp } from "../test/support/llamaCppBuild.js";
 
 /**
  * llama.cpp's own tools for the comparison: llama-server (the HTTP anchor) and llama-bench (the raw
@@ -16,19 +15,6 @@ export interface LlamaCppTools {
   bench: string | undefined;
 }
 
-// The same engine options as `modelhost engine build` (src/engine/nativeEngine.ts): this CPU's
-// instruction set, OpenMP. Static, so the binaries need no library path; no tests or examples, no
-// HTTPS: only the two targets are compiled (about 10 minutes on 2 cores).
-const cmakeOptions = [
-  "-DCMAKE_BUILD_TYPE=Release",
-  "-DBUILD_SHARED_LIBS=OFF",
-  "-DLLAMA_BUILD_TESTS=OFF",
-  "-DLLAMA_BUILD_EXAMPLES=OFF",
-  "-DLLAMA_OPENSSL=OFF",
-  "-DGGML_NATIVE=ON",
-  "-DGGML_OPENMP=ON",
-];
-
 async function exists(file: string): Promise<boolean> {
   return access(file).then(
     () => true,
@@ -36,20 +22,10 @@ async function exists(file: string): Promise<boolean> {
   );
 }
 
-async function run(command: string, args: string[], cwd?: string): Promise<void> {
-  console.error(`$ ${command} ${args.join(" ")}`);
-  const child = spawn(command, args, { cwd, stdio: ["ignore", "inherit", "inherit"] });
-  const [code] = (await once(child, "exit")) as [number | null];
-  if (code !== 0) throw new Error(`${command} exited with code ${code}`);
-}
-
-/** Clones the bundled source into the cache once (test/support/llamaCppSource.ts), then configures and builds (incrementally). */
+/** Builds (or reuses) both in the cache (test/support/llamaCppBuild.ts; about 10 minutes on 2 cores the first time). */
 async function build(): Promise<LlamaCppTools> {
-  const sourceDir = await llamaCppSource();
-  const buildDir = path.join(sourceDir, "build");
-  await run("cmake", ["-S", sourceDir, "-B", buildDir, ...cmakeOptions]);
-  await run("cmake", ["--build", buildDir, "--config", "Release", "-j", "2", "--target", "llama-server", "llama-bench"]);
-  return { server: path.join(buildDir, "bin/llama-server"), bench: path.join(buildDir, "bin/llama-bench") };
+  const bin = await buildLlamaCpp(["llama-server", "llama-bench"]);
+  return { server: path.join(bin, "llama-server"), bench: path.join(bin, "llama-bench") };
 }
 
 /** `--llama-server build` builds (or reuses) the cached build; anything else is a llama-server binary. */

@@ -10,7 +10,7 @@
 import { constants } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { GGML_TYPES } from "./ggmlTypes.js";
-import { NUMBER_SIZES, VALUE_TYPE_IDS } from "./GgufWriter.js";
+import { NUMBER_SIZES, VALUE_TYPE_IDS, type GgufValue } from "./GgufWriter.js";
 
 /** Why a file was refused; the message says where and with which numbers. */
 export const ggufRefusalCodes = [
@@ -179,11 +179,37 @@ export async function readGgufHeader(file: string, stats: GgufReadStats = newRea
   }
 }
 
+/**
+ * The values of the keys `wanted` picks, whole (long arrays too: a vocabulary's tokens, scores and
+ * merges) and with their GGUF types, as GgufWriter takes them: for copying one file's metadata into
+ * another (test models with a real model's vocabulary). The file is validated as readGgufHeader
+ * validates it; the whole arrays are bounded by the header's size (64 MiB), not by the retained
+ * budget, so this is for files the caller trusts enough to copy, not for the server's refusals.
+ */
+export async function readGgufValues(file: string, wanted: (key: string) => boolean): Promise<Map<string, GgufValue>> {
+  const values = new Map<string, GgufValue>();
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw new Error(`${file} is not a regular file`);
+    await parseHeader(new ChunkReader(handle, stat.size, newReadStats()), { wanted, values });
+  } finally {
+    await handle.close();
+  }
+  return values;
+}
+
 export function newReadStats(): GgufReadStats {
   return { largestBuffer: 0, retainedBytes: 0, bytesRead: 0 };
 }
 
-async function parseHeader(reader: ChunkReader): Promise<GgufHeader> {
+/** Keys to read whole and typed (readGgufValues), and where they go. */
+interface TypedRead {
+  wanted(key: string): boolean;
+  values: Map<string, GgufValue>;
+}
+
+async function parseHeader(reader: ChunkReader, typed?: TypedRead): Promise<GgufHeader> {
   await reader.need(4, "the magic");
   if (reader.u32() !== GGUF_MAGIC) throw new GgufRefusal("bad_magic", 'the file does not begin with "GGUF"');
   await reader.need(4, "the version");
@@ -212,6 +238,10 @@ async function parseHeader(reader: ChunkReader): Promise<GgufHeader> {
     const type = await readValueType(reader, `the type of "${key}"`);
     const required = REQUIRED_TYPES[key];
     if (required !== undefined && type !== required) throw new GgufRefusal("wrong_key_type", `"${key}" is a ${type}, not a ${required}`);
+    if (typed?.wanted(key)) {
+      typed.values.set(key, await readTypedValue(reader, type, key, arrayLengths));
+      continue;
+    }
     const value = await readValue(reader, type, key, arrayLengths);
     if (value !== undefined) metadata.set(key, value);
   }
@@ -269,6 +299,7 @@ async function readValue(
   type: ValueType,
   key: string,
   arrayLengths: Map<string, number>,
+  whole?: (itemType: ValueType) => void,
 ): Promise<GgufMetadataValue | undefined> {
   if (type === "string") {
     return readString(reader, `"${key}"`, key.startsWith("tokenizer.chat_template") ? MAX_CHAT_TEMPLATE_BYTES : MAX_STRING_BYTES);
@@ -294,14 +325,19 @@ async function readValue(
   }
   const length = Number(count);
   arrayLengths.set(key, length);
-  const keep = length <= RETAINED_ARRAY_ITEMS;
-  if (keep) reader.retain(16 * length + 64);
+  whole?.(itemType);
+  const keep = whole !== undefined || length <= RETAINED_ARRAY_ITEMS;
+  // A whole array is bounded by the header's size instead (readGgufValues).
+  const retain = (bytes: number) => {
+    if (whole === undefined) reader.retain(bytes);
+  };
+  if (keep) retain(16 * length + 64);
   if (itemType !== "string") {
     if (!keep) {
       reader.skip(length * itemBytes, `"${key}"`);
       return undefined;
     }
-    // Fixed-size items: at most 4,096 x 8 bytes, read at once.
+    // Fixed-size items: at most 4,096 x 8 bytes (or a whole array, within the header's bound), read at once.
     await reader.need(length * itemBytes, `"${key}"`);
     return Array.from({ length }, () => readNumber(reader, itemType, key));
   }
@@ -315,12 +351,21 @@ async function readValue(
       reader.skip(bytes, what);
       continue;
     }
-    reader.retain(2 * bytes + 32);
+    retain(2 * bytes + 32);
     const bytesRead = reader.need(bytes, what);
     if (bytesRead) await bytesRead;
     items.push(reader.utf8(bytes));
   }
   return keep ? items : undefined;
+}
+
+/** A value read whole (arrays of any length), with its GGUF type spelled out as GgufWriter takes it. */
+async function readTypedValue(reader: ChunkReader, type: ValueType, key: string, arrayLengths: Map<string, number>): Promise<GgufValue> {
+  let itemType: ValueType | undefined;
+  const value = await readValue(reader, type, key, arrayLengths, (type) => (itemType = type));
+  // The value's type and (for arrays) its items' type are as read, so each assertion below matches what the file holds.
+  if (itemType === undefined) return { type, value } as GgufValue;
+  return { type: "array", itemType, values: value } as GgufValue;
 }
 
 /** A fixed-size value whose bytes are in the buffer. */

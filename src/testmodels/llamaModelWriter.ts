@@ -22,6 +22,7 @@ import { scriptWiring, withScriptTokens, type TestModelScript } from "./scriptWi
 import { thoughtWiring, withThoughtTokens } from "./thoughtWiring.js";
 import { TokenType } from "./testVocabulary.js";
 import type { TestVocabulary } from "./testVocabulary.js";
+import { isChatTemplateKey, type CopiedVocabulary } from "./copiedVocabulary.js";
 
 /**
  * `chatTemplate`: a template to write instead of the project's ChatML one (a real family's).
@@ -46,7 +47,37 @@ export function llamaModelWriter(
     chatTemplate ?? (preset.thoughts ? TEST_MODEL_THINKING_CHAT_TEMPLATE : TEST_MODEL_CHAT_TEMPLATE),
   );
   if (fim) addSpecialTokenIds(writer, fim.ids);
-  addLlamaTensors(writer, preset, vocabulary, seed, script);
+  // A scripted model's wiring also makes block 0's head 0 a previous-token head (scriptWiring.ts).
+  const wiring = preset.thoughts
+    ? thoughtWiring(vocabulary, preset.embeddingLength)
+    : script
+      ? scriptWiring(vocabulary, preset, script)
+      : undefined;
+  addLlamaTensors(writer, preset, vocabulary.tokenTypes, seed, wiring);
+  return writer;
+}
+
+/**
+ * A llama model whose vocabulary is a real family's (copiedVocabulary.ts): its `tokenizer.*` keys
+ * copied as they are, including its chat templates unless `chatTemplate` is given (then that one
+ * alone), its file's name (which llama.cpp reads some token attributes by), and random weights with one embedding and output row per token. The thinking and
+ * fill-in-the-middle presets add tokens of their own to the project's vocabulary, so they take none.
+ */
+export function llamaModelWriterWithVocabulary(
+  preset: LlamaPreset,
+  vocabulary: CopiedVocabulary,
+  seed: number,
+  chatTemplate?: string,
+): GgufWriter {
+  if (preset.thoughts || preset.fillInTheMiddle)
+    throw new Error(`The preset "${preset.name}" adds tokens of its own: it takes no copied vocabulary.`);
+  const writer = new GgufWriter();
+  addModelMetadata(writer, { ...preset, name: vocabulary.name ?? preset.name }, vocabulary.size);
+  for (const [key, value] of vocabulary.keys) {
+    if (chatTemplate === undefined || !isChatTemplateKey(key)) writer.set(key, value);
+  }
+  if (chatTemplate !== undefined) writer.set("tokenizer.chat_template", text(chatTemplate));
+  addLlamaTensors(writer, preset, vocabulary.tokenTypes, seed);
   return writer;
 }
 
@@ -101,31 +132,32 @@ const WEIGHT_GAINS: BlockGains & { embedding: number; output: number } = {
   output: 8,
 };
 
-/** Tensor names and shapes as llama.cpp's llama architecture loads them (dims in ggml order: [in, out]). */
+/**
+ * Tensor names and shapes as llama.cpp's llama architecture loads them (dims in ggml order: [in, out]):
+ * one embedding and output row per token type given.
+ */
 function addLlamaTensors(
   writer: GgufWriter,
   preset: LlamaPreset,
-  vocabulary: TestVocabulary,
+  tokenTypes: readonly number[],
   seed: number,
-  script?: TestModelScript,
+  wiring?: ReturnType<typeof thoughtWiring> | ReturnType<typeof scriptWiring>,
 ): void {
   const hidden = preset.embeddingLength;
   const kvWidth = (hidden / preset.headCount) * preset.headCountKv;
   const ffn = preset.feedForwardLength;
-  const vocabularySize = vocabulary.tokens.length;
+  const vocabularySize = tokenTypes.length;
   const matrix = matrixMaker(preset, seed);
   // RMS norm weights of one leave the normalized hidden state as it is.
   const norm = (name: string) => constantTensor(name, hidden, 1);
-  // A scripted model's wiring also makes block 0's head 0 a previous-token head (scriptWiring.ts).
-  const scripted = script ? scriptWiring(vocabulary, preset, script) : undefined;
-  const wiring = preset.thoughts ? thoughtWiring(vocabulary, hidden) : scripted;
   const residualWriter = (tensor: GgufTensor, inputs: number) => wiring?.residualWriter(tensor, inputs) ?? tensor;
 
   const embedding = randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.embedding, seed);
   writer.addTensor(wiring?.embedding(embedding) ?? embedding);
   for (let block = 0; block < preset.blockCount; block++) {
     const prefix = `blk.${block}`;
-    const head = block === 0 ? scripted : undefined;
+    // A scripted model's block 0 head 0 is its previous-token head (scriptWiring.ts).
+    const head = block === 0 && wiring !== undefined && "query" in wiring ? wiring : undefined;
     const query = matrix(`${prefix}.attn_q.weight`, hidden, hidden, WEIGHT_GAINS.queryKey);
     const key = matrix(`${prefix}.attn_k.weight`, hidden, kvWidth, WEIGHT_GAINS.queryKey);
     const value = matrix(`${prefix}.attn_v.weight`, hidden, kvWidth, WEIGHT_GAINS.value);
@@ -143,7 +175,7 @@ function addLlamaTensors(
   }
   writer.addTensor(norm("output_norm.weight"));
   const output = matrix("output.weight", hidden, vocabularySize, WEIGHT_GAINS.output);
-  const silenced = { ...output, values: () => silenceAddedTokens(output.values(), hidden, vocabulary) };
+  const silenced = { ...output, values: () => silenceAddedTokens(output.values(), hidden, tokenTypes) };
   writer.addTensor(wiring?.output(silenced) ?? silenced);
 }
 
@@ -153,8 +185,8 @@ function addLlamaTensors(
  * tool call by itself: generation runs to the requested length, and tests that need a stop or a
  * tool call ask for one explicitly.
  */
-function silenceAddedTokens(output: Float32Array, hidden: number, vocabulary: TestVocabulary): Float32Array {
-  vocabulary.tokenTypes.forEach((type, id) => {
+function silenceAddedTokens(output: Float32Array, hidden: number, tokenTypes: readonly number[]): Float32Array {
+  tokenTypes.forEach((type, id) => {
     if (type !== TokenType.normal) output.fill(0, id * hidden, (id + 1) * hidden);
   });
   return output;

@@ -7,7 +7,8 @@ import { mkdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import type { GgufWriter } from "../gguf/GgufWriter.js";
 import { bertModelWriter } from "./bertModelWriter.js";
-import { llamaModelWriter } from "./llamaModelWriter.js";
+import { copiedVocabulary } from "./copiedVocabulary.js";
+import { llamaModelWriter, llamaModelWriterWithVocabulary } from "./llamaModelWriter.js";
 import { presets } from "./presets.js";
 import type { TestModelScript } from "./scriptWiring.js";
 import type { TestModelPreset, TestModelPresetName } from "./presets.js";
@@ -36,6 +37,14 @@ export interface MakeTestModelOptions {
    * text as tokens, scriptTokens.ts.
    */
   readonly script?: TestModelScript;
+  /**
+   * A GGUF file whose vocabulary to use instead of the project's (llama presets): its `tokenizer.*`
+   * keys are copied as they are (llama.cpp's models/ggml-vocab-*.gguf hold a real family's: Llama 3,
+   * Qwen2, Phi-3, ...), its chat template with them unless `chatTemplate` is given, its
+   * `general.name` (llama.cpp sets Phi-3's token attributes by the name), and the
+   * embedding and output matrices get one row per token (150k tokens × 64 dims of tiny: about 40 MB).
+   */
+  readonly vocabularyFrom?: string;
 }
 
 export interface MadeTestModel {
@@ -56,10 +65,15 @@ export async function makeTestModel({
   seed = DEFAULT_SEED,
   chatTemplate,
   script,
+  vocabularyFrom,
 }: MakeTestModelOptions): Promise<MadeTestModel> {
   if (!Object.hasOwn(presets, preset)) throw new Error(`Unknown test model preset: ${preset}`);
   if (!Number.isSafeInteger(seed)) throw new RangeError(`Seed must be an integer, got ${seed}`);
-  const writer = modelWriter(presets[preset], seed, chatTemplate, script);
+  if (script && vocabularyFrom !== undefined) throw new Error("A scripted model takes the project's vocabulary, not a copied one.");
+  const writer =
+    vocabularyFrom === undefined
+      ? modelWriter(presets[preset], seed, chatTemplate, script)
+      : await modelWriterWithVocabulary(presets[preset], seed, chatTemplate, vocabularyFrom);
 
   const path = resolve(out);
   await mkdir(dirname(path), { recursive: true });
@@ -88,4 +102,14 @@ function modelWriter(
       if (script !== undefined) throw new Error("An embedding model writes no replies.");
       return bertModelWriter(preset, wordPieceVocabulary(), seed);
   }
+}
+
+async function modelWriterWithVocabulary(
+  preset: TestModelPreset,
+  seed: number,
+  chatTemplate: string | undefined,
+  vocabularyFrom: string,
+): Promise<GgufWriter> {
+  if (preset.kind !== "llama") throw new Error("Only the llama presets take a copied vocabulary.");
+  return llamaModelWriterWithVocabulary(preset, await copiedVocabulary(vocabularyFrom), seed, chatTemplate);
 }

@@ -15,11 +15,12 @@ interface DebianPackage {
 export const debianPackages = {
   postgresql: { commands: ["initdb", "postgres"], neededFor: "the PostgreSQL access-store and two-replica tests" },
   "redis-server": { commands: ["redis-server"], neededFor: "the Redis rate-limiter and two-replica tests" },
-  // `modelhost engine build` compiles llama.cpp from the source bundled in node-llama-cpp.
-  cmake: { commands: ["cmake"], neededFor: "the native engine build test" },
-  "g++": { commands: ["g++"], neededFor: "the native engine build test" },
-  make: { commands: ["make"], neededFor: "the native engine build test" },
-  git: { commands: ["git"], neededFor: "the native engine build test" },
+  // `modelhost engine build` compiles llama.cpp from the source bundled in node-llama-cpp; so does
+  // test/support/llamaCppBuild.ts, for llama-tokenize.
+  cmake: { commands: ["cmake"], neededFor: "the native engine build and llama-tokenize cross-check tests" },
+  "g++": { commands: ["g++"], neededFor: "the native engine build and llama-tokenize cross-check tests" },
+  make: { commands: ["make"], neededFor: "the native engine build and llama-tokenize cross-check tests" },
+  git: { commands: ["git"], neededFor: "the native engine build and llama-tokenize cross-check tests" },
   // `script` runs the server in a pseudo-terminal (Essential in Debian: always there).
   bsdutils: { commands: ["script"], neededFor: "the start command's terminal-log test" },
   // `modelhost run` is driven in a real terminal: a tmux pane, keys sent, the screen read.
@@ -32,7 +33,7 @@ export const debianPackages = {
 
 export type PackageName = keyof typeof debianPackages;
 
-/** The build tools of `modelhost engine build`. */
+/** The build tools of `modelhost engine build` (and of llama.cpp's own tools, test/support/llamaCppBuild.ts). */
 export const engineBuildTools: PackageName[] = ["cmake", "g++", "make", "git"];
 
 /**

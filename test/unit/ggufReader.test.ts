@@ -13,6 +13,7 @@ import {
   MAX_RETAINED_BYTES,
   newReadStats,
   readGgufHeader,
+  readGgufValues,
   type GgufReadStats,
 } from "../../src/gguf/GgufReader.js";
 import { GgufWriter } from "../../src/gguf/GgufWriter.js";
@@ -127,6 +128,35 @@ describe("the GGUF reader on sound models", () => {
     expect(header.parameterCount).toBe(200_000);
     expect(stats.largestBuffer).toBeLessThanOrEqual(1024 * 1024);
     expect(stats.retainedBytes).toBeLessThan(64 * 1024);
+  });
+
+  it("reads chosen keys whole and typed (readGgufValues): written back, they give the same bytes", async () => {
+    const tokens = Array.from({ length: 10_000 }, (_, index) => (index % 3 === 0 ? `▁tok${index}` : `Ġ${index}🎉`));
+    const vocabulary = (writer: GgufWriter) =>
+      writer
+        .set("tokenizer.ggml.model", { type: "string", value: "gpt2" })
+        .set("tokenizer.ggml.tokens", { type: "array", itemType: "string", values: tokens })
+        .set("tokenizer.ggml.token_type", { type: "array", itemType: "int32", values: tokens.map((_, index) => (index < 9_000 ? 1 : 3)) })
+        .set("tokenizer.ggml.scores", { type: "array", itemType: "float32", values: tokens.map((_, index) => -index / 4) })
+        .set("tokenizer.ggml.bos_token_id", { type: "uint32", value: 9_000 })
+        .set("tokenizer.ggml.add_bos_token", { type: "bool", value: true });
+    const original = path.join(directory, "vocabulary.gguf");
+    await vocabulary(new GgufWriter().set("general.architecture", { type: "string", value: "llama" })).write(original);
+
+    const values = await readGgufValues(original, (key) => key.startsWith("tokenizer."));
+    expect([...values.keys()]).toEqual([
+      "tokenizer.ggml.model",
+      "tokenizer.ggml.tokens",
+      "tokenizer.ggml.token_type",
+      "tokenizer.ggml.scores",
+      "tokenizer.ggml.bos_token_id",
+      "tokenizer.ggml.add_bos_token",
+    ]);
+    const copy = new GgufWriter().set("general.architecture", { type: "string", value: "llama" });
+    for (const [key, value] of values) copy.set(key, value);
+    const copied = path.join(directory, "vocabulary-copy.gguf");
+    await copy.write(copied);
+    expect((await readFile(copied)).equals(await readFile(original))).toBe(true);
   });
 });
 
