@@ -103,7 +103,10 @@ export interface Engine {
 
 /** A chat request's prompt as the model reads it (Engine.renderPrompt). */
 export interface PromptPreview {
-  /** The prompt's tokens as text, special tokens written out (`<|im_start|>`…). */
+  /**
+   * The prompt as the chat template rendered it, as transformers renders it (for a model without a
+   * Jinja template, the prompt's tokens as text, special tokens written out: `<|im_start|>`…).
+   */
   text: string;
   tokenCount: number;
 }

@@ -411,8 +411,8 @@ export class LoadedModel {
   /** The request's prompt, rendered as `chat` renders it: its tokens as text and their count; takes no decoding slot. */
   renderPrompt(request: ChatRequest, { admit }: RequestOptions): Promise<PromptPreview> {
     return withoutTokens(admit, () => {
-      const { tokens } = this.#render(request).prompt;
-      return { text: this.#tokenBytes.text(tokens), tokenCount: tokens.length };
+      const { tokens, text } = this.#render(request).prompt;
+      return { text: text ?? this.#tokenBytes.text(tokens), tokenCount: tokens.length };
     });
   }
 

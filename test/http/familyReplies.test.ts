@@ -7,6 +7,7 @@ import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { scriptTokens } from "../../src/testmodels/scriptTokens.js";
 import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
 import { llamaCppSource } from "../support/llamaCppSource.js";
+import { forcedWeatherTool } from "../support/toolSchemas.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 
 /**
@@ -54,16 +55,7 @@ const CALLS: Record<string, Case> = {
   },
 };
 
-const weather = {
-  name: "get_weather",
-  description: "Get the current weather in a city",
-  parameters: {
-    type: "object",
-    properties: { city: { type: "string", enum: ["Paris"] } },
-    required: ["city"],
-    additionalProperties: false,
-  },
-};
+const weather = forcedWeatherTool;
 
 let server: TestServer;
 let dir: string;

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatFormatOf } from "../../src/chatTemplates/chatFormats.js";
 import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { llamaCppSource } from "../support/llamaCppSource.js";
+import { forcedWeatherTool } from "../support/toolSchemas.js";
 import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 
 /**
@@ -35,17 +36,7 @@ const FAMILIES: Record<string, string> = {
   generic: "microsoft-Phi-3.5-mini-instruct.jinja",
 };
 
-/** A schema the grammar fills in alone: every value is forced, so the arguments are known. */
-const weather = {
-  name: "get_weather",
-  description: "Get the current weather in a city",
-  parameters: {
-    type: "object",
-    properties: { city: { type: "string", enum: ["Paris"] } },
-    required: ["city"],
-    additionalProperties: false,
-  },
-};
+const weather = forcedWeatherTool;
 const time = {
   name: "get_time",
   description: "Get the time in a time zone",

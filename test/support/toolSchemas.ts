@@ -8,3 +8,15 @@ export const weatherSchema = {
   required: ["city", "unit"],
   additionalProperties: false,
 } as const;
+
+/** A function whose arguments the grammar fills in alone (every value forced): a call's arguments are known, `{"city": "Paris"}`. */
+export const forcedWeatherTool = {
+  name: "get_weather",
+  description: "Get the current weather in a city",
+  parameters: {
+    type: "object",
+    properties: { city: { type: "string", enum: ["Paris"] } },
+    required: ["city"],
+    additionalProperties: false,
+  },
+};

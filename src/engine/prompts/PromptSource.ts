@@ -4,6 +4,11 @@ import type { ChatRequest, ToolDefinition } from "../../core/ChatRequest.js";
 
 export interface RenderedPrompt {
   tokens: Token[];
+  /**
+   * The text the chat template rendered, as transformers renders it (POST /apply-template shows
+   * it); absent where no Jinja template rendered the prompt: the tokens' text stands for it.
+   */
+  text?: string;
   /** Control tokens that end the turn in this template (e.g. `<|im_end|>`), besides end-of-generation ones. */
   stopTokens: ReadonlySet<Token>;
   /** Template stop triggers that are plain text (e.g. "\n\n### Human:" in fallback templates). */

@@ -82,6 +82,7 @@ export class TemplatePrompts implements ConversationPrompts {
     }
     return {
       tokens: this.#tokenize(text),
+      text,
       stopTokens: this.#stopTokens,
       stopTexts: [],
       calls: this.calls,
