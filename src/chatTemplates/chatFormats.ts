@@ -13,7 +13,7 @@
 export interface CallSyntax {
   /** Opens the group of calls (often empty). */
   sectionPrefix: string;
-  /** Opens one call; the function's name follows. */
+  /** Opens one call; the function's name follows. Here and in `paramsPrefix`, `{index}` is the call's number (CALL_INDEX). */
   prefix: string;
   /** Between the name and the JSON arguments. */
   paramsPrefix: string;
@@ -185,6 +185,37 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
     calls: { sectionPrefix: "<tool_calls>\n", ...JSON_CALL, betweenCalls: "\n", sectionSuffix: "\n</tool_calls>", parallel: true },
   },
   {
+    name: "Kimi K2",
+    markers: ["<|tool_calls_section_begin|>"],
+    calls: {
+      sectionPrefix: "<|tool_calls_section_begin|>",
+      prefix: "<|tool_call_begin|>functions.",
+      paramsPrefix: ":{index}<|tool_call_argument_begin|>",
+      suffix: "<|tool_call_end|>",
+      betweenCalls: "",
+      sectionSuffix: "<|tool_calls_section_end|>",
+      parallel: true,
+    },
+  },
+  {
+    name: "Command R7B",
+    markers: ["<|START_ACTION|>"],
+    calls: {
+      sectionPrefix: "<|START_ACTION|>[\n    ",
+      prefix: '{"tool_call_id": "{index}", "tool_name": "',
+      paramsPrefix: '", "parameters": ',
+      suffix: "}",
+      betweenCalls: ",\n    ",
+      sectionSuffix: "\n]<|END_ACTION|>",
+      parallel: true,
+    },
+  },
+  {
+    name: "Functionary v3.2",
+    markers: [">>>all"],
+    calls: { sectionPrefix: "", prefix: ">>>", paramsPrefix: "\n", suffix: "", betweenCalls: "", sectionSuffix: "", parallel: true },
+  },
+  {
     name: "Seed-OSS",
     markers: ["<seed:tool_call>"],
     calls: {
@@ -301,7 +332,8 @@ const THOUGHTS: readonly ThoughtMarkers[] = [
   { open: "<seed:think>", close: "</seed:think>" },
   { open: "<think>", close: "</think>" },
   { open: "[THINK]", close: "[/THINK]" },
-  { open: "<|START_THINKING|>", close: "<|END_THINKING|>" },
+  // Command R7B writes its answer between <|START_RESPONSE|> and <|END_RESPONSE|> (its end of turn).
+  { open: "<|START_THINKING|>", close: "<|END_THINKING|>", answerHeaders: ["<|START_RESPONSE|>"] },
 ];
 
 /** The family of a chat template, from the markers in its text. */

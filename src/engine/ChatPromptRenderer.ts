@@ -11,6 +11,7 @@ import type { ToolCallPlan } from "./streamCompletion.js";
 import { continuesLastMessage } from "./toChatHistory.js";
 import { callDelimitersOf, callOpenersOf } from "./tools/ToolCallSyntax.js";
 import { toolCallGrammar } from "./tools/toolCallGrammar.js";
+import { CALL_INDEX } from "./tools/ToolCallParser.js";
 
 export type { RenderedPrompt } from "./prompts/PromptSource.js";
 
@@ -105,7 +106,11 @@ export class ChatPromptRenderer {
     const delimiters = callDelimitersOf(syntax, tools);
     const parallel = request.parallelToolCalls && syntax.parallel;
     const grammar = toolCallGrammar({ tools, delimiters, parallel, named });
-    const opener = syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix);
+    // The first call's opening, its index (Kimi K2's, Command R7B's) 0.
+    const opener = (syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix)).replaceAll(
+      CALL_INDEX,
+      "0",
+    );
     return {
       mode: named !== undefined ? { name: named } : choice.type === "required" ? "required" : "auto",
       openers: callOpenersOf(syntax),

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CALL_FAMILIES, GENERIC_CALLS } from "../../src/chatTemplates/chatFormats.js";
-import { ToolCallParser, type ToolCallParserEvent } from "../../src/engine/tools/ToolCallParser.js";
+import { CALL_INDEX, ToolCallParser, type ToolCallParserEvent } from "../../src/engine/tools/ToolCallParser.js";
 import { callDelimitersOf } from "../../src/engine/tools/ToolCallSyntax.js";
 
 const qwen = { paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", nextCall: '\n<tool_call>\n{"name": "', sectionSuffix: "" };
@@ -106,9 +106,15 @@ describe("ToolCallParser", () => {
         fc.array(fc.tuple(fc.stringMatching(/^[a-z_]{1,12}$/), fc.dictionary(fc.string(), fc.jsonValue())), { minLength: 1, maxLength: 3 }),
         fc.array(fc.nat(), { maxLength: 8 }),
         (syntax, written, cuts) => {
+          // A numbering family's calls carry their index (Kimi K2's `:0`, `:1`; Command R7B's ids).
+          const numbered = (text: string, index: number) => text.replaceAll(CALL_INDEX, String(index));
           const text =
-            written.map(([name, args]) => `${name}${syntax.paramsPrefix}${JSON.stringify(args)}${syntax.suffix}`).join(syntax.nextCall) +
-            syntax.sectionSuffix;
+            written
+              .map(
+                ([name, args], index) =>
+                  `${index === 0 ? "" : numbered(syntax.nextCall, index)}${name}${numbered(syntax.paramsPrefix, index)}${JSON.stringify(args)}${syntax.suffix}`,
+              )
+              .join("") + syntax.sectionSuffix;
           const at = [...new Set(cuts.map((cut) => cut % (text.length + 1)))].sort((a, b) => a - b);
           const pieces = [0, ...at].map((start, i) => text.slice(start, [...at, text.length][i]));
           const events = feed(new ToolCallParser(syntax), pieces);

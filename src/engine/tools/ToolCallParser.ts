@@ -3,6 +3,27 @@ import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
 export type ToolCallParserEvent =
   { type: "start"; index: number; name: string } | { type: "arguments"; index: number; text: string } | { type: "end"; index: number };
 
+/**
+ * Stands for the call's index in a delimiter (0 for the first call of a reply), for families that
+ * number their calls: Kimi K2's `functions.NAME:0`, Command R7B's `"tool_call_id": "0"`.
+ */
+export const CALL_INDEX = "{index}";
+
+/** Where `delimiter` first occurs in `text`, its call index matching any number. */
+function findDelimiter(text: string, delimiter: string): { at: number; length: number } | undefined {
+  if (!delimiter.includes(CALL_INDEX)) {
+    const at = text.indexOf(delimiter);
+    return at === -1 ? undefined : { at, length: delimiter.length };
+  }
+  const pattern = new RegExp(delimiter.split(CALL_INDEX).map(escapeRegExp).join("[0-9]+"));
+  const match = pattern.exec(text);
+  return match ? { at: match.index, length: match[0].length } : undefined;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
 export interface CallDelimiters {
   /** Between the name and the JSON arguments. */
   paramsPrefix: string;
@@ -66,12 +87,13 @@ export class ToolCallParser {
       const state = this.#state;
       switch (state.kind) {
         case "name": {
-          const at = this.#buffer.indexOf(this.#delimiters.paramsPrefix);
-          if (at === -1) return events;
+          const found = findDelimiter(this.#buffer, this.#delimiters.paramsPrefix);
+          if (found === undefined) return events;
+          const { at, length } = found;
           const index = this.#calls++;
           const name = this.#buffer.slice(0, at);
           events.push({ type: "start", index, name });
-          this.#buffer = this.#buffer.slice(at + this.#delimiters.paramsPrefix.length);
+          this.#buffer = this.#buffer.slice(at + length);
           this.#state = { kind: "arguments", index, value: this.#argumentsOf(name) };
           break;
         }
@@ -106,9 +128,9 @@ export class ToolCallParser {
           break;
         }
         case "between": {
-          const at = this.#buffer.indexOf(this.#delimiters.nextCall);
-          if (at === -1) return events;
-          this.#buffer = this.#buffer.slice(at + this.#delimiters.nextCall.length);
+          const found = findDelimiter(this.#buffer, this.#delimiters.nextCall);
+          if (found === undefined) return events;
+          this.#buffer = this.#buffer.slice(found.at + found.length);
           this.#state = { kind: "name" };
           break;
         }
