@@ -55,6 +55,8 @@ export interface ThoughtMarkers {
    * answer after `<|start|>assistant<|channel|>final<|message|>` (harmony's final channel).
    */
   answerHeaders?: readonly string[];
+  /** Text that ends the answer, and the reply (Granite's `</response>`): generation stops there. */
+  answerEnd?: string;
 }
 
 export interface ChatFormat {
@@ -330,6 +332,8 @@ const HARMONY: ChatFormat = {
 /** Thought markers, checked in order (Seed's before the bare `<think>` it contains). */
 const THOUGHTS: readonly ThoughtMarkers[] = [
   { open: "<seed:think>", close: "</seed:think>" },
+  // Granite 3.3, told to think, writes `<think>…</think><response>…</response>`.
+  { open: "<think>", close: "</think>", answerHeaders: ["<response>"], answerEnd: "</response>" },
   { open: "<think>", close: "</think>" },
   { open: "[THINK]", close: "[/THINK]" },
   // Command R7B writes its answer between <|START_RESPONSE|> and <|END_RESPONSE|> (its end of turn).
@@ -342,7 +346,9 @@ export function chatFormatOf(source: string): ChatFormat {
   const family = CALL_FAMILIES.find(
     (rule) => rule.markers.every((m) => source.includes(m)) && !rule.without?.some((m) => source.includes(m)),
   );
-  const thought = THOUGHTS.find((markers) => source.includes(markers.close));
+  const thought = THOUGHTS.find(
+    (markers) => source.includes(markers.close) && (markers.answerEnd === undefined || source.includes(markers.answerEnd)),
+  );
   return {
     name: family?.name ?? "generic",
     ...(family ? { calls: family.calls } : {}),

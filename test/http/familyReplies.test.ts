@@ -36,6 +36,12 @@ const THOUGHTS: Record<string, Case> = {
     reply: `The sky\n</think>\n\nBlue.${EOS}`,
     markers: ["</think>"],
   },
+  // Granite 3.3 thinks only when told (its `thinking` switch), and answers inside <response>.
+  Granite: {
+    template: "ibm-granite-granite-3.3-2B-Instruct.jinja",
+    reply: "<think>The sky</think><response>Blue.</response>",
+    markers: ["<think>", "</think>", "<response>", "</response>"],
+  },
   Magistral: {
     template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
     reply: `[THINK]The sky[/THINK]Blue.${EOS}`,
@@ -66,7 +72,7 @@ async function scriptFor(source: string, { reply, markers }: Case, thinking: boo
     messages: question,
     addGenerationPrompt: true,
     // The thought cases' requests ask for thinking.
-    ...(thinking ? { enableThinking: true } : {}),
+    ...(thinking ? { enableThinking: true, thinking: true } : {}),
     bosToken: vocabulary.tokens[vocabulary.bosId]!,
     eosToken: EOS,
   });

@@ -84,7 +84,7 @@ export class TemplatePrompts implements ConversationPrompts {
       tokens: this.#tokenize(text),
       text,
       stopTokens: this.#stopTokens,
-      stopTexts: [],
+      stopTexts: thought?.markers.answerEnd !== undefined ? [thought.markers.answerEnd] : [],
       calls: this.calls,
       ...(thought ? { thought } : {}),
       continued: (content, opener) => this.#tokenize(text + content + opener),
