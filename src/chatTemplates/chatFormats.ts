@@ -59,6 +59,11 @@ export interface ThoughtMarkers {
   answerEnd?: string;
 }
 
+/** A family's thought markers, recognised by a text of its template (by default, the closing marker). */
+interface ThoughtRule extends ThoughtMarkers {
+  recognisedBy?: string;
+}
+
 export interface ChatFormat {
   /** The family, as llama.cpp's chat layer names its formats. */
   name: string;
@@ -330,10 +335,16 @@ const HARMONY: ChatFormat = {
 };
 
 /** Thought markers, checked in order (Seed's before the bare `<think>` it contains). */
-const THOUGHTS: readonly ThoughtMarkers[] = [
+const THOUGHTS: readonly ThoughtRule[] = [
   { open: "<seed:think>", close: "</seed:think>" },
   // Granite 3.3, told to think, writes `<think>…</think><response>…</response>`.
-  { open: "<think>", close: "</think>", answerHeaders: ["<response>"], answerEnd: "</response>" },
+  {
+    open: "<think>",
+    close: "</think>",
+    answerHeaders: ["<response>"],
+    answerEnd: "</response>",
+    recognisedBy: "<response></response>",
+  },
   { open: "<think>", close: "</think>" },
   { open: "[THINK]", close: "[/THINK]" },
   // Command R7B writes its answer between <|START_RESPONSE|> and <|END_RESPONSE|> (its end of turn).
@@ -346,9 +357,13 @@ export function chatFormatOf(source: string): ChatFormat {
   const family = CALL_FAMILIES.find(
     (rule) => rule.markers.every((m) => source.includes(m)) && !rule.without?.some((m) => source.includes(m)),
   );
-  const thought = THOUGHTS.find(
-    (markers) => source.includes(markers.close) && (markers.answerEnd === undefined || source.includes(markers.answerEnd)),
-  );
+  const rule = THOUGHTS.find((each) => source.includes(each.recognisedBy ?? each.close));
+  const thought = rule && {
+    open: rule.open,
+    close: rule.close,
+    ...(rule.answerHeaders ? { answerHeaders: rule.answerHeaders } : {}),
+    ...(rule.answerEnd ? { answerEnd: rule.answerEnd } : {}),
+  };
   return {
     name: family?.name ?? "generic",
     ...(family ? { calls: family.calls } : {}),

@@ -8,7 +8,7 @@ import { scriptTokens } from "../../src/testmodels/scriptTokens.js";
 import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
 import { llamaCppSource } from "../support/llamaCppSource.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 
 /**
  * Real families' replies, written by scripted weights (src/testmodels/scriptWiring.ts) after each
@@ -59,6 +59,22 @@ const CALLS: Record<string, Case> = {
     reply: "<｜tool▁calls▁begin｜>",
     markers: ["<｜tool▁calls▁begin｜>"],
   },
+  "DeepSeek V3.1": { template: "deepseek-ai-DeepSeek-V3.1.jinja", reply: "<｜tool▁calls▁begin｜>", markers: ["<｜tool▁calls▁begin｜>"] },
+  "Llama 3.x": { template: "meta-llama-Llama-3.1-8B-Instruct.jinja", reply: '{"name": "', markers: [] },
+  Magistral: { template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja", reply: "[TOOL_CALLS]", markers: ["[TOOL_CALLS]"] },
+  Granite: { template: "ibm-granite-granite-3.3-2B-Instruct.jinja", reply: "<|tool_call|>[", markers: ["<|tool_call|>"] },
+  // Its generation prompt opens a thought: the model closes it, then calls.
+  "Nemotron v2": { template: "NVIDIA-Nemotron-Nano-v2.jinja", reply: "Sky.</think><TOOLCALL>[", markers: ["</think>", "<TOOLCALL>"] },
+  Apertus: { template: "Apertus-8B-Instruct.jinja", reply: "<|tools_prefix|>[", markers: ["<|tools_prefix|>"] },
+  "MiniMax-M1": { template: "MiniMax-M1.jinja", reply: "<tool_calls>", markers: ["<tool_calls>"] },
+  "MiniMax-M2": { template: "MiniMax-M2.jinja", reply: "Sky.</think><minimax:tool_call>", markers: ["</think>", "<minimax:tool_call>"] },
+  "GLM 4.5": { template: "GLM-4.6.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  "Kimi K2": {
+    template: "moonshotai-Kimi-K2.jinja",
+    reply: "<|tool_calls_section_begin|>",
+    markers: ["<|tool_calls_section_begin|>"],
+  },
+  "gpt-oss": { template: "openai-gpt-oss-120b.jinja", reply: "<|channel|>commentary to=functions.", markers: ["<|channel|>"] },
 };
 
 const weather = forcedWeatherTool;
@@ -165,6 +181,25 @@ describe.each(Object.keys(CALLS))("%s's call in auto mode", (family) => {
     const [call] = chat.choices[0]!.message.tool_calls!;
     expect(call!.function.name).toBe("get_weather");
     expect(JSON.parse(call!.function.arguments)).toEqual({ city: "Paris" });
+
+    // Streamed: the same call, its arguments in pieces.
+    const streamed = await postJson(`${server.url}/v1/chat/completions`, {
+      model,
+      messages: question,
+      tools,
+      temperature: 0,
+      max_tokens: 256,
+      parallel_tool_calls: false,
+      stream: true,
+    });
+    const deltas = (await readSseEvents(streamed))
+      .filter((data) => data !== "[DONE]")
+      .flatMap(
+        (data) =>
+          (JSON.parse(data) as { choices: Array<{ delta: { tool_calls?: Array<{ function?: { arguments?: string } }> } }> }).choices,
+      )
+      .flatMap((choice) => choice.delta.tool_calls ?? []);
+    expect(deltas.map((delta) => delta.function?.arguments ?? "").join("")).toBe(call!.function.arguments);
 
     const ollama = (await (
       await postJson(`${server.url}/api/chat`, {

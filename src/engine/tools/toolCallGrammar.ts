@@ -42,12 +42,15 @@ export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCall
   return [root, `call ::= (${alternatives.join(" | ")}) ${suffix}`, ...rules].join("\n");
 }
 
-/** A delimiter's literal, its call index (CALL_INDEX) any number. */
+/**
+ * A delimiter's literal, its call index (CALL_INDEX) a number of up to three digits: the grammar
+ * cannot count calls, and an unbounded number would let a model write digits without end.
+ */
 function delimiterRule(text: string): string {
   return text
     .split(CALL_INDEX)
     .map((part) => gbnfLiteral(part))
-    .join(" [0-9]+ ");
+    .join(" [0-9]{1,3} ");
 }
 
 /**
