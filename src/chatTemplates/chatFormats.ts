@@ -13,7 +13,10 @@
 export interface CallSyntax {
   /** Opens the group of calls (often empty). */
   sectionPrefix: string;
-  /** Opens one call; the function's name follows. Here and in `paramsPrefix`, `{index}` is the call's number (CALL_INDEX). */
+  /**
+   * Opens one call; the function's name follows. Here and in `paramsPrefix`, `{index}` stands for
+   * the call's number and `{id}` for a call id (engine/tools/callPlaceholders.ts).
+   */
   prefix: string;
   /** Between the name and the JSON arguments. */
   paramsPrefix: string;
@@ -109,6 +112,20 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
       betweenCalls: "",
       sectionSuffix: "<｜tool▁calls▁end｜>",
       parallel: true,
+    },
+  },
+  {
+    name: "Mistral Small 3.2",
+    markers: ["[TOOL_CALLS]", "[CALL_ID]", "[ARGS]"],
+    calls: {
+      sectionPrefix: "",
+      prefix: "[TOOL_CALLS]",
+      paramsPrefix: "[CALL_ID]{id}[ARGS]",
+      suffix: "",
+      betweenCalls: "",
+      sectionSuffix: "",
+      parallel: true,
+      callIdLength: 9,
     },
   },
   {

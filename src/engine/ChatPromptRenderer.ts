@@ -11,7 +11,7 @@ import type { ToolCallPlan } from "./streamCompletion.js";
 import { continuesLastMessage } from "./toChatHistory.js";
 import { callDelimitersOf, callOpenersOf } from "./tools/ToolCallSyntax.js";
 import { toolCallGrammar } from "./tools/toolCallGrammar.js";
-import { CALL_INDEX } from "./tools/ToolCallParser.js";
+import { firstCallText } from "./tools/callPlaceholders.js";
 
 export type { RenderedPrompt } from "./prompts/PromptSource.js";
 
@@ -106,11 +106,8 @@ export class ChatPromptRenderer {
     const delimiters = callDelimitersOf(syntax, tools);
     const parallel = request.parallelToolCalls && syntax.parallel;
     const grammar = toolCallGrammar({ tools, delimiters, parallel, named });
-    // The first call's opening, its index (Kimi K2's, Command R7B's) 0.
-    const opener = (syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix)).replaceAll(
-      CALL_INDEX,
-      "0",
-    );
+    // The first call's opening, its index (Kimi K2's, Command R7B's) 0, its id (Mistral Small 3.2's) a new one.
+    const opener = firstCallText(syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix));
     return {
       mode: named !== undefined ? { name: named } : choice.type === "required" ? "required" : "auto",
       openers: callOpenersOf(syntax),

@@ -63,6 +63,7 @@ const CALLS: Record<string, Case> = {
   "Llama 3.x": { template: "meta-llama-Llama-3.1-8B-Instruct.jinja", reply: '{"name": "', markers: [] },
   Magistral: { template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja", reply: "[TOOL_CALLS]", markers: ["[TOOL_CALLS]"] },
   Granite: { template: "ibm-granite-granite-3.3-2B-Instruct.jinja", reply: "<|tool_call|>[", markers: ["<|tool_call|>"] },
+  "Mistral Small 3.2": { template: "Mistral-Small-3.2-24B-Instruct-2506.jinja", reply: "[TOOL_CALLS]", markers: ["[TOOL_CALLS]"] },
   // Its generation prompt opens a thought: the model closes it, then calls.
   "Nemotron v2": { template: "NVIDIA-Nemotron-Nano-v2.jinja", reply: "Sky.</think><TOOLCALL>[", markers: ["</think>", "<TOOLCALL>"] },
   Apertus: { template: "Apertus-8B-Instruct.jinja", reply: "<|tools_prefix|>[", markers: ["<|tools_prefix|>"] },

@@ -20,6 +20,7 @@ const FAMILIES: Record<string, string> = {
   "Llama 3.x": "meta-llama-Llama-3.1-8B-Instruct.jinja",
   "Mistral Nemo": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
   Magistral: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+  "Mistral Small 3.2": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
   "DeepSeek R1": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
   "DeepSeek V3.1": "deepseek-ai-DeepSeek-V3.1.jinja",
   Granite: "ibm-granite-granite-3.3-2B-Instruct.jinja",

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CALL_FAMILIES, GENERIC_CALLS } from "../../src/chatTemplates/chatFormats.js";
-import { CALL_INDEX, ToolCallParser, type ToolCallParserEvent } from "../../src/engine/tools/ToolCallParser.js";
+import { ToolCallParser, type ToolCallParserEvent } from "../../src/engine/tools/ToolCallParser.js";
 import { callDelimitersOf } from "../../src/engine/tools/ToolCallSyntax.js";
 
 const qwen = { paramsPrefix: '", "arguments": ', suffix: "}\n</tool_call>", nextCall: '\n<tool_call>\n{"name": "', sectionSuffix: "" };
@@ -106,8 +106,8 @@ describe("ToolCallParser", () => {
         fc.array(fc.tuple(fc.stringMatching(/^[a-z_]{1,12}$/), fc.dictionary(fc.string(), fc.jsonValue())), { minLength: 1, maxLength: 3 }),
         fc.array(fc.nat(), { maxLength: 8 }),
         (syntax, written, cuts) => {
-          // A numbering family's calls carry their index (Kimi K2's `:0`, `:1`; Command R7B's ids).
-          const numbered = (text: string, index: number) => text.replaceAll(CALL_INDEX, String(index));
+          // A numbering family's calls carry their index (Kimi K2's `:0`, `:1`; Command R7B's ids) or an id (Mistral Small 3.2's).
+          const numbered = (text: string, index: number) => text.replaceAll("{index}", String(index)).replaceAll("{id}", "call00001");
           const text =
             written
               .map(

@@ -1,28 +1,8 @@
 import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
+import { findDelimiter } from "./callPlaceholders.js";
 
 export type ToolCallParserEvent =
   { type: "start"; index: number; name: string } | { type: "arguments"; index: number; text: string } | { type: "end"; index: number };
-
-/**
- * Stands for the call's index in a delimiter (0 for the first call of a reply), for families that
- * number their calls: Kimi K2's `functions.NAME:0`, Command R7B's `"tool_call_id": "0"`.
- */
-export const CALL_INDEX = "{index}";
-
-/** Where `delimiter` first occurs in `text`, its call index matching any number. */
-function findDelimiter(text: string, delimiter: string): { at: number; length: number } | undefined {
-  if (!delimiter.includes(CALL_INDEX)) {
-    const at = text.indexOf(delimiter);
-    return at === -1 ? undefined : { at, length: delimiter.length };
-  }
-  const pattern = new RegExp(delimiter.split(CALL_INDEX).map(escapeRegExp).join("[0-9]+"));
-  const match = pattern.exec(text);
-  return match ? { at: match.index, length: match[0].length } : undefined;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
 
 export interface CallDelimiters {
   /** Between the name and the JSON arguments. */

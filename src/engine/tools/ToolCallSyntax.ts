@@ -1,7 +1,8 @@
 import { LlamaText, type ChatWrapper } from "node-llama-cpp";
 import type { CallSyntax } from "../../chatTemplates/chatFormats.js";
 import type { ToolDefinition } from "../../core/ChatRequest.js";
-import { CALL_INDEX, type CallDelimiters } from "./ToolCallParser.js";
+import { fixedStart } from "./callPlaceholders.js";
+import type { CallDelimiters } from "./ToolCallParser.js";
 
 /**
  * The call syntax of one of node-llama-cpp's chat wrappers (for files without a chat template): for
@@ -67,8 +68,8 @@ export function isTextParameter(schema: unknown): boolean {
  * then writes the template's exact prefix and the grammar takes over.
  */
 export function callOpenersOf(syntax: CallSyntax): string[] {
-  // Up to the first line break, and up to a call index, which the model may write as it likes.
-  const firstLine = (text: string) => (text.split("\n")[0] || text).split(CALL_INDEX)[0]!;
+  // Up to the first line break, and up to a call index or id, which the model may write as it likes.
+  const firstLine = (text: string) => fixedStart(text.split("\n")[0] || text);
   const openers = [syntax.sectionPrefix + syntax.prefix, syntax.sectionPrefix, syntax.prefix, ...(syntax.alternates ?? [])].map(firstLine);
   return [...new Set(openers.filter((opener) => opener.trim() !== ""))];
 }

@@ -1,7 +1,8 @@
 import type { ResponseFormat, ToolDefinition } from "../../core/ChatRequest.js";
 import { gbnfLiteral, jsonObjectGbnf, jsonSchemaToGbnf } from "../jsonSchemaToGbnf.js";
 import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
-import { CALL_INDEX, type CallDelimiters } from "./ToolCallParser.js";
+import { delimiterGbnf } from "./callPlaceholders.js";
+import type { CallDelimiters } from "./ToolCallParser.js";
 import { isTextParameter, propertiesOf } from "./ToolCallSyntax.js";
 
 export interface ToolCallGrammarOptions {
@@ -36,21 +37,10 @@ export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCall
     return [`root ::= ${argumentsRule(tool, index)} ${suffix} ${sectionSuffix}`, ...rules].join("\n");
   }
   const alternatives = tools.map(
-    (tool, index) => `${gbnfLiteral(tool.name)} ${delimiterRule(delimiters.paramsPrefix)} ${argumentsRule(tool, index)}`,
+    (tool, index) => `${gbnfLiteral(tool.name)} ${delimiterGbnf(delimiters.paramsPrefix)} ${argumentsRule(tool, index)}`,
   );
-  const root = parallel ? `root ::= call (${delimiterRule(delimiters.nextCall)} call)* ${sectionSuffix}` : `root ::= call ${sectionSuffix}`;
+  const root = parallel ? `root ::= call (${delimiterGbnf(delimiters.nextCall)} call)* ${sectionSuffix}` : `root ::= call ${sectionSuffix}`;
   return [root, `call ::= (${alternatives.join(" | ")}) ${suffix}`, ...rules].join("\n");
-}
-
-/**
- * A delimiter's literal, its call index (CALL_INDEX) a number of up to three digits: the grammar
- * cannot count calls, and an unbounded number would let a model write digits without end.
- */
-function delimiterRule(text: string): string {
-  return text
-    .split(CALL_INDEX)
-    .map((part) => gbnfLiteral(part))
-    .join(" [0-9]{1,3} ");
 }
 
 /**
