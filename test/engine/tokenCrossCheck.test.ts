@@ -9,6 +9,7 @@ import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { chatBody, fixtureDir, knownDifferences, readShapes, type Fixture } from "../support/chatTemplateFixtures.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { buildLlamaCpp } from "../support/llamaCppBuild.js";
+import { TOKEN_FAMILIES } from "../support/familyCases.js";
 import { llamaCppSource } from "../support/llamaCppSource.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 
@@ -36,33 +37,6 @@ import { postJson, startTestServer, type TestServer } from "../support/startTest
  * Without cmake, g++, make or git the file skips with one line (fails under CI). The first build of
  * llama-tokenize takes minutes (about 6.5 on 2 cores); later runs reuse the cached build.
  */
-interface Family {
-  name: string;
-  /** models/ggml-vocab-<vocabulary>.gguf */
-  vocabulary: string;
-  /** models/templates/<template>.jinja, and its fixture llama.cpp--<template>.json */
-  template: string;
-}
-
-const families: Family[] = [
-  { name: "Llama 3.1", vocabulary: "llama-bpe", template: "meta-llama-Llama-3.1-8B-Instruct" },
-  { name: "Qwen2.5", vocabulary: "qwen2", template: "Qwen-Qwen2.5-7B-Instruct" },
-  { name: "Qwen3", vocabulary: "qwen2", template: "Qwen-Qwen3-0.6B" },
-  { name: "Qwen3.5", vocabulary: "qwen35", template: "Qwen3.5-4B" },
-  // llama.cpp ships no R1-distill vocabulary; DeepSeek LLM's has R1's BOS and EOS text as its own
-  // special tokens (<｜begin▁of▁sentence｜>, added by the vocabulary), so the BOS the template prints is
-  // stripped and added back as in the real model. <｜User｜> and <｜Assistant｜> are text in it.
-  {
-    name: "DeepSeek R1 distill (DeepSeek LLM vocabulary)",
-    vocabulary: "deepseek-llm",
-    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
-  },
-  { name: "Phi-3.5 (SentencePiece)", vocabulary: "phi-3", template: "microsoft-Phi-3.5-mini-instruct" },
-  // Mistral's [INST] prompts on Llama 2's SentencePiece vocabulary (Mistral 7B's is of the same
-  // kind; llama.cpp ships none of Mistral's): [INST] is text here, <s> and </s> are special.
-  { name: "Mistral [INST] (llama-spm vocabulary)", vocabulary: "llama-spm", template: "mistralai-Mistral-Nemo-Instruct-2407" },
-];
-
 /** System and user, several turns, a tool call and its result, parallel calls, a past thought. */
 const SHAPES = ["system_user", "multi_turn", "tool_result_json", "parallel_calls", "thought_in_history"];
 
@@ -90,7 +64,7 @@ describe.skipIf(!canBuild)("chat prompt token ids against llama-tokenize", () =>
     const source = await llamaCppSource();
     dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-token-cross-check-"));
     const models: Record<string, string> = {};
-    for (const [index, family] of families.entries()) {
+    for (const [index, family] of TOKEN_FAMILIES.entries()) {
       const vocabularyFrom = path.join(source, `models/ggml-vocab-${family.vocabulary}.gguf`);
       const chatTemplate = await readFile(path.join(source, `models/templates/${family.template}.jinja`), "utf8");
       const made = await makeTestModel({ preset: "tiny", out: path.join(dir, `${index}.gguf`), chatTemplate, vocabularyFrom });
@@ -99,10 +73,10 @@ describe.skipIf(!canBuild)("chat prompt token ids against llama-tokenize", () =>
       vocabularyFiles.set(family.name, vocabularyFrom);
     }
     // The references were rendered at a fixed instant (strftime_now); templates print its date.
-    const now = readFixture(families[0]!.template).now;
+    const now = readFixture(TOKEN_FAMILIES[0]!.template).now;
     vi.useFakeTimers({ toFake: ["Date"], now: new Date(`${now}Z`) });
     server = await startTestServer({ models, config: { maxLoadedModels: 1 } });
-    for (const [index, family] of families.entries()) {
+    for (const [index, family] of TOKEN_FAMILIES.entries()) {
       const bos = await llamaTokenize(modelFiles.get(family.name)!, "");
       const detokenized = await postJson(`${server.url}/detokenize`, { model: `family-${index}`, tokens: bos });
       addedBos.set(family.name, bos.length === 0 ? undefined : ((await detokenized.json()) as { content: string }).content);
@@ -126,7 +100,7 @@ describe.skipIf(!canBuild)("chat prompt token ids against llama-tokenize", () =>
     return JSON.parse(stdout.trim()) as number[];
   }
 
-  describe.each(families.map((family, index) => [family.name, family, `family-${index}`] as const))("%s", (name, family, model) => {
+  describe.each(TOKEN_FAMILIES.map((family, index) => [family.name, family, `family-${index}`] as const))("%s", (name, family, model) => {
     const fixture = readFixture(family.template);
     const cases = fixture.cases.filter(
       (testCase) =>

@@ -7,6 +7,7 @@ import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { scriptTokens } from "../../src/testmodels/scriptTokens.js";
 import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
 import { llamaCppSource } from "../support/llamaCppSource.js";
+import { CALL_REPLIES, THOUGHT_REPLIES, type ReplyCase } from "../support/familyCases.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
 import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 
@@ -20,71 +21,13 @@ const vocabulary = testVocabulary();
 const EOS = vocabulary.tokens[vocabulary.eosId]!;
 const question = [{ role: "user", content: "What colour is the sky?" }];
 
-interface Case {
-  template: string;
-  /** The reply the weights write after the generation prompt. */
-  reply: string;
-  /** Family markers, tokens of their own. */
-  markers: string[];
-}
-
-const THOUGHTS: Record<string, Case> = {
-  Qwen3: { template: "Qwen-Qwen3-0.6B.jinja", reply: "<think>\nThe sky\n</think>\n\nBlue.<|im_end|>", markers: ["<think>", "</think>"] },
-  // The template opens the thought itself (`<think>\n` ends its generation prompt).
-  "DeepSeek R1": {
-    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
-    reply: `The sky\n</think>\n\nBlue.${EOS}`,
-    markers: ["</think>"],
-  },
-  // Granite 3.3 thinks only when told (its `thinking` switch), and answers inside <response>.
-  Granite: {
-    template: "ibm-granite-granite-3.3-2B-Instruct.jinja",
-    reply: "<think>The sky</think><response>Blue.</response>",
-    markers: ["<think>", "</think>", "<response>", "</response>"],
-  },
-  Magistral: {
-    template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
-    reply: `[THINK]The sky[/THINK]Blue.${EOS}`,
-    markers: ["[THINK]", "[/THINK]"],
-  },
-};
-
-/** Replies that open a call: the opener only; the grammar writes the rest. */
-const CALLS: Record<string, Case> = {
-  "Hermes 2 Pro": { template: "Qwen-Qwen2.5-7B-Instruct.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
-  "Qwen3-Coder": { template: "Qwen3-Coder.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
-  "Mistral Nemo": { template: "mistralai-Mistral-Nemo-Instruct-2407.jinja", reply: "[TOOL_CALLS][", markers: ["[TOOL_CALLS]"] },
-  "DeepSeek R1": {
-    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
-    reply: "<｜tool▁calls▁begin｜>",
-    markers: ["<｜tool▁calls▁begin｜>"],
-  },
-  "DeepSeek V3.1": { template: "deepseek-ai-DeepSeek-V3.1.jinja", reply: "<｜tool▁calls▁begin｜>", markers: ["<｜tool▁calls▁begin｜>"] },
-  "Llama 3.x": { template: "meta-llama-Llama-3.1-8B-Instruct.jinja", reply: '{"name": "', markers: [] },
-  Magistral: { template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja", reply: "[TOOL_CALLS]", markers: ["[TOOL_CALLS]"] },
-  Granite: { template: "ibm-granite-granite-3.3-2B-Instruct.jinja", reply: "<|tool_call|>[", markers: ["<|tool_call|>"] },
-  "Mistral Small 3.2": { template: "Mistral-Small-3.2-24B-Instruct-2506.jinja", reply: "[TOOL_CALLS]", markers: ["[TOOL_CALLS]"] },
-  // Its generation prompt opens a thought: the model closes it, then calls.
-  "Nemotron v2": { template: "NVIDIA-Nemotron-Nano-v2.jinja", reply: "Sky.</think><TOOLCALL>[", markers: ["</think>", "<TOOLCALL>"] },
-  Apertus: { template: "Apertus-8B-Instruct.jinja", reply: "<|tools_prefix|>[", markers: ["<|tools_prefix|>"] },
-  "MiniMax-M1": { template: "MiniMax-M1.jinja", reply: "<tool_calls>", markers: ["<tool_calls>"] },
-  "MiniMax-M2": { template: "MiniMax-M2.jinja", reply: "Sky.</think><minimax:tool_call>", markers: ["</think>", "<minimax:tool_call>"] },
-  "GLM 4.5": { template: "GLM-4.6.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
-  "Kimi K2": {
-    template: "moonshotai-Kimi-K2.jinja",
-    reply: "<|tool_calls_section_begin|>",
-    markers: ["<|tool_calls_section_begin|>"],
-  },
-  "gpt-oss": { template: "openai-gpt-oss-120b.jinja", reply: "<|channel|>commentary to=functions.", markers: ["<|channel|>"] },
-};
-
 const weather = forcedWeatherTool;
 
 let server: TestServer;
 let dir: string;
 
 /** The script for `reply` after the template's generation prompt: its last token, then the reply's. */
-async function scriptFor(source: string, { reply, markers }: Case, thinking: boolean): Promise<string[]> {
+async function scriptFor(source: string, { reply, markers }: ReplyCase, thinking: boolean): Promise<string[]> {
   const prompt = new ChatTemplate(source).render({
     messages: question,
     addGenerationPrompt: true,
@@ -100,7 +43,7 @@ beforeAll(async () => {
   const source = await llamaCppSource();
   dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-replies-"));
   const models: Record<string, string> = {};
-  for (const [kind, cases] of Object.entries({ thought: THOUGHTS, call: CALLS })) {
+  for (const [kind, cases] of Object.entries({ thought: THOUGHT_REPLIES, call: CALL_REPLIES })) {
     for (const [family, testCase] of Object.entries(cases)) {
       const chatTemplate = await readFile(path.join(source, "models/templates", testCase.template), "utf8");
       const name = `${kind}-${family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-")}`;
@@ -118,7 +61,7 @@ afterAll(async () => {
 
 const modelOf = (kind: string, family: string) => `${kind}-${family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-")}`;
 
-describe.each(Object.keys(THOUGHTS))("%s's thought", (family) => {
+describe.each(Object.keys(THOUGHT_REPLIES))("%s's thought", (family) => {
   const model = modelOf("thought", family);
 
   it("is split from the answer in each API's field", async () => {
@@ -161,7 +104,7 @@ describe.each(Object.keys(THOUGHTS))("%s's thought", (family) => {
   });
 });
 
-describe.each(Object.keys(CALLS))("%s's call in auto mode", (family) => {
+describe.each(Object.keys(CALL_REPLIES))("%s's call in auto mode", (family) => {
   const model = modelOf("call", family);
 
   it("is opened by the model, finished under the grammar and read back in each API", async () => {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatFormatOf } from "../../src/chatTemplates/chatFormats.js";
 import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { llamaCppSource } from "../support/llamaCppSource.js";
+import { TOOL_CALL_FAMILIES } from "../support/familyCases.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
 import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 
@@ -15,30 +16,6 @@ import { postJson, readSseEvents, startTestServer, type TestServer } from "../su
  * streamed and not; then the call and its result, sent back as the next request's history, render
  * with the family's template (Mistral Nemo's checks its call ids).
  */
-const FAMILIES: Record<string, string> = {
-  "Hermes 2 Pro": "Qwen-Qwen2.5-7B-Instruct.jinja",
-  "Llama 3.x": "meta-llama-Llama-3.1-8B-Instruct.jinja",
-  "Mistral Nemo": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
-  Magistral: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
-  "Mistral Small 3.2": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
-  "DeepSeek R1": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
-  "DeepSeek V3.1": "deepseek-ai-DeepSeek-V3.1.jinja",
-  Granite: "ibm-granite-granite-3.3-2B-Instruct.jinja",
-  "Functionary v3.1 Llama 3.1": "meetkai-functionary-medium-v3.1.jinja",
-  "Nemotron v2": "NVIDIA-Nemotron-Nano-v2.jinja",
-  "FireFunction v2": "fireworks-ai-llama-3-firefunction-v2.jinja",
-  Apertus: "Apertus-8B-Instruct.jinja",
-  "MiniMax-M1": "MiniMax-M1.jinja",
-  "gpt-oss": "openai-gpt-oss-120b.jinja",
-  "Qwen3-Coder": "Qwen3-Coder.jinja",
-  "GLM 4.5": "GLM-4.6.jinja",
-  "MiniMax-M2": "MiniMax-M2.jinja",
-  "Seed-OSS": "ByteDance-Seed-OSS.jinja",
-  "Kimi K2": "moonshotai-Kimi-K2.jinja",
-  "Command R7B": "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
-  "Functionary v3.2": "meetkai-functionary-medium-v3.2.jinja",
-  generic: "microsoft-Phi-3.5-mini-instruct.jinja",
-};
 
 const weather = forcedWeatherTool;
 const time = {
@@ -56,7 +33,7 @@ beforeAll(async () => {
   const source = await llamaCppSource();
   dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-calls-"));
   const models: Record<string, string> = {};
-  for (const [family, file] of Object.entries(FAMILIES)) {
+  for (const [family, file] of Object.entries(TOOL_CALL_FAMILIES)) {
     const chatTemplate = await readFile(path.join(source, "models/templates", file), "utf8");
     templates[family] = chatTemplate;
     const name = modelName(family);
@@ -75,7 +52,7 @@ function modelName(family: string): string {
   return family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-");
 }
 
-describe.each(Object.keys(FAMILIES))("%s", (family) => {
+describe.each(Object.keys(TOOL_CALL_FAMILIES))("%s", (family) => {
   const model = modelName(family);
 
   it("is recognised from its template", () => {

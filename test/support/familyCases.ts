@@ -1,0 +1,119 @@
+// The real model families the family tests run, each by its chat template from llama.cpp's
+// models/templates: shared by the tests and by scripts/familyReport.ts, which tabulates their results.
+import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
+
+/** Families whose calls are written and read in their own syntax (test/http/familyToolCalls.test.ts), by template file. */
+export const TOOL_CALL_FAMILIES: Record<string, string> = {
+  "Hermes 2 Pro": "Qwen-Qwen2.5-7B-Instruct.jinja",
+  "Llama 3.x": "meta-llama-Llama-3.1-8B-Instruct.jinja",
+  "Mistral Nemo": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
+  Magistral: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+  "Mistral Small 3.2": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+  "DeepSeek R1": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+  "DeepSeek V3.1": "deepseek-ai-DeepSeek-V3.1.jinja",
+  Granite: "ibm-granite-granite-3.3-2B-Instruct.jinja",
+  "Functionary v3.1 Llama 3.1": "meetkai-functionary-medium-v3.1.jinja",
+  "Nemotron v2": "NVIDIA-Nemotron-Nano-v2.jinja",
+  "FireFunction v2": "fireworks-ai-llama-3-firefunction-v2.jinja",
+  Apertus: "Apertus-8B-Instruct.jinja",
+  "MiniMax-M1": "MiniMax-M1.jinja",
+  "gpt-oss": "openai-gpt-oss-120b.jinja",
+  "Qwen3-Coder": "Qwen3-Coder.jinja",
+  "GLM 4.5": "GLM-4.6.jinja",
+  "MiniMax-M2": "MiniMax-M2.jinja",
+  "Seed-OSS": "ByteDance-Seed-OSS.jinja",
+  "Kimi K2": "moonshotai-Kimi-K2.jinja",
+  "Command R7B": "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+  "Functionary v3.2": "meetkai-functionary-medium-v3.2.jinja",
+  generic: "microsoft-Phi-3.5-mini-instruct.jinja",
+};
+
+const vocabulary = testVocabulary();
+const EOS = vocabulary.tokens[vocabulary.eosId]!;
+
+/** A reply scripted weights write after a family's generation prompt (test/http/familyReplies.test.ts). */
+export interface ReplyCase {
+  template: string;
+  /** The reply the weights write after the generation prompt. */
+  reply: string;
+  /** Family markers, tokens of their own. */
+  markers: string[];
+}
+
+export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
+  Qwen3: { template: "Qwen-Qwen3-0.6B.jinja", reply: "<think>\nThe sky\n</think>\n\nBlue.<|im_end|>", markers: ["<think>", "</think>"] },
+  // The template opens the thought itself (`<think>\n` ends its generation prompt).
+  "DeepSeek R1": {
+    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+    reply: `The sky\n</think>\n\nBlue.${EOS}`,
+    markers: ["</think>"],
+  },
+  // Granite 3.3 thinks only when told (its `thinking` switch), and answers inside <response>.
+  Granite: {
+    template: "ibm-granite-granite-3.3-2B-Instruct.jinja",
+    reply: "<think>The sky</think><response>Blue.</response>",
+    markers: ["<think>", "</think>", "<response>", "</response>"],
+  },
+  Magistral: {
+    template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+    reply: `[THINK]The sky[/THINK]Blue.${EOS}`,
+    markers: ["[THINK]", "[/THINK]"],
+  },
+};
+
+/** Replies that open a call: the opener only; the grammar writes the rest. */
+export const CALL_REPLIES: Record<string, ReplyCase> = {
+  "Hermes 2 Pro": { template: "Qwen-Qwen2.5-7B-Instruct.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  "Qwen3-Coder": { template: "Qwen3-Coder.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  "Mistral Nemo": { template: "mistralai-Mistral-Nemo-Instruct-2407.jinja", reply: "[TOOL_CALLS][", markers: ["[TOOL_CALLS]"] },
+  "DeepSeek R1": {
+    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+    reply: "<｜tool▁calls▁begin｜>",
+    markers: ["<｜tool▁calls▁begin｜>"],
+  },
+  "DeepSeek V3.1": { template: "deepseek-ai-DeepSeek-V3.1.jinja", reply: "<｜tool▁calls▁begin｜>", markers: ["<｜tool▁calls▁begin｜>"] },
+  "Llama 3.x": { template: "meta-llama-Llama-3.1-8B-Instruct.jinja", reply: '{"name": "', markers: [] },
+  Magistral: { template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja", reply: "[TOOL_CALLS]", markers: ["[TOOL_CALLS]"] },
+  Granite: { template: "ibm-granite-granite-3.3-2B-Instruct.jinja", reply: "<|tool_call|>[", markers: ["<|tool_call|>"] },
+  "Mistral Small 3.2": { template: "Mistral-Small-3.2-24B-Instruct-2506.jinja", reply: "[TOOL_CALLS]", markers: ["[TOOL_CALLS]"] },
+  // Its generation prompt opens a thought: the model closes it, then calls.
+  "Nemotron v2": { template: "NVIDIA-Nemotron-Nano-v2.jinja", reply: "Sky.</think><TOOLCALL>[", markers: ["</think>", "<TOOLCALL>"] },
+  Apertus: { template: "Apertus-8B-Instruct.jinja", reply: "<|tools_prefix|>[", markers: ["<|tools_prefix|>"] },
+  "MiniMax-M1": { template: "MiniMax-M1.jinja", reply: "<tool_calls>", markers: ["<tool_calls>"] },
+  "MiniMax-M2": { template: "MiniMax-M2.jinja", reply: "Sky.</think><minimax:tool_call>", markers: ["</think>", "<minimax:tool_call>"] },
+  "GLM 4.5": { template: "GLM-4.6.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  "Kimi K2": {
+    template: "moonshotai-Kimi-K2.jinja",
+    reply: "<|tool_calls_section_begin|>",
+    markers: ["<|tool_calls_section_begin|>"],
+  },
+  "gpt-oss": { template: "openai-gpt-oss-120b.jinja", reply: "<|channel|>commentary to=functions.", markers: ["<|channel|>"] },
+};
+
+/** Families whose token ids are checked against llama-tokenize (test/engine/tokenCrossCheck.test.ts). */
+export interface TokenFamily {
+  name: string;
+  /** models/ggml-vocab-<vocabulary>.gguf */
+  vocabulary: string;
+  /** models/templates/<template>.jinja, and its fixture llama.cpp--<template>.json */
+  template: string;
+}
+
+export const TOKEN_FAMILIES: TokenFamily[] = [
+  { name: "Llama 3.1", vocabulary: "llama-bpe", template: "meta-llama-Llama-3.1-8B-Instruct" },
+  { name: "Qwen2.5", vocabulary: "qwen2", template: "Qwen-Qwen2.5-7B-Instruct" },
+  { name: "Qwen3", vocabulary: "qwen2", template: "Qwen-Qwen3-0.6B" },
+  { name: "Qwen3.5", vocabulary: "qwen35", template: "Qwen3.5-4B" },
+  // llama.cpp ships no R1-distill vocabulary; DeepSeek LLM's has R1's BOS and EOS text as its own
+  // special tokens (<｜begin▁of▁sentence｜>, added by the vocabulary), so the BOS the template prints is
+  // stripped and added back as in the real model. <｜User｜> and <｜Assistant｜> are text in it.
+  {
+    name: "DeepSeek R1 distill (DeepSeek LLM vocabulary)",
+    vocabulary: "deepseek-llm",
+    template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+  },
+  { name: "Phi-3.5 (SentencePiece)", vocabulary: "phi-3", template: "microsoft-Phi-3.5-mini-instruct" },
+  // Mistral's [INST] prompts on Llama 2's SentencePiece vocabulary (Mistral 7B's is of the same
+  // kind; llama.cpp ships none of Mistral's): [INST] is text here, <s> and </s> are special.
+  { name: "Mistral [INST] (llama-spm vocabulary)", vocabulary: "llama-spm", template: "mistralai-Mistral-Nemo-Instruct-2407" },
+];
