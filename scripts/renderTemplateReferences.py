@@ -38,7 +38,8 @@ Conversion from the core-neutral shapes (shapes.json) to transformers' messages,
 src/chatTemplates/ applies: an assistant's tool call {id, name, arguments: JSON text} becomes
 {"id", "type": "function", "function": {"name", "arguments": <the parsed object>}}, as transformers'
 docs pass them; the assistant's content is "" beside tool calls (what llama.cpp's server passes);
-tool_call_id, name and reasoning_content are copied when present. Some templates print arguments
+tool_call_id, name and reasoning_content are copied when present (the thought as `thinking` instead
+for templates that read that key and not reasoning_content, gpt-oss's, as llama.cpp's server passes it). Some templates print arguments
 as they are ({{ tool_call.arguments }}) and so need the JSON string (they would print a Python dict
 repr, or fail adding a dict to a str): for those, detected by that repr or failure in a tool-call case
 that renders with the string, each tool-call case is also rendered with
@@ -232,7 +233,16 @@ def environment():
     return env
 
 
-def to_transformers(messages, arguments):
+# A template that reads a message's thought as `thinking` (gpt-oss) rather than `reasoning_content`.
+THINKING_KEY = re.compile(r"message\.thinking\b|message\[['\"]thinking['\"]\]")
+
+
+def thought_key(source):
+    """The key a past thought goes under: the one the template reads, as llama.cpp's server passes it."""
+    return "thinking" if THINKING_KEY.search(source) and "reasoning_content" not in source else "reasoning_content"
+
+
+def to_transformers(messages, arguments, thought="reasoning_content"):
     """The core-neutral messages as transformers' docs pass them (see the module's docstring)."""
     converted = []
     for message in messages:
@@ -249,14 +259,16 @@ def to_transformers(messages, arguments):
                 }
                 for call in message["tool_calls"]
             ]
-        for key in ("tool_call_id", "name", "reasoning_content"):
+        for key in ("tool_call_id", "name"):
             if key in message:
                 out[key] = message[key]
+        if "reasoning_content" in message:
+            out[thought] = message["reasoning_content"]
         converted.append(out)
     return converted
 
 
-def render(template, shape, arguments, bos, eos, extra):
+def render(template, shape, arguments, bos, eos, extra, thought="reasoning_content"):
     kwargs = dict(extra)
     if bos is not None:
         kwargs["bos_token"] = bos
@@ -265,7 +277,7 @@ def render(template, shape, arguments, bos, eos, extra):
     tools = [{"type": "function", "function": tool} for tool in shape["tools"]] if "tools" in shape else None
     try:
         text = template.render(
-            messages=to_transformers(shape["messages"], arguments),
+            messages=to_transformers(shape["messages"], arguments, thought),
             tools=tools,
             documents=None,
             add_generation_prompt=True,
@@ -299,18 +311,18 @@ def fixture(name, origin, source, bos, eos, tokens_from, env):
     needs_string = False
     for shape_name, shape in SHAPES.items():
         for variant_name, extra in variants(source):
-            result = render(template, shape, "object", bos, eos, extra)
+            result = render(template, shape, "object", bos, eos, extra, thought_key(source))
             case_name = shape_name + (f"+{variant_name}" if variant_name else "")
             cases.append({"name": case_name, "shape": shape_name, "kwargs": extra, "arguments": "object", **result})
             if "tool_calls" in json.dumps(shape) and ("rendered" not in result or DICT_REPR.search(result["rendered"])):
                 # Printed a dict's repr, or failed (a str + dict): does the JSON text render?
-                needs_string = needs_string or "rendered" in render(template, shape, "string", bos, eos, extra)
+                needs_string = needs_string or "rendered" in render(template, shape, "string", bos, eos, extra, thought_key(source))
     if needs_string:
         for shape_name, shape in SHAPES.items():
             if not any("tool_calls" in m for m in shape["messages"]):
                 continue
             for variant_name, extra in variants(source):
-                result = render(template, shape, "string", bos, eos, extra)
+                result = render(template, shape, "string", bos, eos, extra, thought_key(source))
                 case_name = shape_name + (f"+{variant_name}" if variant_name else "") + "+string_arguments"
                 cases.append({"name": case_name, "shape": shape_name, "kwargs": extra, "arguments": "string", **result})
     return {

@@ -57,16 +57,25 @@ export function raisedByTemplate(error: unknown): boolean {
  */
 export class ChatTemplate {
   readonly #template: Template;
+  /**
+   * The key a message's past thought goes under: `thinking` for a template that reads that and not
+   * `reasoning_content` (gpt-oss's), as llama.cpp's server passes it; else `reasoning_content`.
+   */
+  readonly #thoughtKey: string;
 
   /** Parses once; a template the library cannot parse throws here, with the library's reason. */
   constructor(readonly source: string) {
     this.#template = new Template(source);
+    this.#thoughtKey =
+      /message\.thinking\b|message\[['"]thinking['"]\]/.test(source) && !source.includes("reasoning_content")
+        ? "thinking"
+        : "reasoning_content";
   }
 
   render(input: ChatTemplateInput): string {
     const now = input.now ?? new Date();
     const context: Record<string, unknown> = {
-      messages: input.messages.map((message) => toTemplateMessage(message, input.argumentsAs ?? "object")),
+      messages: input.messages.map((message) => toTemplateMessage(message, input.argumentsAs ?? "object", this.#thoughtKey)),
       // transformers passes None rather than leaving these out, so `tools is defined` holds and `tools is none` decides.
       tools: input.tools === undefined ? null : input.tools.map((tool) => ({ type: "function", function: toolFunction(tool) })),
       documents: null,
@@ -124,7 +133,7 @@ function toolFunction(tool: ToolDefinition): Record<string, unknown> {
 }
 
 /** transformers' message dict; keys absent in the message stay absent (undefined), as in a Python dict. */
-function toTemplateMessage(message: TemplateMessage, argumentsAs: "object" | "string"): Record<string, unknown> {
+function toTemplateMessage(message: TemplateMessage, argumentsAs: "object" | "string", thoughtKey: string): Record<string, unknown> {
   const out: Record<string, unknown> = { role: message.role, content: message.content };
   if (message.toolCalls !== undefined) {
     out.tool_calls = message.toolCalls.map((call) => ({
@@ -135,7 +144,7 @@ function toTemplateMessage(message: TemplateMessage, argumentsAs: "object" | "st
   }
   if (message.toolCallId !== undefined) out.tool_call_id = message.toolCallId;
   if (message.name !== undefined) out.name = message.name;
-  if (message.reasoningContent !== undefined) out.reasoning_content = message.reasoningContent;
+  if (message.reasoningContent !== undefined) out[thoughtKey] = message.reasoningContent;
   return out;
 }
 

@@ -140,7 +140,12 @@ function toMessages(turns: readonly Turn[]): ChatMessage[] {
         return [{ id: block.id, name: block.name, arguments: checkJsonDepth(JSON.stringify(block.input), param) }];
       });
       const content = textOf(blocks);
-      result.push(toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content });
+      // The turn's thinking blocks, sent back as the API asks in tool loops: for templates that print past thoughts.
+      const thought = blocks.flatMap((block) => (block.type === "thinking" ? [block.thinking] : [])).join("\n");
+      const reasoning = thought === "" ? {} : { reasoning: thought };
+      result.push(
+        toolCalls.length > 0 ? { role: "assistant", content, toolCalls, ...reasoning } : { role: "assistant", content, ...reasoning },
+      );
       continue;
     }
     for (const { block, i, j } of turn.blocks) {

@@ -310,19 +310,27 @@ function toTexts(content: string | Array<{ type: string }>, param: string, allow
 
 /**
  * The conversation as engine messages. Consecutive function calls (and the assistant text before
- * them) are one assistant turn; a call's output must answer a call made before it. Reasoning items
- * are left out: chat templates drop earlier turns' thoughts.
+ * them) are one assistant turn; a call's output must answer a call made before it. A reasoning
+ * item's text is the thought of the assistant turn after it: templates that keep thoughts print it
+ * (gpt-oss's analysis before a call), those that drop earlier turns' thoughts leave it out.
  */
 function toMessages(prefix: ReadonlyArray<StoredInputItem | OutputItem>, input: readonly StoredInputItem[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   const answerable = new Set<string>();
   const items = [...prefix, ...input];
+  // The reasoning items' text since the last assistant turn, for the next one.
+  let reasoning = "";
+  const withReasoning = <Message extends ChatMessage & { role: "assistant" }>(message: Message): Message => {
+    const thought = reasoning;
+    reasoning = "";
+    return thought === "" ? message : { ...message, reasoning: thought };
+  };
   items.forEach((item, position) => {
     const param = `input[${position - prefix.length}]`;
     switch (item.type) {
       case "message": {
         const content = item.content.map((part) => part.text).join("\n");
-        if (item.role === "assistant") messages.push({ role: "assistant", content });
+        if (item.role === "assistant") messages.push(withReasoning({ role: "assistant", content }));
         else messages.push({ role: item.role === "user" ? "user" : "system", content });
         return;
       }
@@ -331,7 +339,7 @@ function toMessages(prefix: ReadonlyArray<StoredInputItem | OutputItem>, input: 
         answerable.add(item.call_id);
         const last = messages.at(-1);
         if (last?.role === "assistant") last.toolCalls = [...(last.toolCalls ?? []), call];
-        else messages.push({ role: "assistant", content: "", toolCalls: [call] });
+        else messages.push(withReasoning({ role: "assistant", content: "", toolCalls: [call] }));
         return;
       }
       case "function_call_output":
@@ -345,6 +353,7 @@ function toMessages(prefix: ReadonlyArray<StoredInputItem | OutputItem>, input: 
         messages.push({ role: "tool", content: item.output, toolCallId: item.call_id });
         return;
       case "reasoning":
+        reasoning += (reasoning === "" ? "" : "\n") + (item.content ?? []).map((part) => part.text).join("");
         return;
       default:
         return item satisfies never;

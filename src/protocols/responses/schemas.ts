@@ -37,7 +37,7 @@ const functionCallOutputItem = z.object({
   status: z.enum(["in_progress", "completed", "incomplete"]).optional(),
 });
 
-/** Earlier reasoning, sent back with the rest of an output: accepted, and left out of the prompt (templates drop old thoughts). */
+/** Earlier reasoning, sent back with the rest of an output: the thought of the assistant turn after it, for templates that print one. */
 const reasoningItem = z.object({
   type: z.literal("reasoning"),
   id: z.string().min(1).optional(),
