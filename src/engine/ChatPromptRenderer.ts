@@ -1,5 +1,5 @@
 import { LlamaGrammar, type LlamaModel, type Token } from "node-llama-cpp";
-import { chatFormatOf, GENERIC_CALLS } from "../chatTemplates/chatFormats.js";
+import { GENERIC_CALLS } from "../chatTemplates/chatFormats.js";
 import { ChatTemplate, raisedByTemplate } from "../chatTemplates/renderChatTemplate.js";
 import type { ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRequest.js";
 import { ServerError } from "../core/ServerError.js";
@@ -116,14 +116,6 @@ export class ChatPromptRenderer {
       openCall: (content) => prompt.continued(content, opener),
     };
   }
-}
-
-/**
- * Whether a Jinja chat template has a thought section (for model descriptions, without loading the
- * weights): the family's markers, as the engine splits them.
- */
-export function templateThinks(template: string): boolean {
-  return chatFormatOf(template).thought !== undefined;
 }
 
 /** The template, when the file has one the library can parse. */

@@ -1,8 +1,8 @@
 import { readdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { GgufFileType } from "node-llama-cpp";
+import { chatFormatOf } from "../chatTemplates/chatFormats.js";
 import { templatePrintsTools } from "../chatTemplates/templateCapabilities.js";
-import { templateThinks } from "./ChatPromptRenderer.js";
 import type { ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
 import type { GgufMetadataValue } from "../gguf/GgufReader.js";
@@ -76,7 +76,13 @@ export class ModelRegistry {
     if (typeof template !== "string") return { info, metadata: flat, thinks: false, tools: true };
     const toolUse = flat["tokenizer.chat_template.tool_use"];
     const sources = typeof toolUse === "string" ? [template, toolUse] : [template];
-    return { info, metadata: flat, chatTemplate: template, thinks: templateThinks(template), tools: templatePrintsTools(sources) };
+    return {
+      info,
+      metadata: flat,
+      chatTemplate: template,
+      thinks: chatFormatOf(template).thought !== undefined,
+      tools: templatePrintsTools(sources),
+    };
   }
 
   /**

@@ -42,11 +42,6 @@ export class TemplatePrompts implements ConversationPrompts {
     this.#stopTokens = this.#turnEndTokens();
   }
 
-  /** The family the file's templates write (the tool_use template's, for requests with tools). */
-  get format(): ChatFormat {
-    return this.#toolUse.format;
-  }
-
   render(request: ChatRequest, tools: readonly ToolDefinition[], continuing: boolean): RenderedPrompt {
     const variant = tools.length > 0 ? this.#toolUse : this.#chat;
     const { capabilities, reads } = variant;
