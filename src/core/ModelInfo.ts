@@ -25,6 +25,12 @@ export interface ModelInfo {
   /** The vocabulary has fill-in-the-middle tokens (prefix, suffix, middle), so it can insert text. */
   fillInTheMiddle: boolean;
   capabilities: ModelCapability[];
+  /**
+   * What a chat model's template gives it (chat models only): `tools`, the tools offered are shown
+   * to it (its template or tool_use variant lists them, or, without a template, the fallback format
+   * describes them); `thinking`, its template has a thought section split from replies.
+   */
+  templateFeatures?: ReadonlyArray<"tools" | "thinking">;
   /** The pooling the file declares for embeddings (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
   poolingType?: number;
 }

@@ -73,15 +73,13 @@ export class ModelRegistry {
     const { metadata } = await checkModelFile(info.path);
     const flat = describedMetadata(metadata);
     const template = flat["tokenizer.chat_template"];
-    if (typeof template !== "string") return { info, metadata: flat, thinks: false, tools: true };
-    const toolUse = flat["tokenizer.chat_template.tool_use"];
-    const sources = typeof toolUse === "string" ? [template, toolUse] : [template];
+    const features = info.templateFeatures ?? [];
     return {
       info,
       metadata: flat,
-      chatTemplate: template,
-      thinks: chatFormatOf(template).thought !== undefined,
-      tools: templatePrintsTools(sources),
+      ...(typeof template === "string" ? { chatTemplate: template } : {}),
+      thinks: features.includes("thinking"),
+      tools: features.includes("tools"),
     };
   }
 
@@ -191,6 +189,7 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
   const ofArchitecture = (key: string) => value(`${architecture}.${key}`);
   const causal = ofArchitecture("attention.causal");
   const poolingType = numberOrUndefined(ofArchitecture("pooling_type"));
+  const capabilities = capabilitiesOf(architecture, typeof causal === "boolean" ? causal : undefined, poolingType);
   return {
     sizeBytes,
     created: Math.floor(mtimeMs / 1000),
@@ -204,9 +203,26 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     fillInTheMiddle:
       ["pre", "suf", "mid"].every((part) => value(`tokenizer.ggml.fim_${part}_token_id`) !== undefined) ||
       ["prefix", "suffix", "middle"].every((part) => value(`tokenizer.ggml.${part}_token_id`) !== undefined),
-    capabilities: capabilitiesOf(architecture, typeof causal === "boolean" ? causal : undefined, poolingType),
+    capabilities,
+    ...(capabilities.includes("chat")
+      ? { templateFeatures: templateFeaturesOf(value("tokenizer.chat_template"), value("tokenizer.chat_template.tool_use")) }
+      : {}),
     poolingType,
   };
+}
+
+/**
+ * What a chat model's templates give it (ModelInfo.templateFeatures): read once per file, with
+ * its listing (parsing the template and rendering a probe with it: a few milliseconds).
+ */
+function templateFeaturesOf(template: unknown, toolUse: unknown): ReadonlyArray<"tools" | "thinking"> {
+  // Without a template, node-llama-cpp's fallback format describes the tools in the system prompt.
+  if (typeof template !== "string") return ["tools"];
+  const sources = typeof toolUse === "string" ? [template, toolUse] : [template];
+  return [
+    ...(templatePrintsTools(sources) ? (["tools"] as const) : []),
+    ...(chatFormatOf(template).thought !== undefined ? (["thinking"] as const) : []),
+  ];
 }
 
 /** llama.cpp's LLAMA_POOLING_TYPE_RANK: the file is a reranker (a cross-encoder with a classification head). */

@@ -133,6 +133,12 @@ describe.each(Object.keys(TOOL_CALL_FAMILIES))("%s", (family) => {
       "Seed-OSS",
     ];
     expect(shown.capabilities.includes("tools")).toBe(!unlisted.includes(family));
+    // /v1/models says the same, beside the endpoints the model serves.
+    const listed = ((await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; capabilities: string[] }> })
+      .data;
+    const capabilities = listed.find((each) => each.id === model)!.capabilities;
+    expect(capabilities.includes("tools")).toBe(!unlisted.includes(family));
+    expect(capabilities.includes("thinking")).toBe(format.thought !== undefined);
   });
 
   it("writes a required call through /api/chat, /v1/messages and /v1/responses", async () => {

@@ -186,7 +186,7 @@ describe("POST /v1/rerank", () => {
     const capabilities = Object.fromEntries(
       models.data.map((model) => [model.id, (model as unknown as { capabilities: string[] }).capabilities]),
     );
-    expect(capabilities).toEqual({ rerank: ["rerank"], tiny: ["chat", "embeddings"], embed: ["embeddings"] });
+    expect(capabilities).toEqual({ rerank: ["rerank"], tiny: ["chat", "embeddings", "tools"], embed: ["embeddings"] });
     const ollama = new Ollama({ host: server.url });
     expect((await ollama.show({ model: "rerank" })).capabilities).toEqual(["rerank"]);
     expect((await ollama.show({ model: "embed" })).capabilities).toEqual(["embedding"]);

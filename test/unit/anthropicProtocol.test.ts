@@ -54,7 +54,8 @@ describe("Messages request translation", () => {
     expect(chat.messages).toEqual([
       { role: "system", content: "One.\nTwo." },
       { role: "user", content: "Add." },
-      { role: "assistant", content: "Sure.", toolCalls: [{ id: "toolu_1", name: "add", arguments: '{"a":1}' }] },
+      // The thinking block sent back is the turn's thought, for templates that print past thoughts.
+      { role: "assistant", content: "Sure.", reasoning: "hm", toolCalls: [{ id: "toolu_1", name: "add", arguments: '{"a":1}' }] },
       { role: "tool", toolCallId: "toolu_1", content: "2" },
       { role: "user", content: "Go on." },
     ]);

@@ -3,8 +3,11 @@ import type { ModelObject } from "./schemas.js";
 
 /**
  * One entry of GET /v1/models; an alias is listed as a model of its own, as callers address it.
- * `capabilities` is our addition (clients ignore unknown fields): which endpoints the model serves.
+ * `capabilities` is our addition (clients ignore unknown fields): which endpoints the model serves,
+ * and for a chat model what its template gives it: `tools` (it is shown the tools offered) and
+ * `thinking` (its replies may carry a thought).
  */
 export function toModelObject(model: ModelInfo, id = model.id): ModelObject {
-  return { id, object: "model", created: model.created, owned_by: "modelhost", capabilities: model.capabilities };
+  const capabilities = [...model.capabilities, ...(model.templateFeatures ?? [])];
+  return { id, object: "model", created: model.created, owned_by: "modelhost", capabilities };
 }
