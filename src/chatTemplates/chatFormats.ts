@@ -34,6 +34,8 @@ export interface CallSyntax {
    * up to `valueEnd`, as text for string parameters and as JSON for others.
    */
   parameters?: ParameterSyntax;
+  /** Arguments written as a Python call's keyword arguments (LFM2's `get_weather(city='Paris')`), read back into JSON. */
+  keywordArguments?: boolean;
   /** Other texts that open a call in free text (gpt-oss also writes ` to=functions.NAME` before its channel). */
   alternates?: readonly string[];
   /**
@@ -84,6 +86,18 @@ export interface FamilyRule {
   without?: readonly string[];
   calls: CallSyntax;
 }
+
+/** LFM2's calls: a Python list of calls with keyword arguments, `[get_weather(city='Paris')]`. */
+const LFM2_CALLS: CallSyntax = {
+  sectionPrefix: "<|tool_call_start|>[",
+  prefix: "",
+  paramsPrefix: "(",
+  suffix: ")",
+  betweenCalls: ", ",
+  sectionSuffix: "]<|tool_call_end|>",
+  parallel: true,
+  keywordArguments: true,
+};
 
 /** The families whose calls this server writes and reads, in the order they are recognised. */
 export const CALL_FAMILIES: readonly FamilyRule[] = [
@@ -239,6 +253,9 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
     markers: [">>>all"],
     calls: { sectionPrefix: "", prefix: ">>>", paramsPrefix: "\n", suffix: "", betweenCalls: "", sectionSuffix: "", parallel: true },
   },
+  // LFM2.5's template writes past calls so; LFM2's lists the tools in <|tool_list_start|> only.
+  { name: "LFM2", markers: ["<|tool_call_start|>"], calls: LFM2_CALLS },
+  { name: "LFM2", markers: ["<|tool_list_start|>"], calls: LFM2_CALLS },
   {
     name: "Seed-OSS",
     markers: ["<seed:tool_call>"],

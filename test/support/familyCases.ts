@@ -25,6 +25,7 @@ export const TOOL_CALL_FAMILIES: Record<string, string> = {
   "Kimi K2": "moonshotai-Kimi-K2.jinja",
   "Command R7B": "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
   "Functionary v3.2": "meetkai-functionary-medium-v3.2.jinja",
+  LFM2: "LFM2.5-8B-A1B.jinja",
   generic: "microsoft-Phi-3.5-mini-instruct.jinja",
 };
 
@@ -88,6 +89,7 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
     markers: ["<|tool_calls_section_begin|>"],
   },
   "gpt-oss": { template: "openai-gpt-oss-120b.jinja", reply: "<|channel|>commentary to=functions.", markers: ["<|channel|>"] },
+  LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: "<|tool_call_start|>[", markers: ["<|tool_call_start|>"] },
 };
 
 /** Families whose token ids are checked against llama-tokenize (test/engine/tokenCrossCheck.test.ts). */

@@ -96,7 +96,7 @@ describe("ToolCallParser", () => {
   it("reads back any JSON arguments, split anywhere, in every family's syntax", () => {
     const syntaxes = [
       ...[...CALL_FAMILIES, { name: "generic", calls: GENERIC_CALLS }]
-        .filter((family) => !family.calls.parameters)
+        .filter((family) => !family.calls.parameters && !family.calls.keywordArguments)
         .map((family) => callDelimitersOf(family.calls)),
       { paramsPrefix: "(", suffix: ")", nextCall: "\n||call: ", sectionSuffix: "" },
     ];
@@ -159,6 +159,57 @@ describe("ToolCallParser", () => {
         },
       ),
       { seed: 20261127, numRuns: 300 },
+    );
+  });
+
+  it("reads back arguments written as a Python call's keyword arguments (LFM2) as JSON, split anywhere", () => {
+    const lfm2 = CALL_FAMILIES.find((family) => family.name === "LFM2")!.calls;
+    /** A value as Python writes it: strings single-quoted with their quotes and backslashes escaped. */
+    const python = (value: unknown): string => {
+      if (typeof value === "string") return `'${value.replaceAll("\\", "\\\\").replaceAll("'", "\\'").replaceAll("\n", "\\n")}'`;
+      if (value === true) return "True";
+      if (value === false) return "False";
+      if (value === null) return "None";
+      if (Array.isArray(value)) return `[${value.map(python).join(", ")}]`;
+      return String(value);
+    };
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(
+            fc.stringMatching(/^[a-z_]{1,8}$/),
+            fc.dictionary(
+              fc.stringMatching(/^[a-z_]{1,8}$/),
+              fc.oneof(
+                fc.string(),
+                fc.integer(),
+                fc.boolean(),
+                fc.constant(null),
+                fc.array(fc.oneof(fc.string(), fc.integer()), { maxLength: 3 }),
+              ),
+              { maxKeys: 3 },
+            ),
+          ),
+          { minLength: 1, maxLength: 3 },
+        ),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        (written, cuts) => {
+          const text =
+            written
+              .map(
+                ([name, args]) =>
+                  `${name}(${Object.entries(args)
+                    .map(([key, value]) => `${key}=${python(value)}`)
+                    .join(", ")})`,
+              )
+              .join(lfm2.betweenCalls) + lfm2.sectionSuffix;
+          const events = feed(new ToolCallParser(callDelimitersOf(lfm2)), cut(text, cuts));
+          expect(calls(events).map((call) => ({ name: call.name, arguments: JSON.parse(call.arguments) as unknown }))).toEqual(
+            written.map(([name, args]) => ({ name, arguments: args })),
+          );
+        },
+      ),
+      { seed: 20261128, numRuns: 300 },
     );
   });
 });

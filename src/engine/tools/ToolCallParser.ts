@@ -1,5 +1,6 @@
 import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
 import { findDelimiter } from "./callPlaceholders.js";
+import { KeywordArguments } from "./keywordArguments.js";
 
 export type ToolCallParserEvent =
   { type: "start"; index: number; name: string } | { type: "arguments"; index: number; text: string } | { type: "end"; index: number };
@@ -14,6 +15,8 @@ export interface CallDelimiters {
   /** Closes the group of calls (Mistral Nemo's `]`); may be empty. */
   sectionSuffix: string;
   /** Arguments as one element per parameter (Qwen3-Coder's XML), read back into a JSON object. */
+  /** Arguments as a Python call's keyword arguments (LFM2's), read back into a JSON object. */
+  keywordArguments?: boolean;
   parameters?: ParameterSyntax & {
     /** Whether the function's parameter is a string, whose value is written as text, not as JSON. */
     isText(tool: string, parameter: string): boolean;
@@ -22,7 +25,7 @@ export interface CallDelimiters {
 
 type State =
   | { kind: "name" }
-  | { kind: "arguments"; index: number; value: JsonValueEnd | ParameterElements }
+  | { kind: "arguments"; index: number; value: JsonValueEnd | ParameterElements | KeywordArguments }
   | { kind: "suffix"; index: number }
   | { kind: "between" };
 
@@ -51,7 +54,8 @@ export class ToolCallParser {
   }
 
   /** How the arguments of a call of `tool` are read: a JSON value, or one element per parameter. */
-  #argumentsOf(tool: string): JsonValueEnd | ParameterElements {
+  #argumentsOf(tool: string): JsonValueEnd | ParameterElements | KeywordArguments {
+    if (this.#delimiters.keywordArguments) return new KeywordArguments();
     const parameters = this.#delimiters.parameters;
     return parameters ? new ParameterElements(parameters, (name) => parameters.isText(tool, name)) : new JsonValueEnd();
   }
@@ -78,7 +82,7 @@ export class ToolCallParser {
           break;
         }
         case "arguments": {
-          if (state.value instanceof ParameterElements) {
+          if (!(state.value instanceof JsonValueEnd)) {
             const { json, consumed, done } = state.value.read(this.#buffer);
             if (json !== "") events.push({ type: "arguments", index: state.index, text: json });
             this.#buffer = this.#buffer.slice(consumed);

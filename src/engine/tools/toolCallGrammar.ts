@@ -2,6 +2,7 @@ import type { ResponseFormat, ToolDefinition } from "../../core/ChatRequest.js";
 import { gbnfLiteral, jsonObjectGbnf, jsonSchemaToGbnf } from "../jsonSchemaToGbnf.js";
 import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
 import { delimiterGbnf } from "./callPlaceholders.js";
+import { keywordArgumentsGbnf } from "./keywordArguments.js";
 import type { CallDelimiters } from "./ToolCallParser.js";
 import { isTextParameter, propertiesOf } from "./ToolCallSyntax.js";
 
@@ -24,6 +25,7 @@ export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCall
   const rules: string[] = [];
   const argumentsRule = (tool: ToolDefinition, index: number): string => {
     if (delimiters.parameters) return parameterElementsRule(tool, index, delimiters.parameters, rules);
+    if (delimiters.keywordArguments) return keywordArgumentsGbnf(tool, index, rules);
     const schema = jsonSchemaToGbnf(tool.parameters, { prefix: `tool${index}-` });
     rules.push(...schema.rules);
     return schema.root;
