@@ -1,5 +1,6 @@
 import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
 import { findDelimiter } from "./callPlaceholders.js";
+import { ParameterElements } from "./elementArguments.js";
 import { KeywordArguments } from "./keywordArguments.js";
 
 export type ToolCallParserEvent =
@@ -121,57 +122,6 @@ export class ToolCallParser {
         default:
           return state satisfies never;
       }
-    }
-  }
-}
-
-/**
- * Reads arguments written one element per parameter (`<parameter=city>\nParis\n</parameter>\n`, as
- * Qwen3-Coder writes them) into the JSON object they stand for, a parameter at a time: a string
- * parameter's value is its text, another's is JSON. The arguments end at the first text that cannot
- * open another parameter (the call's suffix).
- */
-class ParameterElements {
-  readonly #syntax: ParameterSyntax;
-  readonly #isText: (parameter: string) => boolean;
-  #state: "between" | "name" | "value" = "between";
-  #name = "";
-  #count = 0;
-
-  constructor(syntax: ParameterSyntax, isText: (parameter: string) => boolean) {
-    this.#syntax = syntax;
-    this.#isText = isText;
-  }
-
-  /** Reads what it can of `text`: the JSON text of the parameters completed in it, how much of `text` it took, and whether the arguments ended. */
-  read(text: string): { json: string; consumed: number; done: boolean } {
-    const { prefix, nameEnd, valueEnd } = this.#syntax;
-    let json = "";
-    let at = 0;
-    for (;;) {
-      const rest = text.slice(at);
-      if (this.#state === "between") {
-        if (rest.startsWith(prefix)) {
-          at += prefix.length;
-          this.#state = "name";
-          continue;
-        }
-        // Held while it may still become another parameter.
-        if (prefix.startsWith(rest)) return { json, consumed: at, done: false };
-        return { json: json + (this.#count === 0 ? "{}" : "}"), consumed: at, done: true };
-      }
-      const end = rest.indexOf(this.#state === "name" ? nameEnd : valueEnd);
-      if (end === -1) return { json, consumed: at, done: false };
-      if (this.#state === "name") {
-        this.#name = rest.slice(0, end);
-        at += end + nameEnd.length;
-        this.#state = "value";
-        continue;
-      }
-      const value = rest.slice(0, end);
-      json += `${this.#count++ === 0 ? "{" : ", "}${JSON.stringify(this.#name)}: ${this.#isText(this.#name) ? JSON.stringify(value) : value.trim() || "null"}`;
-      at += end + valueEnd.length;
-      this.#state = "between";
     }
   }
 }

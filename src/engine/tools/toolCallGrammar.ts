@@ -1,10 +1,9 @@
 import type { ResponseFormat, ToolDefinition } from "../../core/ChatRequest.js";
 import { gbnfLiteral, jsonObjectGbnf, jsonSchemaToGbnf } from "../jsonSchemaToGbnf.js";
-import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
 import { delimiterGbnf } from "./callPlaceholders.js";
+import { elementArgumentsGbnf } from "./elementArguments.js";
 import { keywordArgumentsGbnf } from "./keywordArguments.js";
 import type { CallDelimiters } from "./ToolCallParser.js";
-import { isTextParameter, propertiesOf } from "./ToolCallSyntax.js";
 
 export interface ToolCallGrammarOptions {
   tools: readonly ToolDefinition[];
@@ -24,7 +23,7 @@ export interface ToolCallGrammarOptions {
 export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCallGrammarOptions): string {
   const rules: string[] = [];
   const argumentsRule = (tool: ToolDefinition, index: number): string => {
-    if (delimiters.parameters) return parameterElementsRule(tool, index, delimiters.parameters, rules);
+    if (delimiters.parameters) return elementArgumentsGbnf(tool, index, delimiters.parameters, rules);
     if (delimiters.keywordArguments) return keywordArgumentsGbnf(tool, index, rules);
     const schema = jsonSchemaToGbnf(tool.parameters, { prefix: `tool${index}-` });
     rules.push(...schema.rules);
@@ -44,38 +43,6 @@ export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCall
   const root = parallel ? `root ::= call (${delimiterGbnf(delimiters.nextCall)} call)* ${sectionSuffix}` : `root ::= call ${sectionSuffix}`;
   return [root, `call ::= (${alternatives.join(" | ")}) ${suffix}`, ...rules].join("\n");
 }
-
-/**
- * GBNF for arguments written one element per parameter (Qwen3-Coder's XML), in the schema's order,
- * the required ones always: a string's value is text without `<` (which would open the closing
- * element), an enum of strings one of its values, anything else JSON valid against its schema.
- */
-function parameterElementsRule(tool: ToolDefinition, index: number, syntax: ParameterSyntax, rules: string[]): string {
-  const required = new Set((tool.parameters as { required?: unknown }).required as string[] | undefined);
-  const elements = Object.entries(propertiesOf(tool.parameters)).map(([name, schema], j) => {
-    const rule = `tool${index}-param${j}`;
-    rules.push(
-      `${rule} ::= ${gbnfLiteral(syntax.prefix + name + syntax.nameEnd)} ${valueRule(schema, `tool${index}-p${j}-`, rules)} ${gbnfLiteral(syntax.valueEnd)}`,
-    );
-    return required.has(name) ? rule : `${rule}?`;
-  });
-  return elements.length > 0 ? `(${elements.join(" ")})` : '""';
-}
-
-function valueRule(schema: unknown, prefix: string, rules: string[]): string {
-  const values = (schema as { enum?: unknown[] } | undefined)?.enum;
-  if (isTextParameter(schema) && values?.every((value) => typeof value === "string"))
-    return `(${values.map((value) => gbnfLiteral(value as string)).join(" | ")})`;
-  if (isTextParameter(schema)) {
-    if (!rules.includes(ELEMENT_TEXT)) rules.push(ELEMENT_TEXT);
-    return "element-text";
-  }
-  const json = jsonSchemaToGbnf(typeof schema === "object" && schema !== null ? schema : true, { prefix });
-  rules.push(...json.rules);
-  return json.root;
-}
-
-const ELEMENT_TEXT = "element-text ::= [^<]*";
 
 /** GBNF for the reply's text under response_format, or undefined for free text. */
 export function responseFormatGrammar(format: ResponseFormat): string | undefined {
