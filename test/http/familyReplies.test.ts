@@ -119,9 +119,17 @@ describe.each(Object.keys(CALL_REPLIES))("%s's call in auto mode", (family) => {
         parallel_tool_calls: false,
       })
     ).json()) as {
-      choices: Array<{ finish_reason: string; message: { tool_calls?: Array<{ function: { name: string; arguments: string } }> } }>;
+      choices: Array<{
+        finish_reason: string;
+        message: { reasoning_content?: string; tool_calls?: Array<{ function: { name: string; arguments: string } }> };
+      }>;
     };
     expect(chat.choices[0]!.finish_reason).toBe("tool_calls");
+    // A reply that thinks before its call (Qwen3, and Nemotron v2 and MiniMax-M2, whose prompts open the thought).
+    const { reply } = CALL_REPLIES[family]!;
+    if (reply.includes("</think>")) {
+      expect(chat.choices[0]!.message.reasoning_content).toBe(reply.split("</think>")[0]!.replace("<think>", "").trim());
+    }
     const [call] = chat.choices[0]!.message.tool_calls!;
     expect(call!.function.name).toBe("get_weather");
     expect(JSON.parse(call!.function.arguments)).toEqual({ city: "Paris" });

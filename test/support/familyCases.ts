@@ -66,6 +66,12 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
 export const CALL_REPLIES: Record<string, ReplyCase> = {
   "Hermes 2 Pro": { template: "Qwen-Qwen2.5-7B-Instruct.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
   "Qwen3-Coder": { template: "Qwen3-Coder.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  // A thinking model's usual turn with tools: a thought, then the call.
+  Qwen3: {
+    template: "Qwen-Qwen3-0.6B.jinja",
+    reply: "<think>\nWeather.\n</think>\n\n<tool_call>",
+    markers: ["<think>", "</think>", "<tool_call>"],
+  },
   "Mistral Nemo": { template: "mistralai-Mistral-Nemo-Instruct-2407.jinja", reply: "[TOOL_CALLS][", markers: ["[TOOL_CALLS]"] },
   "DeepSeek R1": {
     template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
