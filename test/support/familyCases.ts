@@ -124,6 +124,6 @@ export const TOKEN_FAMILIES: TokenFamily[] = [
   // Mistral's [INST] prompts on Llama 2's SentencePiece vocabulary (Mistral 7B's is of the same
   // kind; llama.cpp ships none of Mistral's): [INST] is text here, <s> and </s> are special.
   { name: "Mistral [INST] (llama-spm vocabulary)", vocabulary: "llama-spm", template: "mistralai-Mistral-Nemo-Instruct-2407" },
-  // Gemma 4's own vocabulary, with its template (its turn and tool markers are tokens of it).
+  // Gemma 4's own vocabulary, with its template.
   { name: "Gemma 4", vocabulary: "gemma-4", template: "google-gemma-4-31B-it" },
 ];
