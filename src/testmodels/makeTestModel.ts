@@ -8,6 +8,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import type { GgufWriter } from "../gguf/GgufWriter.js";
 import { bertModelWriter } from "./bertModelWriter.js";
 import { copiedVocabulary } from "./copiedVocabulary.js";
+import { tokenizerJsonVocabulary, type HuggingFaceTokenizer } from "./tokenizerJsonVocabulary.js";
 import { llamaModelWriter, llamaModelWriterWithVocabulary } from "./llamaModelWriter.js";
 import { presets } from "./presets.js";
 import type { TestModelScript } from "./scriptWiring.js";
@@ -43,8 +44,10 @@ export interface MakeTestModelOptions {
    * Qwen2, Phi-3, ...), its chat template with them unless `chatTemplate` is given, its
    * `general.name` (llama.cpp sets Phi-3's token attributes by the name), and the
    * embedding and output matrices get one row per token (150k tokens × 64 dims of tiny: about 40 MB).
+   * Or Hugging Face's tokenizer files of a byte-level BPE family (tokenizerJsonVocabulary.ts), for
+   * families llama.cpp ships no vocabulary file of (gpt-oss).
    */
-  readonly vocabularyFrom?: string;
+  readonly vocabularyFrom?: string | HuggingFaceTokenizer;
 }
 
 export interface MadeTestModel {
@@ -108,8 +111,10 @@ async function modelWriterWithVocabulary(
   preset: TestModelPreset,
   seed: number,
   chatTemplate: string | undefined,
-  vocabularyFrom: string,
+  vocabularyFrom: string | HuggingFaceTokenizer,
 ): Promise<GgufWriter> {
   if (preset.kind !== "llama") throw new Error("Only the llama presets take a copied vocabulary.");
-  return llamaModelWriterWithVocabulary(preset, await copiedVocabulary(vocabularyFrom), seed, chatTemplate);
+  const vocabulary =
+    typeof vocabularyFrom === "string" ? await copiedVocabulary(vocabularyFrom) : await tokenizerJsonVocabulary(vocabularyFrom);
+  return llamaModelWriterWithVocabulary(preset, vocabulary, seed, chatTemplate);
 }

@@ -13,7 +13,7 @@
 import { trainPairMerges } from "./trainPairMerges.js";
 
 /** llama.cpp's llama_token_type values, as stored in `tokenizer.ggml.token_type`. */
-export const TokenType = { normal: 1, control: 3, userDefined: 4 } as const;
+export const TokenType = { normal: 1, control: 3, userDefined: 4, unused: 5 } as const;
 
 export interface TestVocabulary {
   /** `tokenizer.ggml.model` */

