@@ -381,8 +381,8 @@ const THOUGHTS: readonly ThoughtRule[] = [
   },
   { open: "<think>", close: "</think>" },
   { open: "[THINK]", close: "[/THINK]" },
-  // Command R7B writes its answer between <|START_RESPONSE|> and <|END_RESPONSE|> (its end of turn).
-  { open: "<|START_THINKING|>", close: "<|END_THINKING|>", answerHeaders: ["<|START_RESPONSE|>"] },
+  // Command R7B writes its answer between <|START_RESPONSE|> and <|END_RESPONSE|>, which ends the reply.
+  { open: "<|START_THINKING|>", close: "<|END_THINKING|>", answerHeaders: ["<|START_RESPONSE|>"], answerEnd: "<|END_RESPONSE|>" },
 ];
 
 /** The family of a chat template, from the markers in its text. */

@@ -103,11 +103,13 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
    * For scripted models (makeTestModel's `script`): tiny with a hidden size of 128 in two heads of
    * 64, room for a script of up to 51 distinct tokens (two reserved dimensions each, 24 left random)
    * and a previous-token head whose RoPE singles out distance 1 by 53.6 nats (scriptWiring.ts).
-   * About 550k parameters, about 1.1 MB.
+   * About 550k parameters, about 1.1 MB. Its context holds the longest families' prompts (Command
+   * R7B's preamble with a tool is about 4,000 tokens in the project's byte-level vocabulary).
    */
   "script-tiny": {
     ...tiny,
     name: "modelhost script-tiny test model",
+    contextLength: 16_384,
     embeddingLength: 128,
     feedForwardLength: 384,
     headCount: 2,

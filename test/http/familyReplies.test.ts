@@ -51,7 +51,8 @@ beforeAll(async () => {
       models[name] = (await makeTestModel({ preset: "script-tiny", out: path.join(dir, `${name}.gguf`), chatTemplate, script })).path;
     }
   }
-  server = await startTestServer({ models, config: { maxLoadedModels: 1, contextSize: 4096 } });
+  // Command R7B's preamble with a tool runs to about 4,000 tokens in the test vocabulary's bytes.
+  server = await startTestServer({ models, config: { maxLoadedModels: 1, contextSize: 8192 } });
 }, 120_000);
 
 afterAll(async () => {

@@ -55,6 +55,12 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
     reply: "<think>The sky</think><response>Blue.</response>",
     markers: ["<think>", "</think>", "<response>", "</response>"],
   },
+  // Command R7B's answer comes between <|START_RESPONSE|> and <|END_RESPONSE|>, which ends it.
+  "Command R7B": {
+    template: "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+    reply: "<|START_THINKING|>The sky<|END_THINKING|><|START_RESPONSE|>Blue.<|END_RESPONSE|>",
+    markers: ["<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"],
+  },
   Magistral: {
     template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
     reply: `[THINK]The sky[/THINK]Blue.${EOS}`,
@@ -96,6 +102,11 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
   },
   "gpt-oss": { template: "openai-gpt-oss-120b.jinja", reply: "<|channel|>commentary to=functions.", markers: ["<|channel|>"] },
   LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: "<|tool_call_start|>[", markers: ["<|tool_call_start|>"] },
+  "Command R7B": {
+    template: "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
+    reply: "<|START_ACTION|>[",
+    markers: ["<|START_ACTION|>"],
+  },
 };
 
 /** Families whose token ids are checked against llama-tokenize (test/engine/tokenCrossCheck.test.ts). */
