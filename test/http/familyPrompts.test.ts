@@ -1,11 +1,8 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { chatBody, knownDifferences, readFixtures, readShapes, withFamilyTokens } from "../support/chatTemplateFixtures.js";
-import { llamaCppSource } from "../support/llamaCppSource.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { serveFamilies } from "../support/familyServer.js";
+import { postJson, type TestServer } from "../support/startTestServer.js";
 
 /**
  * Every chat template llama.cpp ships, in a tiny model's file, served: each conversation shape sent
@@ -19,26 +16,19 @@ const shapes = readShapes().shapes;
 const fixtures = readFixtures().filter((fixture) => fixture.origin.kind === "llama.cpp");
 
 let server: TestServer;
-let dir: string;
 
 beforeAll(async () => {
   // The references were rendered at a fixed instant (strftime_now); templates print its date.
   vi.useFakeTimers({ toFake: ["Date"], now: new Date(`${fixtures[0]!.now}Z`) });
-  const source = await llamaCppSource();
-  dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-prompts-"));
-  const models: Record<string, string> = {};
-  for (const [index, fixture] of fixtures.entries()) {
-    if (fixture.origin.kind !== "llama.cpp") continue;
-    const chatTemplate = await readFile(path.join(source, fixture.origin.path), "utf8");
-    models[`family-${index}`] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${index}.gguf`), chatTemplate })).path;
-  }
-  server = await startTestServer({ models, config: { maxLoadedModels: 1 } });
+  const models = Object.fromEntries(
+    fixtures.map((fixture, index) => [`family-${index}`, { template: path.basename(fixture.origin.path) }]),
+  );
+  server = await serveFamilies(models, { maxLoadedModels: 1 });
 }, 300_000);
 
 afterAll(async () => {
   vi.useRealTimers();
   await server?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 // Cases the library renders otherwise are the reference test's (asserted there to still differ);

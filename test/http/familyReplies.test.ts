@@ -1,15 +1,11 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChatTemplate } from "../../src/chatTemplates/renderChatTemplate.js";
-import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { scriptTokens } from "../../src/testmodels/scriptTokens.js";
 import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
-import { llamaCppSource } from "../support/llamaCppSource.js";
+import { familyModelName, llamaCppTemplate, serveFamilies, type FamilyModel } from "../support/familyServer.js";
 import { CALL_REPLIES, THOUGHT_REPLIES, type ReplyCase } from "../support/familyCases.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
-import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { postJson, readSseEvents, type TestServer } from "../support/startTestServer.js";
 
 /**
  * Real families' replies, written by scripted weights (src/testmodels/scriptWiring.ts) after each
@@ -24,7 +20,6 @@ const question = [{ role: "user", content: "What colour is the sky?" }];
 const weather = forcedWeatherTool;
 
 let server: TestServer;
-let dir: string;
 
 /** The script for `reply` after the template's generation prompt: its last token, then the reply's. */
 async function scriptFor(source: string, { reply, markers }: ReplyCase, thinking: boolean): Promise<string[]> {
@@ -40,30 +35,27 @@ async function scriptFor(source: string, { reply, markers }: ReplyCase, thinking
 }
 
 beforeAll(async () => {
-  const source = await llamaCppSource();
-  dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-replies-"));
-  const models: Record<string, string> = {};
+  const models: Record<string, FamilyModel> = {};
   for (const [kind, cases] of Object.entries({ thought: THOUGHT_REPLIES, call: CALL_REPLIES })) {
     for (const [family, testCase] of Object.entries(cases)) {
-      const chatTemplate = await readFile(path.join(source, "models/templates", testCase.template), "utf8");
-      const name = `${kind}-${family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-")}`;
-      const script = { tokens: await scriptFor(chatTemplate, testCase, kind === "thought"), addedTokens: testCase.markers };
-      models[name] = (await makeTestModel({ preset: "script-tiny", out: path.join(dir, `${name}.gguf`), chatTemplate, script })).path;
+      const tokens = await scriptFor(await llamaCppTemplate(testCase.template), testCase, kind === "thought");
+      models[familyModelName(family, `${kind}-`)] = {
+        template: testCase.template,
+        preset: "script-tiny",
+        script: { tokens, addedTokens: testCase.markers },
+      };
     }
   }
   // Command R7B's preamble with a tool runs to about 4,000 tokens in the test vocabulary's bytes.
-  server = await startTestServer({ models, config: { maxLoadedModels: 1, contextSize: 8192 } });
+  server = await serveFamilies(models, { maxLoadedModels: 1, contextSize: 8192 });
 }, 120_000);
 
 afterAll(async () => {
   await server?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-const modelOf = (kind: string, family: string) => `${kind}-${family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-")}`;
-
 describe.each(Object.keys(THOUGHT_REPLIES))("%s's thought", (family) => {
-  const model = modelOf("thought", family);
+  const model = familyModelName(family, "thought-");
 
   it("is split from the answer in each API's field", async () => {
     // Thinking asked for in each API's way: llama.cpp's DeepSeek R1 template thinks only when told to.
@@ -106,7 +98,7 @@ describe.each(Object.keys(THOUGHT_REPLIES))("%s's thought", (family) => {
 });
 
 describe.each(Object.keys(CALL_REPLIES))("%s's call in auto mode", (family) => {
-  const model = modelOf("call", family);
+  const model = familyModelName(family, "call-");
 
   it("is opened by the model, finished under the grammar and read back in each API", async () => {
     const tools = [{ type: "function", function: weather }];

@@ -1,13 +1,9 @@
 // Issue 31: real model families' chat templates (llama.cpp's models/templates, from the source
 // node-llama-cpp ships) on the test model's weights, through POST /apply-template.
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
-import { llamaCppSource } from "../support/llamaCppSource.js";
+import { serveFamilies } from "../support/familyServer.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
-import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { postJson, type TestServer } from "../support/startTestServer.js";
 
 /** Served model name → llama.cpp's template file. */
 const FAMILIES = {
@@ -18,21 +14,12 @@ const FAMILIES = {
 
 describe("real families' templates through /apply-template", () => {
   let server: TestServer;
-  let dir: string;
 
   beforeAll(async () => {
-    const source = await llamaCppSource();
-    dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-families-"));
-    const models: Record<string, string> = {};
-    for (const [name, file] of Object.entries(FAMILIES)) {
-      const chatTemplate = await readFile(path.join(source, "models/templates", file), "utf8");
-      models[name] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${name}.gguf`), chatTemplate })).path;
-    }
-    server = await startTestServer({ models });
+    server = await serveFamilies(Object.fromEntries(Object.entries(FAMILIES).map(([name, template]) => [name, { template }])));
   }, 120_000);
   afterAll(async () => {
     await server?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   async function prompt(body: object): Promise<string> {

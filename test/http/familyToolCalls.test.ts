@@ -1,13 +1,9 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatFormatOf } from "../../src/chatTemplates/chatFormats.js";
-import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
-import { llamaCppSource } from "../support/llamaCppSource.js";
+import { familyModelName, llamaCppTemplate, serveFamilies } from "../support/familyServer.js";
 import { TOOL_CALL_FAMILIES } from "../support/familyCases.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
-import { postJson, readSseEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { postJson, readSseEvents, type TestServer } from "../support/startTestServer.js";
 
 /**
  * Tool calls in each family's own syntax, on tiny weights carrying that family's real template
@@ -26,34 +22,23 @@ const time = {
 const question = [{ role: "user", content: "What is the weather in Paris?" }];
 
 let server: TestServer;
-let dir: string;
 const templates: Record<string, string> = {};
 
 beforeAll(async () => {
-  const source = await llamaCppSource();
-  dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-calls-"));
-  const models: Record<string, string> = {};
-  for (const [family, file] of Object.entries(TOOL_CALL_FAMILIES)) {
-    const chatTemplate = await readFile(path.join(source, "models/templates", file), "utf8");
-    templates[family] = chatTemplate;
-    const name = modelName(family);
-    models[name] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${name}.gguf`), chatTemplate })).path;
-  }
+  for (const [family, file] of Object.entries(TOOL_CALL_FAMILIES)) templates[family] = await llamaCppTemplate(file);
+  const models = Object.fromEntries(
+    Object.entries(TOOL_CALL_FAMILIES).map(([family, template]) => [familyModelName(family), { template }]),
+  );
   // Tool prompts run long in the test vocabulary's bytes: Llama 3.1's and Granite's past a thousand tokens.
-  server = await startTestServer({ models, config: { maxLoadedModels: 1, contextSize: 4096 } });
+  server = await serveFamilies(models, { maxLoadedModels: 1, contextSize: 4096 });
 }, 120_000);
 
 afterAll(async () => {
   await server?.close();
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-function modelName(family: string): string {
-  return family.toLowerCase().replaceAll(/[^a-z0-9]+/g, "-");
-}
-
 describe.each(Object.keys(TOOL_CALL_FAMILIES))("%s", (family) => {
-  const model = modelName(family);
+  const model = familyModelName(family);
 
   it("is recognised from its template", () => {
     expect(chatFormatOf(templates[family]!).name).toBe(family);

@@ -33,12 +33,24 @@ export function findDelimiter(text: string, delimiter: string): { at: number; le
     const at = text.indexOf(delimiter);
     return at === -1 ? undefined : { at, length: delimiter.length };
   }
-  const source = delimiter
-    .split(SPLIT)
-    .map((part) => PLACEHOLDERS[part]?.pattern ?? part.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&"))
-    .join("");
-  const match = new RegExp(source).exec(text);
+  const match = patternOf(delimiter).exec(text);
   return match ? { at: match.index, length: match[0].length } : undefined;
+}
+
+/** Each delimiter's expression, made once: the parser looks for delimiters as every token arrives. */
+const patterns = new Map<string, RegExp>();
+
+function patternOf(delimiter: string): RegExp {
+  let pattern = patterns.get(delimiter);
+  if (pattern === undefined) {
+    const source = delimiter
+      .split(SPLIT)
+      .map((part) => PLACEHOLDERS[part]?.pattern ?? part.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&"))
+      .join("");
+    pattern = new RegExp(source);
+    patterns.set(delimiter, pattern);
+  }
+  return pattern;
 }
 
 /** The delimiter as the first call of a reply writes it. */
