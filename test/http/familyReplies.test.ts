@@ -22,7 +22,7 @@ const weather = forcedWeatherTool;
 let server: TestServer;
 
 /** The script for `reply` after the template's generation prompt: its last token, then the reply's. */
-async function scriptFor(source: string, { reply, markers }: ReplyCase, thinking: boolean): Promise<string[]> {
+async function scriptFor(source: string, { reply, markers, stateMarkers = [] }: ReplyCase, thinking: boolean): Promise<string[]> {
   const prompt = new ChatTemplate(source).render({
     messages: question,
     addGenerationPrompt: true,
@@ -31,7 +31,11 @@ async function scriptFor(source: string, { reply, markers }: ReplyCase, thinking
     bosToken: vocabulary.tokens[vocabulary.bosId]!,
     eosToken: EOS,
   });
-  return [scriptTokens(prompt, markers).at(-1)!, ...scriptTokens(reply, markers)];
+  const promptTokens = scriptTokens(prompt, markers);
+  // A state marker in the prompt would be seen from the reply's first token (scriptWiring.ts).
+  const inPrompt = stateMarkers.filter((marker) => promptTokens.includes(marker));
+  if (inPrompt.length > 0) throw new Error(`The prompt contains the state markers ${inPrompt.join(", ")}; choose others.`);
+  return [promptTokens.at(-1)!, ...scriptTokens(reply, markers)];
 }
 
 beforeAll(async () => {
@@ -42,7 +46,7 @@ beforeAll(async () => {
       models[familyModelName(family, `${kind}-`)] = {
         template: testCase.template,
         preset: "script-tiny",
-        script: { tokens, addedTokens: testCase.markers },
+        script: { tokens, addedTokens: testCase.markers, stateMarkers: testCase.stateMarkers },
       };
     }
   }

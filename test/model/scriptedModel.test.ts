@@ -21,6 +21,13 @@ const scripts = {
     // With <|return|> and <|call|> in the vocabulary llama.cpp keeps <|end|> out of the end-of-generation tokens, as for gpt-oss.
     addedTokens: HARMONY_MARKERS,
   },
+  // The pair (Ċ, <|channel|>) comes back with another successor: `an` (analysis), then `f` (final).
+  // The thought's `The`, a state marker neither test prompt has, tells which.
+  channels: {
+    tokens: scriptTokens("\n<|channel|>analysis<|message|>The sky<|end|>\n<|channel|>final<|message|>Blue.", HARMONY_MARKERS),
+    addedTokens: HARMONY_MARKERS,
+    stateMarkers: ["The"],
+  },
   // Ends the turn: the reply stops after the script.
   think: { tokens: scriptTokens("\n<think>The sky</think>Blue.<|im_end|>", ["<think>", "</think>"]) },
 } satisfies Record<string, TestModelScript>;
@@ -63,21 +70,24 @@ describe("scripted test models", () => {
     expect(((await response.json()) as { tokens: number[] }).tokens).toEqual(tokens.map((token) => vocabulary.tokens.indexOf(token)));
   });
 
-  it("writes the script exactly, tokens repeated with other successors included, then free text", async () => {
-    const { tokens } = scripts.harmony;
-    const written = tokens.length - 1;
-    for (const prompt of [CHATML_PROMPT, "Once upon a time, by the river, the people said:\n"]) {
-      expect(await complete("harmony", prompt, written)).toEqual({
-        text: scriptText(tokens.slice(1)),
-        finish_reason: "length",
-        index: 0,
-        logprobs: null,
-      });
-      const longer = await complete("harmony", prompt, written + 8);
-      expect(longer.text.startsWith(scriptText(tokens.slice(1)))).toBe(true);
-      expect(longer.text.length).toBeGreaterThan(scriptText(tokens.slice(1)).length);
-    }
-  });
+  it.each(["harmony", "channels"] as const)(
+    "writes the %s script exactly, tokens repeated with other successors included, then free text",
+    async (model) => {
+      const { tokens } = scripts[model];
+      const written = tokens.length - 1;
+      for (const prompt of [CHATML_PROMPT, "Once upon a time, by the river, the people said:\n"]) {
+        expect(await complete(model, prompt, written)).toEqual({
+          text: scriptText(tokens.slice(1)),
+          finish_reason: "length",
+          index: 0,
+          logprobs: null,
+        });
+        const longer = await complete(model, prompt, written + 8);
+        expect(longer.text.startsWith(scriptText(tokens.slice(1)))).toBe(true);
+        expect(longer.text.length).toBeGreaterThan(scriptText(tokens.slice(1)).length);
+      }
+    },
+  );
 
   it("ends the reply where the script ends with the end-of-turn token", async () => {
     const { tokens } = scripts.think;

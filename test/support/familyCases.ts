@@ -39,6 +39,8 @@ export interface ReplyCase {
   reply: string;
   /** Family markers, tokens of their own. */
   markers: string[];
+  /** Tokens of the reply, absent from the prompt, the weights tell its states apart by (TestModelScript.stateMarkers). */
+  stateMarkers?: string[];
 }
 
 export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
@@ -65,6 +67,15 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
     template: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
     reply: `[THINK]The sky[/THINK]Blue.${EOS}`,
     markers: ["[THINK]", "[/THINK]"],
+  },
+  // Harmony: the thought on the analysis channel, then a second header opens the final one.
+  // `assistant<|channel|>` comes twice, before `analysis` and before `final`, so the weights read
+  // whether the thought's `The` (one token; the prompt has none) is written; `<|return|>` ends it.
+  "gpt-oss": {
+    template: "openai-gpt-oss-120b.jinja",
+    reply: "<|channel|>analysis<|message|>The sky<|end|><|start|>assistant<|channel|>final<|message|>Blue.<|return|>",
+    markers: ["<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|return|>", "<|call|>"],
+    stateMarkers: ["The"],
   },
 };
 

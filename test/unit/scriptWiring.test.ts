@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { presets, type LlamaPreset } from "../../src/testmodels/presets.js";
 import { scriptText, scriptTokens } from "../../src/testmodels/scriptTokens.js";
-import { planScript, previousTokenHeadMargin, withScriptTokens } from "../../src/testmodels/scriptWiring.js";
+import { planScript, previousTokenHeadMargin, stateHeadRotation, withScriptTokens } from "../../src/testmodels/scriptWiring.js";
 import { testVocabulary, TokenType } from "../../src/testmodels/testVocabulary.js";
 
 // The scripted test models' plan (steps, output weights, refusals) and files; the replies they
@@ -37,7 +37,7 @@ describe("planScript", () => {
   it("refuses a (previous, current) pair followed by two different tokens, naming them", () => {
     // ", :" comes after "name" and after "arguments", followed by ' "' then by ' {'.
     const tokens = scriptTokens('\n{"name": "f", "arguments": {}}');
-    expect(() => planScript(tokens, never)).toThrow(/tokens "\\"", ":" are followed by .* and by .*each pair may have one successor/);
+    expect(() => planScript(tokens, never)).toThrow(/tokens "\\"", ":" are followed by .* and by .*each such state may have one successor/);
   });
 
   it("refuses a script whose last two tokens come earlier with a successor (it would not stop) unless it ends the turn", () => {
@@ -78,6 +78,68 @@ describe("planScript", () => {
     expect(() => planScript(["Ċ", "a", "b", "X", "c", "d", "X", "a", "d", "Y"], never)).toThrow(/cannot be told apart from "X"/);
   });
 
+  describe("state markers", () => {
+    const HARMONY = ["<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|return|>"];
+    // gpt-oss's reply after its generation prompt, `…<|start|>assistant` (`a ss i st an t` here):
+    // the pair (t, <|channel|>) comes back, followed by `an` (analysis), then by `f` (final).
+    const tokens = [
+      scriptTokens("<|start|>assistant", HARMONY).at(-1)!,
+      ...scriptTokens("<|channel|>analysis<|message|>The sky<|end|><|start|>assistant<|channel|>final<|message|>Blue.<|return|>", HARMONY),
+    ];
+    /** A target's weights by token text. */
+    const weightsOf = (plan: ReturnType<typeof planScript>, token: string) => {
+      const target = plan.weights[plan.distinct.indexOf(token)]!;
+      const byText = (map: Map<number, number>) => Object.fromEntries([...map].map(([i, w]) => [plan.distinct[i], w]));
+      return {
+        current: byText(target.current),
+        previous: byText(target.previous),
+        seen: [...target.seen.values()],
+        constant: target.constant,
+      };
+    };
+
+    it("refuses the pair's two successors without one, naming the tokens first written between them", () => {
+      expect(() => planScript(tokens, never)).toThrow(
+        /"t", "<\|channel\|>" are followed by "an" \(token 2\) and by "f" \(token 21\).*state marker \(stateMarkers\), one the prompt lacks: "an", "al", "y", "s", "is", "<\|message\|>", "The", "Ġs", "k", "<\|end\|>", "<\|start\|>", "a", "ss", "i", "st"\.$/,
+      );
+    });
+
+    it("tells them apart by whether the marker is written: each successor drops a unit on the other side of it", () => {
+      const plan = planScript(tokens, never, ["The"]);
+      expect(plan.stateMarkers).toEqual([plan.distinct.indexOf("The")]);
+      // `f` follows (t, <|channel|>) after the thought: 1 + 1 + 1 − 2 there, 1 + 1 − 2 before it.
+      expect(weightsOf(plan, "f")).toEqual({ current: { "<|channel|>": 1 }, previous: { t: 1 }, seen: [1], constant: -2 });
+      // `an` follows it before the thought, and (i, st) after it, which makes up its −1 with a 2 on st.
+      expect(weightsOf(plan, "an")).toEqual({
+        current: { "<|channel|>": 1, st: 2 },
+        previous: { t: 1, i: 1 },
+        seen: [-1],
+        constant: -1,
+      });
+      // A target written on both sides without a twin does not read the flag.
+      expect(weightsOf(plan, "<|message|>").seen).toEqual([]);
+    });
+
+    it("refuses markers the flag would be wrong or useless for, and pairs a marker cannot tell apart", () => {
+      expect(() => planScript(tokens, never, ["zz"])).toThrow(/"zz" is not in the script/);
+      expect(() => planScript(tokens, never, ["t"])).toThrow(/"t" is the script's source, the prompt's last token/);
+      expect(() => planScript(tokens, never, ["The", "The"])).toThrow(/must be distinct/);
+      // Written after both: the pair still has two successors with the same flags.
+      expect(() => planScript(tokens, never, ["B"])).toThrow(/are followed by "an" \(token 2\) and by "f"/);
+      // (a, b) → X and (c, d) → Y before M, the other way round after it: X and Y each need the flag both ways.
+      expect(() => planScript(["Ċ", "a", "b", "X", "c", "d", "Y", "M", "a", "b", "Y", "c", "d", "X", "e"], never, ["M"])).toThrow(
+        /cannot be told apart/,
+      );
+    });
+
+    it("read over script-tiny's whole context from a pair turning 2.18 rad: at least 0.46 of the peak score", () => {
+      const rotation = stateHeadRotation(presets["script-tiny"] as LlamaPreset);
+      expect(rotation.pair).toBe(31);
+      expect(rotation.phase).toBeCloseTo(2.1847 / 2, 3);
+      expect(rotation.floor).toBeCloseTo(0.46, 2);
+    });
+  });
+
   it("refuses a byte-level token the vocabulary lacks instead of adding it as a marker", () => {
     expect(() => withScriptTokens(testVocabulary(), { tokens: ["Ċ", "Ġzzzz"] })).toThrow(
       /not in the test vocabulary; spell text as its tokens with scriptTokens/,
@@ -116,6 +178,14 @@ describe("scripted model files", () => {
   });
 
   it("refuses a script the preset has no room for, and a thinking preset", async () => {
+    // script-tiny has two key/value heads: the previous-token head's and one state head.
+    await expect(
+      makeTestModel({
+        preset: "script-tiny",
+        out: path.join(os.tmpdir(), "never.gguf"),
+        script: { tokens: ["Ċ", "a", "b", "c"], stateMarkers: ["a", "b"] },
+      }),
+    ).rejects.toThrow(/has room for 1 state markers/);
     const long = scriptTokens("\nThe quick brown fox jumps over the lazy dog: 0123456789 QWERTYUIOPASDFGHJKLZXCVBNM!");
     await expect(makeTestModel({ preset: "tiny", out: path.join(os.tmpdir(), "never.gguf"), script: { tokens: long } })).rejects.toThrow(
       /too large for modelhost tiny test model/,
