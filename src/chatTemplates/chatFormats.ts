@@ -205,6 +205,13 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
     calls: { sectionPrefix: " functools[", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]", parallel: true },
   },
   {
+    // Phi-4-mini's template lists the tools from the system message (`<|tool|>…<|/tool|>`); its model
+    // card's calls are `functools[{"name": …, "arguments": …}]`, as vLLM's phi4_mini_json parser reads them.
+    name: "Phi-4-mini",
+    markers: ["<|tool|>", "<|/tool|>"],
+    calls: { sectionPrefix: "functools[", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]", parallel: true },
+  },
+  {
     name: "Apertus",
     markers: ["<|tools_prefix|>"],
     calls: {
