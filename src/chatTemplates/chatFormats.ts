@@ -339,7 +339,7 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
 
 /**
  * The syntax for templates without a call syntax of their own, as llama.cpp's generic format: a JSON
- * object naming the call, explained to the model in the system prompt (see genericToolPrompt).
+ * object naming the call. Such templates show no tools, so the grammar writes these calls (`required` and named).
  */
 export const GENERIC_CALLS: CallSyntax = {
   sectionPrefix: "",
@@ -410,17 +410,4 @@ export function chatFormatOf(source: string): ChatFormat {
     ...(family ? { calls: family.calls } : {}),
     ...(thought ? { thought } : {}),
   };
-}
-
-/**
- * The system prompt text that explains the generic call syntax to a model whose template cannot
- * show tools (llama.cpp's generic format does the same): the functions, and how to call them.
- */
-export function genericToolPrompt(tools: readonly { name: string; description?: string; parameters: unknown }[]): string {
-  const list = tools.map((tool) => JSON.stringify({ name: tool.name, description: tool.description ?? "", parameters: tool.parameters }));
-  return [
-    "You can call these functions:",
-    ...list,
-    'To call one, reply with only a JSON object: {"tool_call": {"name": "<function name>", "arguments": {<its arguments>}}}',
-  ].join("\n");
 }
