@@ -339,7 +339,8 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
 
 /**
  * The syntax for templates without a call syntax of their own, as llama.cpp's generic format: a JSON
- * object naming the call. Such templates show no tools, so the grammar writes these calls (`required` and named).
+ * object naming the call. A template that shows no tools gets no text of ours about them: the
+ * grammar writes these calls where they are asked for (`required`, a named function).
  */
 export const GENERIC_CALLS: CallSyntax = {
   sectionPrefix: "",
