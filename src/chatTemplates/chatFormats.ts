@@ -205,6 +205,13 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
     calls: { sectionPrefix: " functools[", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]", parallel: true },
   },
   {
+    // Phi-4-mini's template lists the tools from the system message (`<|tool|>…<|/tool|>`); its model
+    // card's calls are `functools[{"name": …, "arguments": …}]`, as vLLM's phi4_mini_json parser reads them.
+    name: "Phi-4-mini",
+    markers: ["<|tool|>", "<|/tool|>"],
+    calls: { sectionPrefix: "functools[", ...JSON_CALL, betweenCalls: ", ", sectionSuffix: "]", parallel: true },
+  },
+  {
     name: "Apertus",
     markers: ["<|tools_prefix|>"],
     calls: {
@@ -332,7 +339,8 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
 
 /**
  * The syntax for templates without a call syntax of their own, as llama.cpp's generic format: a JSON
- * object naming the call, explained to the model in the system prompt (see genericToolPrompt).
+ * object naming the call. A template that shows no tools gets no text of ours about them: the
+ * grammar writes these calls where they are asked for (`required`, a named function).
  */
 export const GENERIC_CALLS: CallSyntax = {
   sectionPrefix: "",
@@ -403,17 +411,4 @@ export function chatFormatOf(source: string): ChatFormat {
     ...(family ? { calls: family.calls } : {}),
     ...(thought ? { thought } : {}),
   };
-}
-
-/**
- * The system prompt text that explains the generic call syntax to a model whose template cannot
- * show tools (llama.cpp's generic format does the same): the functions, and how to call them.
- */
-export function genericToolPrompt(tools: readonly { name: string; description?: string; parameters: unknown }[]): string {
-  const list = tools.map((tool) => JSON.stringify({ name: tool.name, description: tool.description ?? "", parameters: tool.parameters }));
-  return [
-    "You can call these functions:",
-    ...list,
-    'To call one, reply with only a JSON object: {"tool_call": {"name": "<function name>", "arguments": {<its arguments>}}}',
-  ].join("\n");
 }

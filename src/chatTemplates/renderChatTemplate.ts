@@ -13,6 +13,8 @@ export interface TemplateMessage {
   name?: string;
   /** A thought kept in history (Qwen3, DeepSeek, gpt-oss's analysis channel print it). */
   reasoningContent?: string;
+  /** A system message's tools as JSON text: Phi-4-mini's template prints them there, not from `tools`. */
+  tools?: string;
 }
 
 export interface ChatTemplateInput {
@@ -126,6 +128,16 @@ const libraryGlobals: Record<string, unknown> = {
   },
 };
 
+const TOJSON = new Template("{{ value | tojson }}");
+
+/**
+ * The functions offered, as JSON text written by the templates' own `tojson` (transformers' json.dumps
+ * with ", " and ": "): for templates that read them from a system message's `tools` (Phi-4-mini's).
+ */
+export function toolsAsJson(tools: readonly ToolDefinition[]): string {
+  return TOJSON.render({ value: tools.map(toolFunction) });
+}
+
 function toolFunction(tool: ToolDefinition): Record<string, unknown> {
   return tool.description === undefined
     ? { name: tool.name, parameters: tool.parameters }
@@ -145,6 +157,7 @@ function toTemplateMessage(message: TemplateMessage, argumentsAs: "object" | "st
   if (message.toolCallId !== undefined) out.tool_call_id = message.toolCallId;
   if (message.name !== undefined) out.name = message.name;
   if (message.reasoningContent !== undefined) out[thoughtKey] = message.reasoningContent;
+  if (message.tools !== undefined) out.tools = message.tools;
   return out;
 }
 

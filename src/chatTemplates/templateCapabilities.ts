@@ -1,4 +1,4 @@
-import { ChatTemplate, type ChatTemplateInput, type TemplateMessage } from "./renderChatTemplate.js";
+import { ChatTemplate, toolsAsJson, type ChatTemplateInput, type TemplateMessage } from "./renderChatTemplate.js";
 
 /**
  * What a chat template can show, found by rendering small conversations with it and looking for
@@ -8,6 +8,11 @@ import { ChatTemplate, type ChatTemplateInput, type TemplateMessage } from "./re
 export interface TemplateCapabilities {
   /** Prints the tools offered. */
   tools: boolean;
+  /**
+   * Prints the tools only from a system message's `tools` field, as JSON text (Phi-4-mini's
+   * template, whose model card puts them there): the tools offered go to the system message.
+   */
+  systemTools: boolean;
   /**
    * Past calls' arguments as the template needs them: an object (transformers' form, which templates
    * that `tojson` them need) or the JSON text (templates that print `{{ arguments }}` as they are).
@@ -30,7 +35,8 @@ const NEEDLE = {
 export function templatePrintsTools(sources: readonly string[]): boolean {
   return sources.some((source) => {
     try {
-      return templateCapabilities(new ChatTemplate(source), {}).tools;
+      const capabilities = templateCapabilities(new ChatTemplate(source), {});
+      return capabilities.tools || capabilities.systemTools;
     } catch {
       return false;
     }
@@ -59,8 +65,10 @@ export function templateCapabilities(
   const tool = { name: NEEDLE.tool, description: "A probe", parameters: { type: "object", properties: {} } };
   const replied = render([user, { role: "assistant", content: NEEDLE.reply }]);
   const afterReply = replied.indexOf(NEEDLE.reply);
+  const tools = render([user], { tools: [tool] }).includes(NEEDLE.tool);
   return {
-    tools: render([user], { tools: [tool] }).includes(NEEDLE.tool),
+    tools,
+    systemTools: !tools && render([{ role: "system", content: "", tools: toolsAsJson([tool]) }, user]).includes(NEEDLE.tool),
     argumentsAs,
     turnEnd: afterReply === -1 ? "" : replied.slice(afterReply + NEEDLE.reply.length),
   };

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ChatTemplate } from "../../src/chatTemplates/renderChatTemplate.js";
 import { scriptTokens } from "../../src/testmodels/scriptTokens.js";
 import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
-import { familyModelName, llamaCppTemplate, serveFamilies, type FamilyModel } from "../support/familyServer.js";
+import { familyModelName, familyTemplate, serveFamilies, type FamilyModel } from "../support/familyServer.js";
 import { CALL_REPLIES, THOUGHT_REPLIES, type ReplyCase } from "../support/familyCases.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
 import { postJson, readSseEvents, type TestServer } from "../support/startTestServer.js";
@@ -42,7 +42,7 @@ beforeAll(async () => {
   const models: Record<string, FamilyModel> = {};
   for (const [kind, cases] of Object.entries({ thought: THOUGHT_REPLIES, call: CALL_REPLIES })) {
     for (const [family, testCase] of Object.entries(cases)) {
-      const tokens = await scriptFor(await llamaCppTemplate(testCase.template), testCase, kind === "thought");
+      const tokens = await scriptFor(await familyTemplate(testCase.template), testCase, kind === "thought");
       models[familyModelName(family, `${kind}-`)] = {
         template: testCase.template,
         preset: "script-tiny",

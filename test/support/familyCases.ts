@@ -26,6 +26,8 @@ export const TOOL_CALL_FAMILIES: Record<string, string> = {
   "Command R7B": "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
   "Functionary v3.2": "meetkai-functionary-medium-v3.2.jinja",
   LFM2: "LFM2.5-8B-A1B.jinja",
+  // llama.cpp ships none: test/fixtures/templates has the one in microsoft/Phi-4-mini-instruct's tokenizer_config.json.
+  "Phi-4-mini": "microsoft-Phi-4-mini-instruct.jinja",
   generic: "microsoft-Phi-3.5-mini-instruct.jinja",
 };
 
@@ -113,6 +115,8 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
   },
   "gpt-oss": { template: "openai-gpt-oss-120b.jinja", reply: "<|channel|>commentary to=functions.", markers: ["<|channel|>"] },
   LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: "<|tool_call_start|>[", markers: ["<|tool_call_start|>"] },
+  // `functools` is text in Phi-4-mini's vocabulary, not a token of its own.
+  "Phi-4-mini": { template: "microsoft-Phi-4-mini-instruct.jinja", reply: "functools[", markers: [] },
   "Command R7B": {
     template: "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
     reply: "<|START_ACTION|>[",

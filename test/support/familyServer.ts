@@ -1,5 +1,7 @@
 // Tiny generated models that carry real model families' chat templates (llama.cpp's
-// models/templates, from the source node-llama-cpp ships), served: what the family tests share.
+// models/templates, from the source node-llama-cpp ships, and test/fixtures/templates for the
+// families llama.cpp ships none of), served: what the family tests share.
+import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -13,8 +15,12 @@ export interface FamilyModel extends Omit<MakeTestModelOptions, "preset" | "out"
   preset?: MakeTestModelOptions["preset"];
 }
 
-/** The text of one of llama.cpp's templates (`Qwen-Qwen3-0.6B.jinja`). */
-export async function llamaCppTemplate(file: string): Promise<string> {
+const ownTemplates = path.resolve(import.meta.dirname, "../fixtures/templates");
+
+/** The text of a family's template (`Qwen-Qwen3-0.6B.jinja`): llama.cpp's, or ours where it ships none. */
+export async function familyTemplate(file: string): Promise<string> {
+  const own = path.join(ownTemplates, file);
+  if (existsSync(own)) return readFile(own, "utf8");
   return readFile(path.join(await llamaCppSource(), "models/templates", file), "utf8");
 }
 
@@ -27,7 +33,7 @@ export async function serveFamilies(models: Record<string, FamilyModel>, config?
   try {
     const files: Record<string, string> = {};
     for (const [name, { template, preset = "tiny", ...options }] of Object.entries(models)) {
-      const chatTemplate = await llamaCppTemplate(template);
+      const chatTemplate = await familyTemplate(template);
       files[name] = (await makeTestModel({ preset, out: path.join(dir, `${name}.gguf`), chatTemplate, ...options })).path;
     }
     const server = await startTestServer({ models: files, ...(config ? { config } : {}) });

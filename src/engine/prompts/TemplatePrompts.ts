@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { LlamaModel, Token } from "node-llama-cpp";
 import { chatFormatOf, GENERIC_CALLS, type CallSyntax, type ChatFormat } from "../../chatTemplates/chatFormats.js";
-import type { ChatTemplate, ChatTemplateInput, TemplateMessage } from "../../chatTemplates/renderChatTemplate.js";
+import { toolsAsJson, type ChatTemplate, type ChatTemplateInput, type TemplateMessage } from "../../chatTemplates/renderChatTemplate.js";
 import { templateCapabilities, type TemplateCapabilities } from "../../chatTemplates/templateCapabilities.js";
 import type { ChatMessage, ChatRequest, ToolDefinition } from "../../core/ChatRequest.js";
 import { BASE62_ALPHABET } from "../../core/randomBase62.js";
@@ -52,8 +52,9 @@ export class TemplatePrompts implements ConversationPrompts {
     // An effort asked of a template that reads none but has a switch (DeepSeek R1's as llama.cpp
     // ships it: off unless told) is the request to think: the nearest the template can take.
     const thinking = request.thinking ?? (request.reasoningEffort !== undefined && !reads.reasoningEffort ? true : undefined);
+    const messages = this.#messages(request.messages, variant.format.calls?.callIdLength);
     let text = variant.template.render({
-      messages: this.#messages(request.messages, variant.format.calls?.callIdLength),
+      messages: tools.length > 0 && capabilities.systemTools ? withSystemTools(messages, toolsAsJson(tools)) : messages,
       ...(tools.length > 0 ? { tools } : {}),
       addGenerationPrompt: prefill === undefined,
       ...this.#tokens,
@@ -89,7 +90,8 @@ export class TemplatePrompts implements ConversationPrompts {
   /**
    * The conversation as transformers passes it to the template: what the template does not print
    * (tools, past calls or results, in templates without tool support) is not in the prompt, as in
-   * the reference rendering; no text of ours is added to it.
+   * the reference rendering; no text of ours is added to it (the tools a template reads from the
+   * system message are put there by render).
    */
   #messages(messages: readonly ChatMessage[], idLength: number | undefined): TemplateMessage[] {
     // Tool results carry the name of the function they answer (Hermes, Llama 3.x and others print it).
@@ -167,6 +169,15 @@ function callIdOfLength(id: string, length: number): string {
   let out = "";
   for (let i = 0; out.length < length; i++) out += BASE62_ALPHABET[digest[i]! % BASE62_ALPHABET.length];
   return out;
+}
+
+/**
+ * The conversation with the tools offered in its system message's `tools` field, where a template
+ * like Phi-4-mini's shows them (its model card's form); one with empty text if it has no system message.
+ */
+function withSystemTools(messages: TemplateMessage[], tools: string): TemplateMessage[] {
+  const [first, ...rest] = messages;
+  return first?.role === "system" ? [{ ...first, tools }, ...rest] : [{ role: "system", content: "", tools }, ...messages];
 }
 
 /**
