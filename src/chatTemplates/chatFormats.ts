@@ -383,6 +383,11 @@ const THOUGHTS: readonly ThoughtRule[] = [
   { open: "[THINK]", close: "[/THINK]" },
   // Command R7B writes its answer between <|START_RESPONSE|> and <|END_RESPONSE|>, which ends the reply.
   { open: "<|START_THINKING|>", close: "<|END_THINKING|>", answerHeaders: ["<|START_RESPONSE|>"], answerEnd: "<|END_RESPONSE|>" },
+  // Gemma 4's thought channel, `<|channel>thought\n…<channel|>` (llama.cpp's common/parsers/gemma4.cpp
+  // takes the same start and end tags); thinking off, its prompt ends with that channel empty.
+  { open: "<|channel>thought", close: "<channel|>" },
+  // Apertus's deliberation, `<|inner_prefix|>…<|inner_suffix|>` (its template's `thoughts` blocks).
+  { open: "<|inner_prefix|>", close: "<|inner_suffix|>" },
 ];
 
 /** The family of a chat template, from the markers in its text. */

@@ -66,6 +66,29 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
     reply: `[THINK]The sky[/THINK]Blue.${EOS}`,
     markers: ["[THINK]", "[/THINK]"],
   },
+  // Told to think (its `thinking` switch), V3.1's prompt ends with an open `<think>`; off, with `<think></think>`.
+  "DeepSeek V3.1": { template: "deepseek-ai-DeepSeek-V3.1.jinja", reply: `The sky</think>Blue.${EOS}`, markers: ["<think>", "</think>"] },
+  // GLM's history writes `<|assistant|>\n<think>…</think>\n` before the answer; its prompt opens no thought.
+  "GLM 4.5": { template: "GLM-4.6.jinja", reply: `\n<think>The sky</think>\nBlue.${EOS}`, markers: ["<think>", "</think>"] },
+  // These three prompts always open the thought (`<think>\n`); MiniMax-M2's and Nemotron v2's have no
+  // switch a request reaches (Nemotron's is `/no_think` in the system message's text).
+  "MiniMax-M2": { template: "MiniMax-M2.jinja", reply: `The sky\n</think>\n\nBlue.${EOS}`, markers: ["<think>", "</think>"] },
+  "Nemotron v2": { template: "NVIDIA-Nemotron-Nano-v2.jinja", reply: `The sky\n</think>\n\nBlue.${EOS}`, markers: ["<think>", "</think>"] },
+  "Qwen3.5": { template: "Qwen3.5-4B.jinja", reply: "The sky\n</think>\n\nBlue.<|im_end|>", markers: ["<think>", "</think>"] },
+  // Gemma 4 thinks when `<|think|>` heads its system turn (enable_thinking), on its thought channel.
+  "Gemma 4": {
+    template: "google-gemma-4-31B-it.jinja",
+    reply: `<|channel>thought\nThe sky<channel|>Blue.${EOS}`,
+    markers: ["<|channel>", "<channel|>"],
+  },
+  // Apertus's deliberation between <|inner_prefix|> and <|inner_suffix|> (its template's `thoughts` blocks).
+  Apertus: {
+    template: "Apertus-8B-Instruct.jinja",
+    reply: `<|inner_prefix|>The sky<|inner_suffix|>Blue.${EOS}`,
+    markers: ["<|inner_prefix|>", "<|inner_suffix|>"],
+  },
+  // LFM2.5's template writes a past turn's thought as `<think>…</think>` before its answer.
+  LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: `<think>The sky</think>Blue.${EOS}`, markers: ["<think>", "</think>"] },
 };
 
 /** Replies that open a call: the opener only; the grammar writes the rest. */
