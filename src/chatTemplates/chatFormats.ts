@@ -34,8 +34,11 @@ export interface CallSyntax {
    * up to `valueEnd`, as text for string parameters and as JSON for others.
    */
   parameters?: ParameterSyntax;
-  /** Arguments written as a Python call's keyword arguments (LFM2's `get_weather(city='Paris')`), read back into JSON. */
-  keywordArguments?: boolean;
+  /**
+   * Arguments written as keyword arguments (LFM2's Python `get_weather(city='Paris')`, Gemma 4's
+   * `get_weather{city:<|"|>Paris<|"|>}`), read back into JSON.
+   */
+  keywordArguments?: KeywordSyntax;
   /** Other texts that open a call in free text (gpt-oss also writes ` to=functions.NAME` before its channel). */
   alternates?: readonly string[];
   /**
@@ -49,6 +52,15 @@ export interface ParameterSyntax {
   prefix: string;
   nameEnd: string;
   valueEnd: string;
+}
+
+/** Keyword arguments: `name` `assign` value, separated by `separator`, up to `end` (which the call's suffix begins with). */
+export interface KeywordSyntax {
+  assign: string;
+  separator: string;
+  end: string;
+  /** How values are written: as Python literals, or as Gemma 4's (strings between `<|"|>`, dicts' keys bare). */
+  literals: "python" | "gemma";
 }
 
 /** A thought section's markers, as the template writes them. */
@@ -96,7 +108,7 @@ const LFM2_CALLS: CallSyntax = {
   betweenCalls: ", ",
   sectionSuffix: "]<|tool_call_end|>",
   parallel: true,
-  keywordArguments: true,
+  keywordArguments: { assign: "=", separator: ", ", end: ")", literals: "python" },
 };
 
 /** The families whose calls this server writes and reads, in the order they are recognised. */
@@ -311,6 +323,22 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
       betweenCalls: "\n",
       sectionSuffix: "",
       parallel: true,
+    },
+  },
+  {
+    // `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`, as llama.cpp's
+    // common/parsers/gemma4.cpp reads it; several calls follow one another.
+    name: "Gemma 4",
+    markers: ["'<|tool_call>call:'"],
+    calls: {
+      sectionPrefix: "",
+      prefix: "<|tool_call>call:",
+      paramsPrefix: "{",
+      suffix: "}<tool_call|>",
+      betweenCalls: "",
+      sectionSuffix: "",
+      parallel: true,
+      keywordArguments: { assign: ":", separator: ",", end: "}", literals: "gemma" },
     },
   },
   {

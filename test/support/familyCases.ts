@@ -5,6 +5,10 @@ import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
 /** Families whose calls are written and read in their own syntax (test/http/familyToolCalls.test.ts), by template file. */
 export const TOOL_CALL_FAMILIES: Record<string, string> = {
   "Hermes 2 Pro": "Qwen-Qwen2.5-7B-Instruct.jinja",
+  // Qwen3 writes Hermes 2 Pro's calls, and Qwen3.5 Qwen3-Coder's (CALL_SYNTAX_OF).
+  Qwen3: "Qwen-Qwen3-0.6B.jinja",
+  "Qwen3.5": "Qwen3.5-4B.jinja",
+  "Gemma 4": "google-gemma-4-31B-it.jinja",
   "Llama 3.x": "meta-llama-Llama-3.1-8B-Instruct.jinja",
   "Mistral Nemo": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
   Magistral: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
@@ -28,6 +32,9 @@ export const TOOL_CALL_FAMILIES: Record<string, string> = {
   LFM2: "LFM2.5-8B-A1B.jinja",
   generic: "microsoft-Phi-3.5-mini-instruct.jinja",
 };
+
+/** The call syntax, as llama.cpp's chat layer names it, of families that write another family's. */
+export const CALL_SYNTAX_OF: Record<string, string> = { Qwen3: "Hermes 2 Pro", "Qwen3.5": "Qwen3-Coder" };
 
 const vocabulary = testVocabulary();
 const EOS = vocabulary.tokens[vocabulary.eosId]!;
@@ -95,6 +102,18 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
 export const CALL_REPLIES: Record<string, ReplyCase> = {
   "Hermes 2 Pro": { template: "Qwen-Qwen2.5-7B-Instruct.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
   "Qwen3-Coder": { template: "Qwen3-Coder.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  // Its prompt opens the thought: the model closes it, then calls in Qwen3-Coder's XML.
+  "Qwen3.5": {
+    template: "Qwen3.5-4B.jinja",
+    reply: "Weather.\n</think>\n\n<tool_call>",
+    markers: ["<think>", "</think>", "<tool_call>"],
+  },
+  // Thinking off, its prompt ends with the thought channel closed empty (`<|channel>thought\n<channel|>`).
+  "Gemma 4": {
+    template: "google-gemma-4-31B-it.jinja",
+    reply: "<|tool_call>call:",
+    markers: ["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>"],
+  },
   // A thinking model's usual turn with tools: a thought, then the call.
   Qwen3: {
     template: "Qwen-Qwen3-0.6B.jinja",
