@@ -370,6 +370,9 @@ export const GENERIC_CALLS: CallSyntax = {
   betweenCalls: "\n",
   sectionSuffix: "",
   parallel: true,
+  // A model that writes `{"tool_call":` is opening a call, whatever spacing it would put in the rest
+  // of the prefix (`{"name":"…`); the rewind then writes the exact prefix and the grammar takes over.
+  alternates: ['{"tool_call":'],
 };
 
 /**

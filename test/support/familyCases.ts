@@ -144,6 +144,8 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
   },
   "gpt-oss": { template: "openai-gpt-oss-120b.jinja", reply: "<|channel|>commentary to=functions.", markers: ["<|channel|>"] },
   LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: "<|tool_call_start|>[", markers: ["<|tool_call_start|>"] },
+  // A template without tool support: the generic form's opener (GENERIC_CALLS), which the model may write in free text.
+  generic: { template: "microsoft-Phi-3.5-mini-instruct.jinja", reply: '{"tool_call":', markers: [] },
   "Command R7B": {
     template: "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
     reply: "<|START_ACTION|>[",
