@@ -34,8 +34,11 @@ export interface CallSyntax {
    * up to `valueEnd`, as text for string parameters and as JSON for others.
    */
   parameters?: ParameterSyntax;
-  /** Arguments written as a Python call's keyword arguments (LFM2's `get_weather(city='Paris')`), read back into JSON. */
-  keywordArguments?: boolean;
+  /**
+   * Arguments written as keyword arguments (LFM2's Python `get_weather(city='Paris')`, Gemma 4's
+   * `get_weather{city:<|"|>Paris<|"|>}`), read back into JSON.
+   */
+  keywordArguments?: KeywordSyntax;
   /** Other texts that open a call in free text (gpt-oss also writes ` to=functions.NAME` before its channel). */
   alternates?: readonly string[];
   /**
@@ -49,6 +52,15 @@ export interface ParameterSyntax {
   prefix: string;
   nameEnd: string;
   valueEnd: string;
+}
+
+/** Keyword arguments: `name` `assign` value, separated by `separator`, up to `end` (which the call's suffix begins with). */
+export interface KeywordSyntax {
+  assign: string;
+  separator: string;
+  end: string;
+  /** How values are written: as Python literals, or as Gemma 4's (strings between `<|"|>`, dicts' keys bare). */
+  literals: "python" | "gemma";
 }
 
 /** A thought section's markers, as the template writes them. */
@@ -96,7 +108,7 @@ const LFM2_CALLS: CallSyntax = {
   betweenCalls: ", ",
   sectionSuffix: "]<|tool_call_end|>",
   parallel: true,
-  keywordArguments: true,
+  keywordArguments: { assign: "=", separator: ", ", end: ")", literals: "python" },
 };
 
 /** The families whose calls this server writes and reads, in the order they are recognised. */
@@ -321,6 +333,22 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
     },
   },
   {
+    // `<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>`, as llama.cpp's
+    // common/parsers/gemma4.cpp reads it; several calls follow one another.
+    name: "Gemma 4",
+    markers: ["'<|tool_call>call:'"],
+    calls: {
+      sectionPrefix: "",
+      prefix: "<|tool_call>call:",
+      paramsPrefix: "{",
+      suffix: "}<tool_call|>",
+      betweenCalls: "",
+      sectionSuffix: "",
+      parallel: true,
+      keywordArguments: { assign: ":", separator: ",", end: "}", literals: "gemma" },
+    },
+  },
+  {
     name: "Hermes 2 Pro",
     markers: ["<tool_call>"],
     // Families that put other syntaxes inside <tool_call> (Qwen3-Coder's and GLM's XML arguments).
@@ -350,6 +378,9 @@ export const GENERIC_CALLS: CallSyntax = {
   betweenCalls: "\n",
   sectionSuffix: "",
   parallel: true,
+  // A model that writes `{"tool_call":` is opening a call, whatever spacing it would put in the rest
+  // of the prefix (`{"name":"…`); the rewind then writes the exact prefix and the grammar takes over.
+  alternates: ['{"tool_call":'],
 };
 
 /**
@@ -391,6 +422,11 @@ const THOUGHTS: readonly ThoughtRule[] = [
   { open: "[THINK]", close: "[/THINK]" },
   // Command R7B writes its answer between <|START_RESPONSE|> and <|END_RESPONSE|>, which ends the reply.
   { open: "<|START_THINKING|>", close: "<|END_THINKING|>", answerHeaders: ["<|START_RESPONSE|>"], answerEnd: "<|END_RESPONSE|>" },
+  // Gemma 4's thought channel, `<|channel>thought\n…<channel|>` (llama.cpp's common/parsers/gemma4.cpp
+  // takes the same start and end tags); thinking off, its prompt ends with that channel empty.
+  { open: "<|channel>thought", close: "<channel|>" },
+  // Apertus's deliberation, `<|inner_prefix|>…<|inner_suffix|>` (its template's `thoughts` blocks).
+  { open: "<|inner_prefix|>", close: "<|inner_suffix|>" },
 ];
 
 /** The family of a chat template, from the markers in its text. */

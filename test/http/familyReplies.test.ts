@@ -101,6 +101,46 @@ describe.each(Object.keys(THOUGHT_REPLIES))("%s's thought", (family) => {
   });
 });
 
+/**
+ * Families whose templates turn thinking off in the generation prompt itself (an empty or closed
+ * thought, Qwen's `<think>\n\n</think>\n\n`, Gemma 4's empty channel): told not to think, the
+ * prompt ends otherwise than the script's source, so the weights write none of it. Granite's,
+ * Magistral's and Apertus's switches change only their system text, where what follows is the
+ * weights' choice, not the template's; MiniMax-M2's, Nemotron v2's and LFM2's have none a request reaches.
+ */
+const SWITCHED_OFF = ["Qwen3", "DeepSeek R1", "Command R7B", "DeepSeek V3.1", "GLM 4.5", "Qwen3.5", "Gemma 4"];
+
+describe.each(SWITCHED_OFF)("%s's thought turned off", (family) => {
+  const model = familyModelName(family, "thought-");
+
+  it("writes no thought markup and reports no reasoning", async () => {
+    const { markers } = THOUGHT_REPLIES[family]!;
+    const chat = (await (
+      await postJson(`${server.url}/v1/chat/completions`, {
+        model,
+        messages: question,
+        temperature: 0,
+        max_tokens: 8,
+        reasoning_effort: "none",
+      })
+    ).json()) as { choices: Array<{ message: { content: string; reasoning_content?: string } }> };
+    expect(chat.choices[0]!.message.reasoning_content ?? "").toBe("");
+    for (const marker of markers) expect(chat.choices[0]!.message.content).not.toContain(marker);
+
+    const ollama = (await (
+      await postJson(`${server.url}/api/chat`, {
+        model,
+        messages: question,
+        stream: false,
+        think: false,
+        options: { temperature: 0, num_predict: 8 },
+      })
+    ).json()) as { message: { content: string; thinking?: string } };
+    expect(ollama.message.thinking ?? "").toBe("");
+    expect(ollama.message.content).toBe(chat.choices[0]!.message.content);
+  });
+});
+
 describe.each(Object.keys(CALL_REPLIES))("%s's call in auto mode", (family) => {
   const model = familyModelName(family, "call-");
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatFormatOf } from "../../src/chatTemplates/chatFormats.js";
 import { familyModelName, familyTemplate, serveFamilies } from "../support/familyServer.js";
-import { TOOL_CALL_FAMILIES } from "../support/familyCases.js";
+import { CALL_SYNTAX_OF, TOOL_CALL_FAMILIES } from "../support/familyCases.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
 import { postJson, readSseEvents, type TestServer } from "../support/startTestServer.js";
 
@@ -41,7 +41,7 @@ describe.each(Object.keys(TOOL_CALL_FAMILIES))("%s", (family) => {
   const model = familyModelName(family);
 
   it("is recognised from its template", () => {
-    expect(chatFormatOf(templates[family]!).name).toBe(family);
+    expect(chatFormatOf(templates[family]!).name).toBe(CALL_SYNTAX_OF[family] ?? family);
   });
 
   for (const choice of ["required", { type: "function", function: { name: "get_weather" } }] as const) {

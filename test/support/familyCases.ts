@@ -5,6 +5,10 @@ import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
 /** Families whose calls are written and read in their own syntax (test/http/familyToolCalls.test.ts), by template file. */
 export const TOOL_CALL_FAMILIES: Record<string, string> = {
   "Hermes 2 Pro": "Qwen-Qwen2.5-7B-Instruct.jinja",
+  // Qwen3 writes Hermes 2 Pro's calls, and Qwen3.5 Qwen3-Coder's (CALL_SYNTAX_OF).
+  Qwen3: "Qwen-Qwen3-0.6B.jinja",
+  "Qwen3.5": "Qwen3.5-4B.jinja",
+  "Gemma 4": "google-gemma-4-31B-it.jinja",
   "Llama 3.x": "meta-llama-Llama-3.1-8B-Instruct.jinja",
   "Mistral Nemo": "mistralai-Mistral-Nemo-Instruct-2407.jinja",
   Magistral: "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
@@ -30,6 +34,9 @@ export const TOOL_CALL_FAMILIES: Record<string, string> = {
   "Phi-4-mini": "microsoft-Phi-4-mini-instruct.jinja",
   generic: "microsoft-Phi-3.5-mini-instruct.jinja",
 };
+
+/** The call syntax, as llama.cpp's chat layer names it, of families that write another family's. */
+export const CALL_SYNTAX_OF: Record<string, string> = { Qwen3: "Hermes 2 Pro", "Qwen3.5": "Qwen3-Coder" };
 
 const vocabulary = testVocabulary();
 const EOS = vocabulary.tokens[vocabulary.eosId]!;
@@ -79,12 +86,47 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
     markers: ["<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|return|>", "<|call|>"],
     stateMarkers: ["The"],
   },
+  // Told to think (its `thinking` switch), V3.1's prompt ends with an open `<think>`; off, with `<think></think>`.
+  "DeepSeek V3.1": { template: "deepseek-ai-DeepSeek-V3.1.jinja", reply: `The sky</think>Blue.${EOS}`, markers: ["<think>", "</think>"] },
+  // GLM's history writes `<|assistant|>\n<think>…</think>\n` before the answer; its prompt opens no thought.
+  "GLM 4.5": { template: "GLM-4.6.jinja", reply: `\n<think>The sky</think>\nBlue.${EOS}`, markers: ["<think>", "</think>"] },
+  // These three prompts always open the thought (`<think>\n`); MiniMax-M2's and Nemotron v2's have no
+  // switch a request reaches (Nemotron's is `/no_think` in the system message's text).
+  "MiniMax-M2": { template: "MiniMax-M2.jinja", reply: `The sky\n</think>\n\nBlue.${EOS}`, markers: ["<think>", "</think>"] },
+  "Nemotron v2": { template: "NVIDIA-Nemotron-Nano-v2.jinja", reply: `The sky\n</think>\n\nBlue.${EOS}`, markers: ["<think>", "</think>"] },
+  "Qwen3.5": { template: "Qwen3.5-4B.jinja", reply: "The sky\n</think>\n\nBlue.<|im_end|>", markers: ["<think>", "</think>"] },
+  // Gemma 4 thinks when `<|think|>` heads its system turn (enable_thinking), on its thought channel.
+  "Gemma 4": {
+    template: "google-gemma-4-31B-it.jinja",
+    reply: `<|channel>thought\nThe sky<channel|>Blue.${EOS}`,
+    markers: ["<|channel>", "<channel|>"],
+  },
+  // Apertus's deliberation between <|inner_prefix|> and <|inner_suffix|> (its template's `thoughts` blocks).
+  Apertus: {
+    template: "Apertus-8B-Instruct.jinja",
+    reply: `<|inner_prefix|>The sky<|inner_suffix|>Blue.${EOS}`,
+    markers: ["<|inner_prefix|>", "<|inner_suffix|>"],
+  },
+  // LFM2.5's template writes a past turn's thought as `<think>…</think>` before its answer.
+  LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: `<think>The sky</think>Blue.${EOS}`, markers: ["<think>", "</think>"] },
 };
 
 /** Replies that open a call: the opener only; the grammar writes the rest. */
 export const CALL_REPLIES: Record<string, ReplyCase> = {
   "Hermes 2 Pro": { template: "Qwen-Qwen2.5-7B-Instruct.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
   "Qwen3-Coder": { template: "Qwen3-Coder.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
+  // Its prompt opens the thought: the model closes it, then calls in Qwen3-Coder's XML.
+  "Qwen3.5": {
+    template: "Qwen3.5-4B.jinja",
+    reply: "Weather.\n</think>\n\n<tool_call>",
+    markers: ["<think>", "</think>", "<tool_call>"],
+  },
+  // Thinking off, its prompt ends with the thought channel closed empty (`<|channel>thought\n<channel|>`).
+  "Gemma 4": {
+    template: "google-gemma-4-31B-it.jinja",
+    reply: "<|tool_call>call:",
+    markers: ["<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>"],
+  },
   // A thinking model's usual turn with tools: a thought, then the call.
   Qwen3: {
     template: "Qwen-Qwen3-0.6B.jinja",
@@ -117,6 +159,8 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
   LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: "<|tool_call_start|>[", markers: ["<|tool_call_start|>"] },
   // `functools` is text in Phi-4-mini's vocabulary, not a token of its own.
   "Phi-4-mini": { template: "microsoft-Phi-4-mini-instruct.jinja", reply: "functools[", markers: [] },
+  // A template without tool support: the generic form's opener (GENERIC_CALLS), which the model may write in free text.
+  generic: { template: "microsoft-Phi-3.5-mini-instruct.jinja", reply: '{"tool_call":', markers: [] },
   "Command R7B": {
     template: "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja",
     reply: "<|START_ACTION|>[",

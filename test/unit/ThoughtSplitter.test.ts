@@ -98,6 +98,23 @@ describe("ThoughtSplitter", () => {
     expect(run(["Hmm.\n</think>\n\nYes."], true)).toMatchObject({ thinking: "Hmm.", text: "Yes." });
   });
 
+  it("splits Gemma 4's thought channel and Apertus's deliberation, by the markers chatFormatOf reads in their templates", () => {
+    // Gemma 4's template writes `<|channel>thought\n<channel|>` to turn thinking off; Apertus's writes its `thoughts` blocks so.
+    const gemma = chatFormatOf("{{- '<|channel>thought\\n<channel|>' -}}").thought!;
+    expect(run(["<|channel>", "thought", "\nThe sky", "<channel|>", "Blue."], false, gemma)).toMatchObject({
+      thinking: "The sky",
+      text: "Blue.",
+      raw: "<|channel>thought\nThe sky<channel|>",
+    });
+    // Thinking off: the prompt closed the channel, and the reply is all answer.
+    expect(run(["Blue."], false, gemma)).toMatchObject({ thinking: "", text: "Blue." });
+    const apertus = chatFormatOf("{%- set inner_token = '<|inner_prefix|>' -%}{%- set outer_token = '<|inner_suffix|>' -%}").thought!;
+    expect(run(["<|inner_prefix|>", "The sky", "<|inner_suffix|>", "Blue."], false, apertus)).toMatchObject({
+      thinking: "The sky",
+      text: "Blue.",
+    });
+  });
+
   it("splits the same way however the text is cut into pieces", () => {
     const texts = [
       "<think>\nLet me see.\n</think>\n\nFour.",

@@ -212,4 +212,42 @@ describe("ToolCallParser", () => {
       { seed: 20261128, numRuns: 300 },
     );
   });
+
+  it("reads back Gemma 4's arguments (strings between <|\"|>, bare keys) as JSON, split anywhere", () => {
+    const gemma4 = CALL_FAMILIES.find((family) => family.name === "Gemma 4")!.calls;
+    /** A value as Gemma 4's template writes a call's (its format_argument macro, keys not escaped). */
+    const written = (value: unknown): string => {
+      if (typeof value === "string") return `<|"|>${value}<|"|>`;
+      if (Array.isArray(value)) return `[${value.map(written).join(",")}]`;
+      if (typeof value === "object" && value !== null) {
+        return `{${Object.entries(value)
+          .map(([key, each]) => `${key}:${written(each)}`)
+          .join(",")}}`;
+      }
+      return String(value);
+    };
+    const key = fc.stringMatching(/^[a-z_]{1,8}$/);
+    const text = fc.string().filter((each) => !each.includes('<|"|>'));
+    const scalar = fc.oneof(text, fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null));
+    const value = fc.oneof(scalar, fc.array(scalar, { maxLength: 3 }), fc.dictionary(key, scalar, { maxKeys: 2 }));
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(key, fc.dictionary(key, value, { maxKeys: 3 })), { minLength: 1, maxLength: 3 }),
+        fc.array(fc.nat(), { maxLength: 8 }),
+        (calls_, cuts) => {
+          const section = calls_
+            .map(
+              ([name, args], index) =>
+                `${index === 0 ? "" : gemma4.prefix}${name}${gemma4.paramsPrefix}${written(args).slice(1, -1)}${gemma4.suffix}`,
+            )
+            .join(gemma4.betweenCalls);
+          const events = feed(new ToolCallParser(callDelimitersOf(gemma4)), cut(section, cuts));
+          expect(calls(events).map((call) => ({ name: call.name, arguments: JSON.parse(call.arguments) as unknown }))).toEqual(
+            calls_.map(([name, args]) => ({ name, arguments: args })),
+          );
+        },
+      ),
+      { seed: 20261129, numRuns: 300 },
+    );
+  });
 });

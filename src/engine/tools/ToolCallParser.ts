@@ -1,4 +1,4 @@
-import type { ParameterSyntax } from "../../chatTemplates/chatFormats.js";
+import type { KeywordSyntax, ParameterSyntax } from "../../chatTemplates/chatFormats.js";
 import { findDelimiter } from "./callPlaceholders.js";
 import { ParameterElements } from "./elementArguments.js";
 import { KeywordArguments } from "./keywordArguments.js";
@@ -15,9 +15,9 @@ export interface CallDelimiters {
   nextCall: string;
   /** Closes the group of calls (Mistral Nemo's `]`); may be empty. */
   sectionSuffix: string;
+  /** Arguments as keyword arguments (LFM2's Python ones, Gemma 4's), read back into a JSON object. */
+  keywordArguments?: KeywordSyntax;
   /** Arguments as one element per parameter (Qwen3-Coder's XML), read back into a JSON object. */
-  /** Arguments as a Python call's keyword arguments (LFM2's), read back into a JSON object. */
-  keywordArguments?: boolean;
   parameters?: ParameterSyntax & {
     /** Whether the function's parameter is a string, whose value is written as text, not as JSON. */
     isText(tool: string, parameter: string): boolean;
@@ -56,7 +56,7 @@ export class ToolCallParser {
 
   /** How the arguments of a call of `tool` are read: a JSON value, or one element per parameter. */
   #argumentsOf(tool: string): JsonValueEnd | ParameterElements | KeywordArguments {
-    if (this.#delimiters.keywordArguments) return new KeywordArguments();
+    if (this.#delimiters.keywordArguments) return new KeywordArguments(this.#delimiters.keywordArguments);
     const parameters = this.#delimiters.parameters;
     return parameters ? new ParameterElements(parameters, (name) => parameters.isText(tool, name)) : new JsonValueEnd();
   }

@@ -33,7 +33,7 @@ export function callDelimitersOf(syntax: CallSyntax, tools: readonly ToolDefinit
     suffix: syntax.suffix,
     nextCall: syntax.betweenCalls + syntax.prefix,
     sectionSuffix: syntax.sectionSuffix,
-    ...(syntax.keywordArguments ? { keywordArguments: true } : {}),
+    ...(syntax.keywordArguments ? { keywordArguments: syntax.keywordArguments } : {}),
     ...(parameters
       ? {
           parameters: {

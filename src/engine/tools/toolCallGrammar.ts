@@ -24,7 +24,7 @@ export function toolCallGrammar({ tools, delimiters, parallel, named }: ToolCall
   const rules: string[] = [];
   const argumentsRule = (tool: ToolDefinition, index: number): string => {
     if (delimiters.parameters) return elementArgumentsGbnf(tool, index, delimiters.parameters, rules);
-    if (delimiters.keywordArguments) return keywordArgumentsGbnf(tool, index, rules);
+    if (delimiters.keywordArguments) return keywordArgumentsGbnf(tool, index, delimiters.keywordArguments, rules);
     const schema = jsonSchemaToGbnf(tool.parameters, { prefix: `tool${index}-` });
     rules.push(...schema.rules);
     return schema.root;
