@@ -42,14 +42,6 @@ export interface ChatTemplateInput {
 class TemplateRaised extends Error {}
 
 /**
- * Whether an error of ChatTemplate.render is the template's own refusal (its raise_exception, e.g.
- * Gemma's "System role not supported"), rather than the library failing on the template.
- */
-export function raisedByTemplate(error: unknown): boolean {
-  return error instanceof Error && error.cause instanceof TemplateRaised;
-}
-
-/**
  * A model's own Jinja chat template, rendered as Hugging Face's apply_chat_template renders it
  * (transformers' utils/chat_template_utils.py): @huggingface/jinja already lexes with trim_blocks and
  * lstrip_blocks and its tojson takes transformers' arguments (ensure_ascii=False, indent, separators,
