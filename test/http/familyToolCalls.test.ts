@@ -111,18 +111,8 @@ describe.each(Object.keys(TOOL_CALL_FAMILIES))("%s", (family) => {
     const format = chatFormatOf(templates[family]!);
     expect(shown.capabilities.includes("thinking")).toBe(format.thought !== undefined);
     // Phi-3.5's template has no tools, and DeepSeek's print past calls but never list the tools
-    // offered; the others list them (Functionary's and FireFunction's in templates the library cannot
-    // render with tools, so their prompts come from node-llama-cpp's formats; Functionary v3.2's and
-    // Seed-OSS's likewise).
-    const unlisted = [
-      "generic",
-      "DeepSeek R1",
-      "DeepSeek V3.1",
-      "Functionary v3.1 Llama 3.1",
-      "Functionary v3.2",
-      "FireFunction v2",
-      "Seed-OSS",
-    ];
+    // offered; the others list them.
+    const unlisted = ["generic", "DeepSeek R1", "DeepSeek V3.1"];
     expect(shown.capabilities.includes("tools")).toBe(!unlisted.includes(family));
     // /v1/models says the same, beside the endpoints the model serves.
     const listed = ((await (await fetch(`${server.url}/v1/models`)).json()) as { data: Array<{ id: string; capabilities: string[] }> })

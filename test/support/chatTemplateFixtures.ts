@@ -101,7 +101,7 @@ export function withFamilyTokens(prompt: string, fixture: Fixture, expected: str
 }
 
 /**
- * Where @huggingface/jinja 0.5.11 renders otherwise than jinja2, case by case ("template/case"), each with its
+ * Where src/chatTemplates/ (@huggingface/jinja 0.5.11 and the jinja2 semantics jinja2Interpreter.ts adds) renders otherwise than jinja2, case by case ("template/case"), each with its
  * cause. Each is asserted to still differ, so a library upgrade that fixes one fails here until it is removed.
  */
 export const knownDifferences: Record<string, string> = {};
@@ -109,35 +109,8 @@ function known(template: string, reason: string, cases: string[]): void {
   for (const name of cases) knownDifferences[`${template}/${name}`] = reason;
 }
 const toolShapes = ["with_tools", "tool_result_json", "tool_result_text", "tool_result_compact_json", "parallel_calls"];
-const resultShapes = ["tool_result_json", "tool_result_text", "tool_result_compact_json", "parallel_calls"];
-const allShapes = ["system_user", "no_system", "multi_turn", ...toolShapes, "thought_in_history"];
-const withString = (names: string[]): string[] => names.map((name) => `${name}+string_arguments`);
-const withVariants = (names: string[], variants: string[]): string[] =>
-  names.flatMap((name) => [name, ...variants.map((v) => `${name}+${v}`)]);
-for (const template of ["Apriel-1.6-15b-Thinker-fixed", "unsloth-Apriel-1.5"]) {
-  known(template, "no `string` filter for objects (jinja2's string() is str(x), a dict's repr)", [
-    ...toolShapes,
-    ...withString(resultShapes),
-  ]);
-}
-known("ByteDance-Seed-OSS", "a dict literal with integer keys ({0: …}) is refused: the library's objects take string keys only", allShapes);
-for (const template of ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"]) {
-  known(template, "`trim` on an undefined value (a parameter without a description) throws; jinja2 trims Undefined to ''", toolShapes);
-}
 known(
   "llama-cpp-deepseek-r1",
   "jinja2 raises (its map() is a generator, which transformers' json.dumps cannot serialise); the library's map() gives a list and renders",
   toolShapes,
 );
-known(
-  "meetkai-functionary-medium-v3.1",
-  "`none | selectattr(…)` throws; jinja2's select/reject filters treat a false value as empty",
-  allShapes,
-);
-known(
-  "meetkai-functionary-medium-v3.2",
-  "unpacking a tuple in a for loop (`for name, value in …`) throws 'Cannot unpack non-iterable type: TupleValue'",
-  ["with_tools", ...withString(resultShapes)],
-);
-known("openbmb-MiniCPM5-1B", "no `min` filter for lists", withVariants(resultShapes, ["enable_thinking_false"]));
-known("tencent-Hy3", "no str.format() method on strings", withVariants(allShapes, ["reasoning_effort_low", "reasoning_effort_high"]));

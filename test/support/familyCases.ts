@@ -166,6 +166,10 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
     reply: "<|START_ACTION|>[",
     markers: ["<|START_ACTION|>"],
   },
+  // Text openers, no tokens of their own: ` functools[` (the space is FireFunction's), `<function=`.
+  "FireFunction v2": { template: "fireworks-ai-llama-3-firefunction-v2.jinja", reply: " functools[", markers: [] },
+  "Functionary v3.1 Llama 3.1": { template: "meetkai-functionary-medium-v3.1.jinja", reply: "<function=", markers: [] },
+  "Seed-OSS": { template: "ByteDance-Seed-OSS.jinja", reply: "<seed:tool_call>", markers: ["<seed:tool_call>"] },
 };
 
 /** Families whose token ids are checked against llama-tokenize (test/engine/tokenCrossCheck.test.ts). */
