@@ -46,6 +46,12 @@ export interface CallSyntax {
    * "Tool call IDs should be alphanumeric strings with length 9!"); the protocols mint ids of it.
    */
   callIdLength?: number;
+  /**
+   * For families that address each message of a reply (Functionary v3.2's `>>>all\n` text,
+   * `>>>NAME\n` a call): the text's recipient, written after `prefix`. A generation prompt that
+   * ends with the prefix leaves the reply to name its recipient (RenderedPrompt.recipientFirst).
+   */
+  textRecipient?: string;
 }
 
 export interface ParameterSyntax {
@@ -270,7 +276,16 @@ export const CALL_FAMILIES: readonly FamilyRule[] = [
   {
     name: "Functionary v3.2",
     markers: [">>>all"],
-    calls: { sectionPrefix: "", prefix: ">>>", paramsPrefix: "\n", suffix: "", betweenCalls: "", sectionSuffix: "", parallel: true },
+    calls: {
+      sectionPrefix: "",
+      prefix: ">>>",
+      paramsPrefix: "\n",
+      suffix: "",
+      betweenCalls: "",
+      sectionSuffix: "",
+      parallel: true,
+      textRecipient: "all\n",
+    },
   },
   // LFM2.5's template writes past calls so; LFM2's lists the tools in <|tool_list_start|> only.
   { name: "LFM2", markers: ["<|tool_call_start|>"], calls: LFM2_CALLS },

@@ -97,11 +97,15 @@ export class ChatPromptRenderer {
     const delimiters = callDelimitersOf(syntax, tools);
     const parallel = request.parallelToolCalls && syntax.parallel;
     const grammar = toolCallGrammar({ tools, delimiters, parallel, named });
-    // The first call's opening, its index (Kimi K2's, Command R7B's) 0, its id (Mistral Small 3.2's) a new one.
-    const opener = firstCallText(syntax.sectionPrefix + syntax.prefix + (named === undefined ? "" : named + syntax.paramsPrefix));
+    // The first call's opening, its index (Kimi K2's, Command R7B's) 0, its id (Mistral Small 3.2's) a new one;
+    // where the prompt ends with the prefix (Functionary v3.2's `>>>`), only what follows it.
+    const opening = prompt.recipientFirst ? "" : syntax.sectionPrefix + syntax.prefix;
+    const opener = firstCallText(opening + (named === undefined ? "" : named + syntax.paramsPrefix));
     return {
       mode: named !== undefined ? { name: named } : choice.type === "required" ? "required" : "auto",
       openers: callOpenersOf(syntax),
+      // A reply that names its recipient first opens a call with the function's name.
+      startOpeners: prompt.recipientFirst ? tools.map((tool) => tool.name + syntax.paramsPrefix) : [],
       delimiters,
       grammar: new LlamaGrammar(this.#model.llama, { grammar }),
       openCall: (content) => prompt.continued(content, opener),

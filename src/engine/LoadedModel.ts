@@ -316,6 +316,7 @@ export class LoadedModel {
         textGrammar,
         tools: toolPlan,
         ...(prompt.thought ? { thought: prompt.thought } : {}),
+        ...(prompt.recipientFirst ? { textHeader: prompt.calls.textRecipient } : {}),
         signal,
         loadMs,
         logprobs,

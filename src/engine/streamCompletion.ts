@@ -6,6 +6,7 @@ import type { EngineCounters } from "../core/ModelInfo.js";
 import type { BatchDecoder, DecoderSequence, Sampled } from "./BatchDecoder.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { createNativeSampler, nativeGrammarState, type NativeSamplerConfig } from "./llamaInternals.js";
+import { ReplyStart } from "./ReplyStart.js";
 import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
 import { ThoughtSplitter, type ThoughtMarkers } from "./ThoughtSplitter.js";
 import type { TokenBytes } from "./TokenBytes.js";
@@ -21,6 +22,8 @@ export interface ToolCallPlan {
   mode: "auto" | "required" | { name: string };
   /** Texts that open a call in free text (auto mode). */
   openers: string[];
+  /** Texts that open a call at the reply's start only (a function named as the recipient: see ReplyStart). */
+  startOpeners: string[];
   delimiters: CallDelimiters;
   /** Constrains a call section from just after the opener (or after the name, when named). */
   grammar: LlamaGrammar;
@@ -62,6 +65,8 @@ export interface CompletionJob {
   tools?: ToolCallPlan;
   /** The template's thought section, when the reply may think: its text is given out as `thinking` events. */
   thought?: { markers: ThoughtMarkers; opened: boolean };
+  /** The header the reply's text begins with, left out of it (Functionary v3.2's recipient `all\n`: see ReplyStart). */
+  textHeader?: string;
   signal: AbortSignal;
   /** Time the request spent loading the model, reported in the `done` event's timings. */
   loadMs: number;
@@ -145,6 +150,8 @@ class CompletionState {
   readonly stops: StopSequenceMatcher;
   /** Watches free text for a call opener (auto mode). */
   readonly openers: StopSequenceMatcher | undefined;
+  /** Reads the answer's first characters, where the reply names its recipient. */
+  readonly start: ReplyStart | undefined;
   firstTokenAt: number | undefined;
   /** Segments run so far. */
   segments = 0;
@@ -168,6 +175,8 @@ class CompletionState {
     this.stops = new StopSequenceMatcher([...job.stop, ...job.templateStops]);
     this.openers = job.tools?.mode === "auto" ? new StopSequenceMatcher(job.tools.openers) : undefined;
     this.thought = job.thought ? new ThoughtSplitter(job.thought.markers, job.thought.opened) : undefined;
+    const startOpeners = job.tools?.mode === "auto" ? job.tools.startOpeners : [];
+    this.start = job.textHeader !== undefined || startOpeners.length > 0 ? new ReplyStart(job.textHeader ?? "", startOpeners) : undefined;
   }
 
   /** Never more than maxTokens: a call's opening that does not fit is cut there (see openCall). */
@@ -188,7 +197,7 @@ class CompletionState {
    * `exhausted` ends the completion there.
    */
   openCall(tools: ToolCallPlan, startedCall?: { name: string }): boolean {
-    this.context = tools.openCall((this.thought?.raw ?? "") + this.content);
+    this.context = tools.openCall((this.thought?.raw ?? "") + (this.start?.dropped ?? "") + this.content);
     this.#written = this.context.length - this.#promptTokens;
     this.#sampledBefore = this.generated.length;
     this.calls = new ToolCallParser(tools.delimiters, startedCall);
@@ -231,7 +240,9 @@ class CompletionState {
       // thought's and its markers'.
       if (split.text) this.#answering = true;
       if (logprob && this.#answering) this.#pendingLogprobs?.push(logprob);
-      const opened = this.openers?.push(split.text) ?? { text: split.text, stopped: false };
+      const started = this.start?.push(split.text) ?? { text: split.text, call: false };
+      if (started.call) return { events, end: { type: "rewind" } };
+      const opened = this.openers?.push(started.text) ?? { text: started.text, stopped: false };
       const { text, stopped, matched } = this.stops.push(opened.text);
       if (text) events.push(this.textEvent(text));
       this.content += text;
@@ -273,7 +284,8 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
     // Generation ended another way: release what was held back, unless it completes a stop sequence.
     const split = state.thought?.flush() ?? { thinking: "", text: "" };
     if (split.thinking) yield { type: "thinking", text: split.thinking };
-    const opened = state.openers ? state.openers.push(split.text).text + state.openers.flush() : split.text;
+    const started = state.start ? state.start.push(split.text).text + state.start.flush() : split.text;
+    const opened = state.openers ? state.openers.push(started).text + state.openers.flush() : started;
     const { text, stopped, matched } = state.stops.push(opened);
     const rest = stopped ? text : text + state.stops.flush();
     if (stopped) {

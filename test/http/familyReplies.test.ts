@@ -3,7 +3,7 @@ import { ChatTemplate } from "../../src/chatTemplates/renderChatTemplate.js";
 import { scriptTokens } from "../../src/testmodels/scriptTokens.js";
 import { testVocabulary } from "../../src/testmodels/testVocabulary.js";
 import { familyModelName, familyTemplate, serveFamilies, type FamilyModel } from "../support/familyServer.js";
-import { CALL_REPLIES, THOUGHT_REPLIES, type ReplyCase } from "../support/familyCases.js";
+import { ANSWER_REPLIES, CALL_REPLIES, THOUGHT_REPLIES, type ReplyCase } from "../support/familyCases.js";
 import { forcedWeatherTool } from "../support/toolSchemas.js";
 import { postJson, readSseEvents, type TestServer } from "../support/startTestServer.js";
 
@@ -40,7 +40,7 @@ async function scriptFor(source: string, { reply, markers, stateMarkers = [] }: 
 
 beforeAll(async () => {
   const models: Record<string, FamilyModel> = {};
-  for (const [kind, cases] of Object.entries({ thought: THOUGHT_REPLIES, call: CALL_REPLIES })) {
+  for (const [kind, cases] of Object.entries({ thought: THOUGHT_REPLIES, call: CALL_REPLIES, answer: ANSWER_REPLIES })) {
     for (const [family, testCase] of Object.entries(cases)) {
       const tokens = await scriptFor(await familyTemplate(testCase.template), testCase, kind === "thought");
       models[familyModelName(family, `${kind}-`)] = {
@@ -69,6 +69,8 @@ describe.each(Object.keys(THOUGHT_REPLIES))("%s's thought", (family) => {
       choices: Array<{ message: { content: string; reasoning_content?: string } }>;
     };
     expect(chat.choices[0]!.message).toMatchObject({ reasoning_content: "The sky", content: "Blue." });
+    const streamed = await streamedMessage({ model, messages: question, temperature: 0, reasoning_effort: "high" });
+    expect(streamed).toEqual({ reasoning: "The sky", content: "Blue.", toolCalls: 0 });
 
     const ollama = (await (
       await postJson(`${server.url}/api/chat`, { model, messages: question, stream: false, think: true, options: { temperature: 0 } })
@@ -100,6 +102,44 @@ describe.each(Object.keys(THOUGHT_REPLIES))("%s's thought", (family) => {
     ]);
   });
 });
+
+describe.each(Object.keys(ANSWER_REPLIES))("%s's answer", (family) => {
+  const model = familyModelName(family, "answer-");
+
+  it("is given out without the family's framing, streamed and not, with and without tools", async () => {
+    for (const tools of [undefined, [{ type: "function", function: weather }]]) {
+      const body = { model, messages: question, temperature: 0, ...(tools ? { tools } : {}) };
+      const chat = (await (await postJson(`${server.url}/v1/chat/completions`, body)).json()) as {
+        choices: Array<{ finish_reason: string; message: { content: string; tool_calls?: unknown[] } }>;
+      };
+      expect(chat.choices[0]).toMatchObject({ finish_reason: "stop", message: { content: "Blue." } });
+      expect(chat.choices[0]!.message.tool_calls).toBeUndefined();
+      expect(await streamedMessage(body)).toEqual({ reasoning: "", content: "Blue.", toolCalls: 0 });
+    }
+    const ollama = (await (
+      await postJson(`${server.url}/api/chat`, { model, messages: question, stream: false, options: { temperature: 0 } })
+    ).json()) as { message: { content: string } };
+    expect(ollama.message.content).toBe("Blue.");
+  });
+});
+
+/** A streamed chat completion's message: its reasoning and content deltas joined, and how many call deltas it had. */
+async function streamedMessage(body: Record<string, unknown>): Promise<{ reasoning: string; content: string; toolCalls: number }> {
+  const response = await postJson(`${server.url}/v1/chat/completions`, { ...body, stream: true });
+  const deltas = (await readSseEvents(response))
+    .filter((data) => data !== "[DONE]")
+    .flatMap(
+      (data) =>
+        (JSON.parse(data) as { choices: Array<{ delta: { content?: string; reasoning_content?: string; tool_calls?: unknown[] } }> })
+          .choices,
+    )
+    .map((choice) => choice.delta);
+  return {
+    reasoning: deltas.map((delta) => delta.reasoning_content ?? "").join(""),
+    content: deltas.map((delta) => delta.content ?? "").join(""),
+    toolCalls: deltas.filter((delta) => delta.tool_calls).length,
+  };
+}
 
 /**
  * Families whose templates turn thinking off in the generation prompt itself (an empty or closed

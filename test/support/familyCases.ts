@@ -113,6 +113,8 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
 
 /** Replies that open a call: the opener only; the grammar writes the rest. */
 export const CALL_REPLIES: Record<string, ReplyCase> = {
+  // Its generation prompt ends with `>>>`: the reply names its recipient, here the function.
+  "Functionary v3.2": { template: "meetkai-functionary-medium-v3.2.jinja", reply: "get_weather\n", markers: [] },
   "Hermes 2 Pro": { template: "Qwen-Qwen2.5-7B-Instruct.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
   "Qwen3-Coder": { template: "Qwen3-Coder.jinja", reply: "<tool_call>", markers: ["<tool_call>"] },
   // Its prompt opens the thought: the model closes it, then calls in Qwen3-Coder's XML.
@@ -170,6 +172,12 @@ export const CALL_REPLIES: Record<string, ReplyCase> = {
   "FireFunction v2": { template: "fireworks-ai-llama-3-firefunction-v2.jinja", reply: " functools[", markers: [] },
   "Functionary v3.1 Llama 3.1": { template: "meetkai-functionary-medium-v3.1.jinja", reply: "<function=", markers: [] },
   "Seed-OSS": { template: "ByteDance-Seed-OSS.jinja", reply: "<seed:tool_call>", markers: ["<seed:tool_call>"] },
+};
+
+/** Plain answers in a family's own framing, which the API's text leaves out: each answers "Blue.". */
+export const ANSWER_REPLIES: Record<string, ReplyCase> = {
+  // Addressed to the user: `all\n` after the prompt's `>>>`.
+  "Functionary v3.2": { template: "meetkai-functionary-medium-v3.2.jinja", reply: `all\nBlue.${EOS}`, markers: [] },
 };
 
 /** Families whose token ids are checked against llama-tokenize (test/engine/tokenCrossCheck.test.ts). */

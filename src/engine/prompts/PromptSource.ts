@@ -20,6 +20,11 @@ export interface RenderedPrompt {
   thought?: { markers: ThoughtMarkers; opened: boolean };
   /** The syntax calls are written in, in this prompt's format. */
   calls: CallSyntax;
+  /**
+   * The generation prompt ends with the call prefix (Functionary v3.2's `>>>`): the reply begins
+   * with its recipient, `calls.textRecipient` before text or a function's name for a call.
+   */
+  recipientFirst?: boolean;
   /** A prompt given as is: its text, as legacy completions' `echo` returns it (the prefix, for infill). */
   givenText?: string;
   /**

@@ -76,12 +76,15 @@ export class TemplatePrompts implements ConversationPrompts {
       // always writes one): a reply that does not open one is all answer.
       thought = { markers, opened };
     }
+    const { textRecipient, sectionPrefix, prefix } = this.calls;
+    const recipientFirst = prefill === undefined && textRecipient !== undefined && text.endsWith(sectionPrefix + prefix);
     return {
       tokens: this.#tokenize(text),
       text,
       stopTokens: this.#stopTokens,
       stopTexts: thought?.markers.answerEnd !== undefined ? [thought.markers.answerEnd] : [],
       calls: this.calls,
+      ...(recipientFirst ? { recipientFirst } : {}),
       ...(thought ? { thought } : {}),
       continued: (content, opener) => this.#tokenize(text + content + opener),
     };
