@@ -1,5 +1,5 @@
 // Issue 31's measurement of prompts: each of llama.cpp's real chat templates (models/templates, from
-// the source node-llama-cpp ships) written into a tiny test model, served, and every conversation
+// the source node-llama-cpp ships) and ours (test/fixtures/templates) written into a tiny test model, served, and every conversation
 // shape of test/fixtures/chatTemplates sent to POST /apply-template as an OpenAI chat body; the
 // prompt modelhost renders is compared with the reference that Python's jinja2 rendered as
 // transformers does (scripts/renderTemplateReferences.py). Prints one markdown row per template:
@@ -11,31 +11,27 @@
 // The test model's vocabulary is the project's own, so a template's bos_token and eos_token print
 // that vocabulary's tokens where the reference prints the family's: such cases count as identical
 // once those tokens' text is put back (column "identical, tokens aside").
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { makeTestModel } from "../src/testmodels/makeTestModel.js";
 import { chatBody, readFixtures, readShapes, withFamilyTokens, type Fixture } from "../test/support/chatTemplateFixtures.js";
-import { llamaCppSource } from "../test/support/llamaCppSource.js";
+import { familyTemplate } from "../test/support/familyServer.js";
 import { postJson, startTestServer } from "../test/support/startTestServer.js";
 
 const { values: args } = parseArgs({ options: { only: { type: "string" }, json: { type: "string" } } });
 
 const shapes = readShapes().shapes;
 
-const source = await llamaCppSource();
-const fixtures = readFixtures().filter(
-  (fixture) => fixture.origin.kind === "llama.cpp" && (!args.only || fixture.template.includes(args.only)),
-);
+const fixtures = readFixtures().filter((fixture) => fixture.origin.kind !== "npm" && (!args.only || fixture.template.includes(args.only)));
 
 const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-family-prompts-"));
 const names = new Map<Fixture, string>();
 const models: Record<string, string> = {};
 for (const [index, fixture] of fixtures.entries()) {
   const name = `family-${index}`;
-  if (fixture.origin.kind !== "llama.cpp") continue;
-  const chatTemplate = await readFile(path.join(source, fixture.origin.path), "utf8");
+  const chatTemplate = await familyTemplate(path.basename(fixture.origin.path));
   models[name] = (await makeTestModel({ preset: "tiny", out: path.join(dir, `${name}.gguf`), chatTemplate })).path;
   names.set(fixture, name);
 }

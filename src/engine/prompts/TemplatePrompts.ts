@@ -1,7 +1,12 @@
 import { createHash } from "node:crypto";
 import type { LlamaModel, Token } from "node-llama-cpp";
 import { chatFormatOf, GENERIC_CALLS, type CallSyntax, type ChatFormat } from "../../chatTemplates/chatFormats.js";
-import { toolsAsJson, type ChatTemplate, type ChatTemplateInput, type TemplateMessage } from "../../chatTemplates/renderChatTemplate.js";
+import {
+  withSystemTools,
+  type ChatTemplate,
+  type ChatTemplateInput,
+  type TemplateMessage,
+} from "../../chatTemplates/renderChatTemplate.js";
 import { templateCapabilities, type TemplateCapabilities } from "../../chatTemplates/templateCapabilities.js";
 import type { ChatMessage, ChatRequest, ToolDefinition } from "../../core/ChatRequest.js";
 import { BASE62_ALPHABET } from "../../core/randomBase62.js";
@@ -54,7 +59,7 @@ export class TemplatePrompts implements ConversationPrompts {
     const thinking = request.thinking ?? (request.reasoningEffort !== undefined && !reads.reasoningEffort ? true : undefined);
     const messages = this.#messages(request.messages, variant.format.calls?.callIdLength);
     let text = variant.template.render({
-      messages: tools.length > 0 && capabilities.systemTools ? withSystemTools(messages, toolsAsJson(tools)) : messages,
+      messages: tools.length > 0 && capabilities.systemTools ? withSystemTools(messages, tools) : messages,
       ...(tools.length > 0 ? { tools } : {}),
       addGenerationPrompt: prefill === undefined,
       ...this.#tokens,
@@ -172,15 +177,6 @@ function callIdOfLength(id: string, length: number): string {
   let out = "";
   for (let i = 0; out.length < length; i++) out += BASE62_ALPHABET[digest[i]! % BASE62_ALPHABET.length];
   return out;
-}
-
-/**
- * The conversation with the tools offered in its system message's `tools` field, where a template
- * like Phi-4-mini's shows them (its model card's form); one with empty text if it has no system message.
- */
-function withSystemTools(messages: TemplateMessage[], tools: string): TemplateMessage[] {
-  const [first, ...rest] = messages;
-  return first?.role === "system" ? [{ ...first, tools }, ...rest] : [{ role: "system", content: "", tools }, ...messages];
 }
 
 /**
