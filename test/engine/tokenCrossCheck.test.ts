@@ -16,8 +16,9 @@ import { postJson, startTestServer, type TestServer } from "../support/startTest
 /**
  * Issue 31: the token ids of a chat prompt must be llama.cpp's tokenization of the same text, as
  * llama-tokenize (built from the llama.cpp source node-llama-cpp ships) gives it. Each family's real
- * vocabulary (llama.cpp's models/ggml-vocab-*.gguf, copied into a tiny model by makeTestModel's
- * vocabularyFrom) with its real chat template, served; for each conversation shape:
+ * vocabulary (llama.cpp's models/ggml-vocab-*.gguf, or a tokenizer.json converted as llama.cpp's
+ * converter does, copied into a tiny model by makeTestModel's vocabularyFrom), or a stand-in of its
+ * kind named as one in TOKEN_FAMILIES, with its real chat template, served; for each conversation shape:
  *
  * - the text is transformers' rendering of the shape (test/fixtures/chatTemplates, which
  *   test/http/familyPrompts.test.ts holds the server's rendering to), without a leading BOS where
@@ -84,7 +85,9 @@ describe.skipIf(!canBuild)("chat prompt token ids against llama-tokenize", () =>
     // The references were rendered at a fixed instant (strftime_now); templates print its date.
     const now = readFixture(TOKEN_FAMILIES[0]!.template).now;
     vi.useFakeTimers({ toFake: ["Date"], now: new Date(`${now}Z`) });
-    server = await startTestServer({ models, config: { maxLoadedModels: 1 } });
+    // Command R7B's tool prompts are about 1,700 tokens in Command R's vocabulary, past the test
+    // server's 1,024: the tiny model's whole trained context.
+    server = await startTestServer({ models, config: { maxLoadedModels: 1, contextSize: 4096 } });
     for (const [index, family] of TOKEN_FAMILIES.entries()) {
       const bos = await llamaTokenize(modelFiles.get(family.name)!, "");
       const detokenized = await postJson(`${server.url}/detokenize`, { model: `family-${index}`, tokens: bos });

