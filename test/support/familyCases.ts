@@ -199,6 +199,9 @@ export const TOKEN_FAMILIES: TokenFamily[] = [
   { name: "Llama 3.1", vocabulary: "llama-bpe", template: "meta-llama-Llama-3.1-8B-Instruct" },
   // Functionary v3.2 is a Llama 3 fine-tune with Llama 3's tokenizer: <|start_header_id|> and the other markers are tokens of it.
   { name: "Functionary v3.2", vocabulary: "llama-bpe", template: "meetkai-functionary-medium-v3.2" },
+  // Functionary v3.1 and FireFunction v2 are Llama 3.1 and Llama 3 fine-tunes, on Llama 3's tokenizer too.
+  { name: "Functionary v3.1", vocabulary: "llama-bpe", template: "meetkai-functionary-medium-v3.1" },
+  { name: "FireFunction v2", vocabulary: "llama-bpe", template: "fireworks-ai-llama-3-firefunction-v2" },
   { name: "Qwen2.5", vocabulary: "qwen2", template: "Qwen-Qwen2.5-7B-Instruct" },
   { name: "Qwen3", vocabulary: "qwen2", template: "Qwen-Qwen3-0.6B" },
   { name: "Qwen3.5", vocabulary: "qwen35", template: "Qwen3.5-4B" },
