@@ -12,14 +12,19 @@
 //   not, their round trip through the template, the other three APIs, and /api/show's capabilities
 //   (test/http/familyToolCalls.test.ts);
 // - auto call: a call the model opens itself, in four APIs, streamed and not (test/http/familyReplies.test.ts);
-// - thought: a thought split from the answer in four APIs (test/http/familyReplies.test.ts).
+// - thought: a thought split from the answer in four APIs, streamed and not (test/http/familyReplies.test.ts);
+// - thinking off: told not to think, the prompt the template ends otherwise, and no thought comes back
+//   (familyReplies.test.ts; — where the template's switch changes only its system text or none exists).
+// "n/a" where the template has no thought format (chatFormatOf finds none).
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { promisify } from "node:util";
+import { chatFormatOf } from "../src/chatTemplates/chatFormats.js";
 import { CALL_REPLIES, THOUGHT_REPLIES, TOKEN_FAMILIES, TOOL_CALL_FAMILIES } from "../test/support/familyCases.js";
+import { familyTemplate } from "../test/support/familyServer.js";
 
 const { values: args } = parseArgs({ options: { json: { type: "string" } } });
 
@@ -61,7 +66,11 @@ try {
     if (run.length === 0) return "—";
     return `${run.filter((each) => each.status === "passed").length}/${run.length}`;
   };
+  const thinks = new Map<string, boolean>();
+  for (const template of familyOf.keys())
+    thinks.set(template, chatFormatOf(await familyTemplate(`${template}.jinja`)).thought !== undefined);
   const rows = [...familyOf.entries()].map(([template, family]) => {
+    const thoughtCount = (filter: Parameters<typeof count>[0]) => (thinks.get(template) ? count(filter) : "n/a");
     const tokenFamily = TOKEN_FAMILIES.find((each) => each.template === template)?.name;
     const toolFamily = Object.entries(TOOL_CALL_FAMILIES).find(([, file]) => stem(file) === template)?.[0];
     const replyFamily = (cases: typeof CALL_REPLIES) => Object.entries(cases).find(([, each]) => stem(each.template) === template)?.[0];
@@ -83,18 +92,24 @@ try {
           autoFamily !== undefined &&
           each.ancestorTitles[0] === `${autoFamily}'s call in auto mode`,
       ),
-      thought: count(
+      thought: thoughtCount(
         (each) =>
           each.file === "familyReplies.test.ts" && thoughtFamily !== undefined && each.ancestorTitles[0] === `${thoughtFamily}'s thought`,
+      ),
+      thinkingOff: thoughtCount(
+        (each) =>
+          each.file === "familyReplies.test.ts" &&
+          thoughtFamily !== undefined &&
+          each.ancestorTitles[0] === `${thoughtFamily}'s thought turned off`,
       ),
     };
   });
 
-  console.log("| family | template | prompt | token ids | forced calls | auto call | thought |");
-  console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
+  console.log("| family | template | prompt | token ids | forced calls | auto call | thought | thinking off |");
+  console.log("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const row of rows) {
     console.log(
-      `| ${row.family} | ${row.template} | ${row.prompt} | ${row.tokenIds} | ${row.forcedCalls} | ${row.autoCall} | ${row.thought} |`,
+      `| ${row.family} | ${row.template} | ${row.prompt} | ${row.tokenIds} | ${row.forcedCalls} | ${row.autoCall} | ${row.thought} | ${row.thinkingOff} |`,
     );
   }
   const passed = assertions.filter((each) => each.status === "passed").length;

