@@ -25,6 +25,8 @@ import { Environment, Interpreter } from "@huggingface/jinja";
  */
 export class Jinja2Interpreter extends Interpreter {
   readonly #provided: Readonly<Record<string, () => unknown>>;
+  /** Whether this render has made a dict with integer keys: until then `d[k]` is the library's own. */
+  #keyedDicts = false;
 
   /** `provided`: each variable's value, made when the template first reads it. */
   constructor(env: Environment, provided: Readonly<Record<string, () => unknown>> = {}) {
@@ -88,7 +90,9 @@ export class Jinja2Interpreter extends Interpreter {
       return new StringValue(pythonStr(operand));
     }
     if (name === "safe" && operand.type === "StringValue") return markup(text(operand));
-    return this.#evaluateWith({ ...node, operand: slot("operand") }, environment, { operand });
+    // The library's own step after evaluating the operand (declared private, so reached by a cast),
+    // rather than a slot's scope (a new Environment) for every filter of every render.
+    return (this as unknown as LibraryInternals).applyFilter(operand, node.filter, environment);
   }
 
   #binary(node: BinaryNode, environment: Environment): Value {
@@ -97,6 +101,9 @@ export class Jinja2Interpreter extends Interpreter {
     const right = this.evaluate(node.right, environment);
     const strings = [left, right].filter((value) => value.type === "StringValue").length;
     if (strings === 2 && (markups.has(left) || markups.has(right))) return markup(escapedUnlessMarkup(left) + escapedUnlessMarkup(right));
+    // The common case, joined here as the library joins it: with a slot's scope for every `+`, a
+    // 21-message Llama 3.1 render took 0.55 ms against the library's 0.37 ms (now 0.40 ms).
+    if (strings === 2) return new StringValue(text(left) + text(right));
     // Python adds a str only to a str (the library joins anything to one: a dict as its JSON).
     if (strings === 1) throw new TypeError(`unsupported operand types for +: ${left.type} and ${right.type}`);
     return this.#evaluateWith({ ...node, left: slot("left"), right: slot("right") }, environment, { left, right });
@@ -107,8 +114,9 @@ export class Jinja2Interpreter extends Interpreter {
     if (callee.type !== "MemberExpression" || (callee as MemberNode).computed)
       return super.evaluate(node as unknown as Statement, environment);
     const member = callee as MemberNode;
+    if ((member.property as IdentifierNode).value !== "format") return super.evaluate(node as unknown as Statement, environment);
     const object = this.evaluate(member.object, environment);
-    if (object.type !== "StringValue" || (member.property as IdentifierNode).value !== "format") {
+    if (object.type !== "StringValue") {
       const method = this.#evaluateWith({ ...member, object: slot("object") }, environment, { object });
       return this.#evaluateWith({ ...node, callee: slot("callee") }, environment, { callee: method });
     }
@@ -140,11 +148,13 @@ export class Jinja2Interpreter extends Interpreter {
       keys.set(name, key);
     }
     const integerKeys = [...keys.values()].some((key) => key.type === "IntegerValue");
-    return integerKeys ? new KeyedDict(entries, keys) : new ObjectValue(entries);
+    if (!integerKeys) return new ObjectValue(entries);
+    this.#keyedDicts = true;
+    return new KeyedDict(entries, keys);
   }
 
   #member(node: MemberNode, environment: Environment): Value {
-    if (!node.computed) return super.evaluate(node as unknown as Statement, environment);
+    if (!node.computed || !this.#keyedDicts) return super.evaluate(node as unknown as Statement, environment);
     const object = this.evaluate(node.object, environment);
     if (!(object instanceof KeyedDict)) return this.#evaluateWith({ ...node, object: slot("object") }, environment, { object });
     const key = this.evaluate(node.property, environment);
@@ -175,6 +185,11 @@ interface Value {
   toString(): string;
 }
 type Statement = AnyNode;
+
+/** Library steps this class calls directly, which its declarations mark private. */
+interface LibraryInternals {
+  applyFilter(operand: Value, filter: Statement, environment: Environment): Value;
+}
 
 /** A variable no template can name (its names are Python identifiers), for a value evaluated beforehand. */
 function slot(name: string): IdentifierNode {
