@@ -55,6 +55,8 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     batchSize: config.batchSize,
     threads,
     maxQueue: config.maxQueue,
+    cacheTypeK: config.cacheTypeK,
+    cacheTypeV: config.cacheTypeV,
     maxGenerationMs: config.maxGenerationTime,
     streamHoldMs: config.streamHold,
     maxLoadedModels: config.maxLoadedModels,

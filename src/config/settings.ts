@@ -1,6 +1,7 @@
 import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
+import { KV_CACHE_TYPES } from "../core/KvCacheType.js";
 import { parseByteSize } from "./parseByteSize.js";
 import { parseDuration } from "./parseDuration.js";
 
@@ -263,6 +264,23 @@ export const settings = {
     default: "512",
     description: "Tokens evaluated per llama.cpp decode call (prompt processing chunk size); also the longest embedding input.",
     schema: integer(1),
+    commands: ["serve"],
+  }),
+  cacheTypeK: setting({
+    flag: "cache-type-k",
+    env: "MODELHOST_CACHE_TYPE_K",
+    default: "f16",
+    description: `Type the KV cache stores keys in, as llama-server's --cache-type-k: ${KV_CACHE_TYPES.join(", ")}. q8_0 takes 0.53× the memory of f16, q4_0 0.28×, at some cost in accuracy. Quantized types need the model's head size to be a multiple of 32.`,
+    schema: z.enum(KV_CACHE_TYPES),
+    commands: ["serve"],
+  }),
+  cacheTypeV: setting({
+    flag: "cache-type-v",
+    env: "MODELHOST_CACHE_TYPE_V",
+    default: "f16",
+    description:
+      "Type the KV cache stores values in, as llama-server's --cache-type-v (same types as --cache-type-k). A quantized type turns flash attention on, which llama.cpp requires for it.",
+    schema: z.enum(KV_CACHE_TYPES),
     commands: ["serve"],
   }),
   threads: setting({

@@ -1,3 +1,5 @@
+import type { KvCacheStatus } from "./KvCacheType.js";
+
 /**
  * What a model can be used for: decoder models chat and embed (mean pooling); encoders only embed;
  * models whose file declares rank pooling (cross-encoders with a classification head) only rerank.
@@ -49,6 +51,8 @@ export interface LoadedModelStatus {
   contextSize: number;
   /** How long loading it took, in ms (weights and context). */
   loadMs: number;
+  /** The chat context's KV cache types and memory (models that chat; not those that only embed or rerank). */
+  kvCache?: KvCacheStatus;
 }
 
 /** What a model's file says about it, beyond the registry's summary. */

@@ -225,13 +225,22 @@ export class LlamaEngine implements Engine {
     const started = performance.now();
     try {
       const model = await LoadedModel.load(this.#llama, info, { ...this.#options, counters: this.#counters });
+      const { kvCache } = model.status();
       this.#options.logger.info(
-        { model: info.id, ms: Math.round(performance.now() - started), contextSize: model.contextSize, parallel: this.#options.parallel },
+        {
+          model: info.id,
+          ms: Math.round(performance.now() - started),
+          contextSize: model.contextSize,
+          parallel: this.#options.parallel,
+          ...(kvCache ? { kvCache } : {}),
+        },
         "model loaded",
       );
       return model;
     } catch (error) {
       this.#options.logger.error({ model: info.id, err: error }, "model failed to load");
+      // The model's own refusals (cache types it cannot take) already say why.
+      if (error instanceof ServerError && error.code === "model_load_failed") throw error;
       throw new ServerError("model_load_failed", { model: info.id, cause: error });
     }
   }

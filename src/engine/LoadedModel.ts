@@ -1,7 +1,8 @@
-import { LlamaGrammar, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
+import { GgmlType, LlamaGrammar, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import type { ChatEvent, ChatStream, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
+import type { KvCacheStatus, KvCacheType } from "../core/KvCacheType.js";
 import type { PromptPreview, RequestOptions } from "../core/Engine.js";
 import type { EngineCounters, LoadedModelStatus, ModelInfo } from "../core/ModelInfo.js";
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
@@ -13,7 +14,7 @@ import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
-import { createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf } from "./llamaInternals.js";
+import { contextMemoryBytes, createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf } from "./llamaInternals.js";
 import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
 import { SlotPool } from "./SlotPool.js";
@@ -30,6 +31,9 @@ export interface ModelRuntimeOptions {
   batchSize: number;
   threads: number;
   maxQueue: number;
+  /** What the chat context's KV cache stores keys and values as (--cache-type-k, --cache-type-v). */
+  cacheTypeK: KvCacheType;
+  cacheTypeV: KvCacheType;
   /** Longest a generation may run, prompt included, in ms; then it ends with finish reason "length". 0: no limit. */
   maxGenerationMs: number;
   /** How long tokens decoded in a row may wait to be handed over together, in ms (--stream-hold). */
@@ -57,6 +61,8 @@ export class LoadedModel {
   readonly #lazyContexts: readonly ContextActivity[];
   readonly #options: ModelRuntimeOptions;
   readonly #tokenBytes: TokenBytes;
+  /** The chat context's cache types and memory; absent for models that only embed. */
+  readonly #kvCache: KvCacheStatus | undefined;
   /** Built on the first grammar-constrained request (a pass over the vocabulary). */
   #utf8Tables: Utf8Tables | undefined;
   #expiresAt: number | null = null;
@@ -72,6 +78,9 @@ export class LoadedModel {
     this.#model = model;
     this.#options = options;
     this.contextSize = context?.contextSize ?? Math.min(options.contextSize, model.trainContextSize);
+    this.#kvCache = context
+      ? { typeK: options.cacheTypeK, typeV: options.cacheTypeV, contextBytes: contextMemoryBytes(context) }
+      : undefined;
     // node-llama-cpp's sequence objects are taken only for their ids (and kept, so that it never
     // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
@@ -119,16 +128,31 @@ export class LoadedModel {
     try {
       if (!canChat) return new LoadedModel(info, model, undefined, options);
       const contextSize = Math.min(options.contextSize, model.trainContextSize);
-      const context = await model.createContext({
-        sequences: options.parallel,
-        contextSize,
-        batchSize: options.batchSize,
-        threads: { ideal: options.threads, min: options.threads },
-        failedCreationRemedy: false,
-        // As llama-server does: llama.cpp enables flash attention where the backend supports it.
-        // On this CPU it made batched decoding of 4 streams ~10% faster.
-        flashAttention: "auto",
-      });
+      checkCacheTypes(info, model, options);
+      const context = await model
+        .createContext({
+          sequences: options.parallel,
+          contextSize,
+          batchSize: options.batchSize,
+          threads: { ideal: options.threads, min: options.threads },
+          failedCreationRemedy: false,
+          // As llama-server does: llama.cpp enables flash attention where the backend supports it.
+          // On this CPU it made batched decoding of 4 streams ~10% faster. A quantized V cache
+          // needs it: with "auto", llama.cpp turns it on for one (llama_init_from_model).
+          flashAttention: "auto",
+          experimentalKvCacheKeyType: GGML_TYPES[options.cacheTypeK],
+          experimentalKvCacheValueType: GGML_TYPES[options.cacheTypeV],
+        })
+        .catch((error: unknown) => {
+          if (options.cacheTypeK === "f16" && options.cacheTypeV === "f16") throw error;
+          // llama.cpp refuses some models some types (MLA models need K and V alike; models whose
+          // backend has no flash attention, a quantized V) and logs why; it returns no context.
+          throw new ServerError("model_load_failed", {
+            model: info.id,
+            message: `The model \`${info.id}\` could not create its context with --cache-type-k ${options.cacheTypeK} and --cache-type-v ${options.cacheTypeV} (llama.cpp's log says why). Try f16.`,
+            cause: error,
+          });
+        });
       return new LoadedModel(info, model, context, options);
     } catch (error) {
       await model.dispose();
@@ -202,6 +226,7 @@ export class LoadedModel {
       queued: this.#lazyContexts.reduce((sum, contexts) => sum + contexts.queued, this.#pool.queued),
       expiresAt: this.#expiresAt,
       contextSize: this.contextSize,
+      ...(this.#kvCache ? { kvCache: this.#kvCache } : {}),
     };
   }
 
@@ -474,5 +499,47 @@ async function withoutTokens<T>(admit: RequestOptions["admit"], work: () => T): 
     return work();
   } finally {
     ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+  }
+}
+
+/** The KV cache types as node-llama-cpp passes them to llama.cpp (llama_context_params type_k, type_v). */
+const GGML_TYPES: Record<KvCacheType, GgmlType> = {
+  f32: GgmlType.F32,
+  f16: GgmlType.F16,
+  bf16: GgmlType.BF16,
+  q8_0: GgmlType.Q8_0,
+  q4_0: GgmlType.Q4_0,
+  q4_1: GgmlType.Q4_1,
+  iq4_nl: GgmlType.IQ4_NL,
+  q5_0: GgmlType.Q5_0,
+  q5_1: GgmlType.Q5_1,
+};
+
+/** Values per block of each type: a row of the cache (one head) must hold whole blocks. */
+const BLOCK_VALUES: Record<KvCacheType, number> = { f32: 1, f16: 1, bf16: 1, q8_0: 32, q4_0: 32, q4_1: 32, iq4_nl: 32, q5_0: 32, q5_1: 32 };
+
+/**
+ * Refuses, before llama.cpp does, cache types whose blocks do not divide the model's head size
+ * (llama_init_from_model checks the same and returns no context, with only a log line to say why):
+ * the test models' 16-value heads take no quantized type; real models' 64 or 128 take every one.
+ */
+function checkCacheTypes(info: ModelInfo, model: LlamaModel, options: ModelRuntimeOptions): void {
+  const metadata = model.fileInfo.architectureMetadata as {
+    embedding_length?: number;
+    attention?: { head_count?: number | number[]; key_length?: number; value_length?: number };
+  };
+  const headCount = metadata.attention?.head_count;
+  const perHead =
+    typeof headCount === "number" && headCount > 0 && metadata.embedding_length ? metadata.embedding_length / headCount : undefined;
+  const heads = [
+    ["--cache-type-k", options.cacheTypeK, metadata.attention?.key_length ?? perHead],
+    ["--cache-type-v", options.cacheTypeV, metadata.attention?.value_length ?? perHead],
+  ] as const;
+  for (const [flag, type, headSize] of heads) {
+    if (headSize === undefined || headSize % BLOCK_VALUES[type] === 0) continue;
+    throw new ServerError("model_load_failed", {
+      model: info.id,
+      message: `The model \`${info.id}\` cannot keep its KV cache as ${type} (${flag}): its attention heads have ${headSize} values, and ${type} stores blocks of ${BLOCK_VALUES[type]}. Use f16, bf16 or f32 for it.`,
+    });
   }
 }

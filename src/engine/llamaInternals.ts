@@ -61,7 +61,13 @@ export interface NativeSamplerConfig {
 }
 
 interface ContextInternals {
-  _ctx?: NativeContext;
+  _ctx?: NativeContext & {
+    /**
+     * The memory llama.cpp allocated for the context (AddonContext::GetMemoryBreakdown, from
+     * llama_memory_breakdown): its KV cache plus its compute buffers, in host and GPU memory.
+     */
+    getMemoryBreakdown?: () => { cpuRam: number; gpuVram: number };
+  };
 }
 interface SequenceInternals {
   _sequenceId?: number;
@@ -95,6 +101,14 @@ export function nativeContextOf(context: LlamaContext): NativeContext {
   const native = (context as unknown as ContextInternals)._ctx;
   for (const method of contextMethods) if (typeof native?.[method] !== "function") throw mismatch(`AddonContext.${method}`);
   return native!;
+}
+
+/** The bytes llama.cpp allocated for the context: KV cache and compute buffers, host and GPU. */
+export function contextMemoryBytes(context: LlamaContext): number {
+  const native = (context as unknown as ContextInternals)._ctx;
+  if (typeof native?.getMemoryBreakdown !== "function") throw mismatch("AddonContext.getMemoryBreakdown");
+  const { cpuRam, gpuVram } = native.getMemoryBreakdown();
+  return cpuRam + gpuVram;
 }
 
 /**

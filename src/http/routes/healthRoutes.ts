@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Engine } from "../../core/Engine.js";
+import { KV_CACHE_TYPES } from "../../core/KvCacheType.js";
 import type { Drain } from "../Drain.js";
 import { described } from "../openapi.js";
 
@@ -19,6 +20,12 @@ const healthResponseSchema = z.object({
       keepAliveMs: z.number().nullable(),
       contextSize: z.int(),
       loadMs: z.number(),
+      kvCache: z
+        .object({ typeK: z.enum(KV_CACHE_TYPES), typeV: z.enum(KV_CACHE_TYPES), contextBytes: z.int() })
+        .optional()
+        .describe(
+          "The chat context: its KV cache types (--cache-type-k, --cache-type-v) and the bytes llama.cpp allocated for it (KV cache and compute buffers)",
+        ),
     }),
   ),
   counters: z.object({ promptEvaluations: z.int(), promptTokensEvaluated: z.int(), promptCopies: z.int() }),

@@ -43,7 +43,9 @@ export function toRunningModel(status: LoadedModelStatus, model: ModelInfo, dige
   return {
     name: withTag(model.id),
     model: withTag(model.id),
-    size: model.sizeBytes,
+    // As Ollama's: the memory the loaded model takes, weights and context (KV cache and compute
+    // buffers), so a smaller --cache-type-k/-v shows here.
+    size: model.sizeBytes + (status.kvCache?.contextBytes ?? 0),
     digest,
     details: toDetails(model),
     expires_at: new Date(expiresAt).toISOString(),
