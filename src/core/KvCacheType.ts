@@ -15,8 +15,8 @@ export interface KvCacheStatus {
   /**
    * Host and device memory llama.cpp allocated for the chat context, in bytes: its KV cache and
    * its compute buffers (llama_memory_breakdown's `context` plus `compute`; the weights are not
-   * counted). The compute buffers do not depend on the cache types, so the difference between two
-   * cache types is the KV cache's.
+   * counted). The compute buffers hardly depend on the cache types (bench model, 16,384 cells: 28
+   * MiB with f16, 26.5 with q8_0 or q4_0, beside a KV cache of 576, 306 and 162 MiB).
    */
   contextBytes: number;
 }
