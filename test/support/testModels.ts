@@ -48,6 +48,8 @@ export function testModelPath(preset: CachedTestModelPreset): Promise<string> {
 async function ensureGenerated(preset: CachedTestModelPreset): Promise<string> {
   const path = `${CACHE_DIRECTORY}${preset}-${GENERATOR_VERSION}.gguf`;
   if (await exists(path)) return path;
+  // The bench passes names from its command line unchecked.
+  if (!Object.hasOwn(presets, preset)) throw new Error(`Unknown test model preset: ${preset}`);
   const realShape = presets[preset].realShape;
   if (realShape === undefined) await makeTestModel({ preset, out: path });
   else await makeRealShapeModel(preset, realShape, path);
