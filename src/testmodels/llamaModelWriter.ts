@@ -162,6 +162,7 @@ function addLlamaTensors(
 
   const embedding = randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.embedding, seed);
   writer.addTensor(preset.tiedEmbeddings ? silenced(embedding, hidden, tokenTypes) : (wiring?.embedding(embedding) ?? embedding));
+  if (preset.llama3RopeScaling) writer.addTensor(ropeFrequencyFactors(preset, preset.llama3RopeScaling));
   // qwen2's biases follow their matrices, as convert_hf_to_gguf.py writes them.
   const withBias = (weight: GgufTensor, size: number): GgufTensor[] =>
     preset.kind === "qwen2"
@@ -225,4 +226,22 @@ function silenceAddedTokens(output: Float32Array, hidden: number, tokenTypes: re
     if (type !== TokenType.normal) output.fill(0, id * hidden, (id + 1) * hidden);
   });
   return output;
+}
+
+/**
+ * Llama 3's rope scaling as convert_hf_to_gguf.py (conversion/llama.py) computes it: one factor per
+ * rotary frequency, 1 for wavelengths under originalContextLength / highFreqFactor, `factor` for
+ * those over originalContextLength / lowFreqFactor, and a smooth blend between.
+ */
+function ropeFrequencyFactors(preset: LlamaPreset, scaling: NonNullable<LlamaPreset["llama3RopeScaling"]>): GgufTensor {
+  const headSize = preset.embeddingLength / preset.headCount;
+  const { factor, lowFreqFactor, highFreqFactor, originalContextLength } = scaling;
+  const factors = Array.from({ length: headSize / 2 }, (_, i) => {
+    const wavelength = (2 * Math.PI) / preset.ropeFreqBase ** (-(2 * i) / headSize);
+    if (wavelength < originalContextLength / highFreqFactor) return 1;
+    if (wavelength > originalContextLength / lowFreqFactor) return factor;
+    const smooth = (originalContextLength / wavelength - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+    return 1 / ((1 - smooth) / factor + smooth);
+  });
+  return { name: "rope_freqs.weight", dims: [headSize / 2], type: "F32", values: () => Float32Array.from(factors) };
 }

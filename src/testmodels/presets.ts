@@ -60,6 +60,16 @@ export interface LlamaPreset extends TransformerShape {
    * and Llama 3.2 1B.
    */
   readonly tiedEmbeddings?: boolean;
+  /**
+   * Llama 3.1's rope scaling (rope_type "llama3" in config.json), which convert_hf_to_gguf.py writes
+   * as a `rope_freqs.weight` tensor of per-frequency factors that llama.cpp applies in its RoPE.
+   */
+  readonly llama3RopeScaling?: {
+    readonly factor: number;
+    readonly lowFreqFactor: number;
+    readonly highFreqFactor: number;
+    readonly originalContextLength: number;
+  };
 }
 
 /**
@@ -226,7 +236,7 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
   /**
    * For benchmarks: Llama-3.2-1B-Instruct's shape in Q4_K_M (the published file: about 808 MB), from
    * its config.json: 16 layers, hidden 2,048 in 32 heads of 64 with 8 key/value heads, FFN 8,192,
-   * rope base 500,000, context 131,072, tied embeddings; Llama 3's vocabulary of 128,256 tokens and
+   * rope base 500,000 with Llama 3's scaling, context 131,072, tied embeddings; Llama 3's vocabulary of 128,256 tokens and
    * Llama 3.2's chat template (3B's, the same as 1B's). About 1.24B parameters: 2.5 GB in F16.
    */
   "llama3.2-1b-q4_k_m": {
@@ -242,6 +252,7 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
     ropeFreqBase: 500_000,
     matrixType: "F16",
     tiedEmbeddings: true,
+    llama3RopeScaling: { factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalContextLength: 8192 },
     realShape: {
       vocabulary: "models/ggml-vocab-llama-bpe.gguf",
       chatTemplate: "models/templates/meta-llama-Llama-3.2-3B-Instruct.jinja",
