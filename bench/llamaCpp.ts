@@ -8,6 +8,8 @@ import { buildLlamaCpp } from "../test/support/llamaCppBuild.js";
  * llama.cpp's own tools for the comparison: llama-server (the HTTP anchor) and llama-bench (the raw
  * engine figure), built from the very source node-llama-cpp ships
  * (node_modules/node-llama-cpp/llama/gitRelease.bundle), so both sides run the same llama.cpp commit.
+ * llama-quantize is built with them: the real-shape models (qwen2.5-0.5b-q4_k_m, ...) are quantized
+ * with it when first asked for (test/support/testModels.ts).
  */
 export interface LlamaCppTools {
   server: string;
@@ -22,9 +24,9 @@ async function exists(file: string): Promise<boolean> {
   );
 }
 
-/** Builds (or reuses) both in the cache (test/support/llamaCppBuild.ts; about 10 minutes on 2 cores the first time). */
+/** Builds (or reuses) the three in the cache (test/support/llamaCppBuild.ts; about 10 minutes on 2 cores the first time). */
 async function build(): Promise<LlamaCppTools> {
-  const bin = await buildLlamaCpp(["llama-server", "llama-bench"]);
+  const bin = await buildLlamaCpp(["llama-server", "llama-bench", "llama-quantize"]);
   return { server: path.join(bin, "llama-server"), bench: path.join(bin, "llama-bench") };
 }
 

@@ -1,7 +1,7 @@
 // Writes the embedding test model: a GGUF file in llama.cpp's `bert` architecture, laid out as
 // convert_hf_to_gguf.py writes all-MiniLM or bge (BertModel), with the project's WordPiece
 // vocabulary and seeded random weights.
-import { GgufWriter } from "../gguf/GgufWriter.js";
+import { GgufWriter, type GgufTensor } from "../gguf/GgufWriter.js";
 import {
   addGeneralMetadata,
   addShapeMetadata,
@@ -14,7 +14,7 @@ import {
   u32,
   type BlockGains,
 } from "./modelWriterParts.js";
-import type { BertPreset } from "./presets.js";
+import type { BertPreset, NomicBertPreset } from "./presets.js";
 import { randomTensor } from "./randomTensor.js";
 import type { WordPieceVocabulary } from "./wordPieceVocabulary.js";
 
@@ -34,20 +34,30 @@ const POOLING_TYPES: Record<BertPreset["poolingType"], number> = { mean: 1, cls:
 
 /** The keys llama.cpp reads for the bert architecture. */
 function addModelMetadata(writer: GgufWriter, preset: BertPreset, vocabularySize: number): void {
-  addGeneralMetadata(writer, "bert", preset);
-  addShapeMetadata(writer, "bert", preset, [
+  addEncoderMetadata(writer, "bert", preset).set("bert.vocab_size", u32(vocabularySize));
+}
+
+/** The keys llama.cpp reads for both encoder architectures, bert and nomic-bert, under each one's prefix. */
+export function addEncoderMetadata(
+  writer: GgufWriter,
+  architecture: "bert" | "nomic-bert",
+  preset: BertPreset | NomicBertPreset,
+): GgufWriter {
+  addGeneralMetadata(writer, architecture, preset);
+  addShapeMetadata(writer, architecture, preset, [
     "context_length",
     "embedding_length",
     "feed_forward_length",
     "block_count",
     "attention.head_count",
   ]);
-  writer
-    .set("bert.attention.layer_norm_epsilon", f32(preset.layerNormEpsilon))
-    // Both default to a causal model without pooling, which would make this a decoder.
-    .set("bert.attention.causal", bool(false))
-    .set("bert.pooling_type", u32(POOLING_TYPES[preset.poolingType]))
-    .set("bert.vocab_size", u32(vocabularySize));
+  return (
+    writer
+      .set(`${architecture}.attention.layer_norm_epsilon`, f32(preset.layerNormEpsilon))
+      // Both default to a causal model without pooling, which would make this a decoder.
+      .set(`${architecture}.attention.causal`, bool(false))
+      .set(`${architecture}.pooling_type`, u32(POOLING_TYPES[preset.poolingType]))
+  );
 }
 
 /**
@@ -61,7 +71,11 @@ function addModelMetadata(writer: GgufWriter, preset: BertPreset, vocabularySize
  * [SEP] as in converted models; llama.cpp warns that it is not an end-of-generation token, and
  * it finds "[PAD]" by its text (Kimi-K2 spells its FIM pad so) and makes it one.
  */
-function addTokenizerMetadata(writer: GgufWriter, preset: BertPreset, vocabulary: WordPieceVocabulary): void {
+export function addTokenizerMetadata(
+  writer: GgufWriter,
+  preset: Pick<BertPreset, "tokenTypeCount">,
+  vocabulary: WordPieceVocabulary,
+): void {
   // The pre-tokenizer is read only for BPE vocabularies; "default" is what the converter writes
   // when it has no better name.
   addVocabulary(writer, { ...vocabulary, pre: "default" });
@@ -96,7 +110,14 @@ function addTokenizerMetadata(writer: GgufWriter, preset: BertPreset, vocabulary
  * vector; block outputs are halved so two blocks mix the tokens without washing out their
  * identity. Biases are small but not zero, so every bias tensor takes part.
  */
-const WEIGHT_GAINS: BlockGains & { token: number; position: number; tokenType: number; bias: number; classifier: number; score: number } = {
+export const WEIGHT_GAINS: BlockGains & {
+  token: number;
+  position: number;
+  tokenType: number;
+  bias: number;
+  classifier: number;
+  score: number;
+} = {
   token: 1,
   position: 0.2,
   tokenType: 0.1,
@@ -113,6 +134,11 @@ const WEIGHT_GAINS: BlockGains & { token: number; position: number; tokenType: n
   score: 6,
 };
 
+/** A layer norm as initialized: scale one, shift zero. */
+export function layerNormTensors(name: string, size: number): GgufTensor[] {
+  return [constantTensor(`${name}.weight`, size, 1), constantTensor(`${name}.bias`, size, 0)];
+}
+
 /**
  * Tensor names and shapes as llama.cpp's bert architecture loads them (llama_model_bert::
  * load_arch_tensors; dims in ggml order: [in, out]). llama.cpp refuses a file with tensors it
@@ -124,8 +150,7 @@ function addBertTensors(writer: GgufWriter, preset: BertPreset, vocabularySize: 
   const ffn = preset.feedForwardLength;
   const matrix = matrixMaker(preset, seed);
   const bias = (name: string, size: number) => randomTensor(name, [size], "F32", WEIGHT_GAINS.bias, seed);
-  // Layer norms as initialized: scale one, shift zero.
-  const layerNorm = (name: string) => [constantTensor(`${name}.weight`, hidden, 1), constantTensor(`${name}.bias`, hidden, 0)];
+  const layerNorm = (name: string) => layerNormTensors(name, hidden);
 
   writer
     .addTensor(randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.token, seed))

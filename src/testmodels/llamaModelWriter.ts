@@ -1,5 +1,6 @@
-// Writes the chat test models: GGUF files in llama.cpp's `llama` architecture with the project's
-// byte-level BPE vocabulary, a ChatML chat template with tool calling, and seeded random weights.
+// Writes the chat test models: GGUF files in llama.cpp's `llama` architecture (or `qwen2`, the same
+// blocks with query, key and value biases) with the project's byte-level BPE vocabulary, a ChatML
+// chat template with tool calling, and seeded random weights.
 import { GgufWriter, type GgufTensor } from "../gguf/GgufWriter.js";
 import {
   addGeneralMetadata,
@@ -36,6 +37,8 @@ export function llamaModelWriter(
   script?: TestModelScript,
 ): GgufWriter {
   if (script && preset.thoughts) throw new Error(`${preset.name} writes a thought of its own; a script needs a preset without one.`);
+  if ((script || preset.thoughts) && preset.tiedEmbeddings)
+    throw new Error(`${preset.name} ties its output to its embedding; scripts and thoughts wire the two apart.`);
   const thinking = preset.thoughts ? withThoughtTokens(baseVocabulary) : baseVocabulary;
   const fim = preset.fillInTheMiddle ? withFimTokens(thinking) : undefined;
   const vocabulary = script ? withScriptTokens(fim?.vocabulary ?? thinking, script) : (fim?.vocabulary ?? thinking);
@@ -81,10 +84,11 @@ export function llamaModelWriterWithVocabulary(
   return writer;
 }
 
-/** The keys llama.cpp reads for the llama architecture. */
+/** The keys llama.cpp reads for the llama and qwen2 architectures (the same keys under each one's prefix). */
 function addModelMetadata(writer: GgufWriter, preset: LlamaPreset, vocabularySize: number): void {
-  addGeneralMetadata(writer, "llama", preset);
-  addShapeMetadata(writer, "llama", preset, [
+  const architecture = preset.kind;
+  addGeneralMetadata(writer, architecture, preset);
+  addShapeMetadata(writer, architecture, preset, [
     "context_length",
     "embedding_length",
     "block_count",
@@ -92,12 +96,12 @@ function addModelMetadata(writer: GgufWriter, preset: LlamaPreset, vocabularySiz
     "attention.head_count",
   ]);
   writer
-    .set("llama.attention.head_count_kv", u32(preset.headCountKv))
+    .set(`${architecture}.attention.head_count_kv`, u32(preset.headCountKv))
     // llama.cpp rejects a llama model whose rotary dimension differs from the head size.
-    .set("llama.rope.dimension_count", u32(preset.embeddingLength / preset.headCount))
-    .set("llama.attention.layer_norm_rms_epsilon", f32(preset.rmsNormEpsilon))
-    .set("llama.rope.freq_base", f32(preset.ropeFreqBase))
-    .set("llama.vocab_size", u32(vocabularySize));
+    .set(`${architecture}.rope.dimension_count`, u32(preset.embeddingLength / preset.headCount))
+    .set(`${architecture}.attention.layer_norm_rms_epsilon`, f32(preset.rmsNormEpsilon))
+    .set(`${architecture}.rope.freq_base`, f32(preset.ropeFreqBase))
+    .set(`${architecture}.vocab_size`, u32(vocabularySize));
 }
 
 function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary, chatTemplate: string): void {
@@ -123,18 +127,22 @@ function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary, ch
  * The output gain makes sampled distributions peaky, like a trained model's, rather than nearly
  * uniform (it does not change which token is greedy).
  */
-const WEIGHT_GAINS: BlockGains & { embedding: number; output: number } = {
+const WEIGHT_GAINS: BlockGains & { embedding: number; output: number; bias: number } = {
   embedding: 1,
   queryKey: 3,
   value: 1,
   feedForward: 1,
   residual: 0.5,
   output: 8,
+  // qwen2's query, key and value biases (standard deviation): small against the projections'
+  // unit-scale outputs, as the bert models' biases, so they take part without ruling attention.
+  bias: 0.1,
 };
 
 /**
- * Tensor names and shapes as llama.cpp's llama architecture loads them (dims in ggml order: [in, out]):
- * one embedding and output row per token type given.
+ * Tensor names and shapes as llama.cpp's llama and qwen2 architectures load them (dims in ggml
+ * order: [in, out]): one embedding and output row per token type given. With tied embeddings there
+ * is no output matrix: llama.cpp multiplies by the embedding instead.
  */
 function addLlamaTensors(
   writer: GgufWriter,
@@ -153,7 +161,13 @@ function addLlamaTensors(
   const residualWriter = (tensor: GgufTensor, inputs: number) => wiring?.residualWriter(tensor, inputs) ?? tensor;
 
   const embedding = randomTensor("token_embd.weight", [hidden, vocabularySize], preset.matrixType, WEIGHT_GAINS.embedding, seed);
-  writer.addTensor(wiring?.embedding(embedding) ?? embedding);
+  writer.addTensor(preset.tiedEmbeddings ? silenced(embedding, hidden, tokenTypes) : (wiring?.embedding(embedding) ?? embedding));
+  if (preset.llama3RopeScaling) writer.addTensor(ropeFrequencyFactors(preset, preset.llama3RopeScaling));
+  // qwen2's biases follow their matrices, as convert_hf_to_gguf.py writes them.
+  const withBias = (weight: GgufTensor, size: number): GgufTensor[] =>
+    preset.kind === "qwen2"
+      ? [weight, randomTensor(weight.name.replace(/weight$/, "bias"), [size], "F32", WEIGHT_GAINS.bias, seed)]
+      : [weight];
   for (let block = 0; block < preset.blockCount; block++) {
     const prefix = `blk.${block}`;
     // A scripted model's block 0 head 0 is its previous-token head (scriptWiring.ts).
@@ -162,26 +176,48 @@ function addLlamaTensors(
     const key = matrix(`${prefix}.attn_k.weight`, hidden, kvWidth, WEIGHT_GAINS.queryKey);
     const value = matrix(`${prefix}.attn_v.weight`, hidden, kvWidth, WEIGHT_GAINS.value);
     const attentionOutput = matrix(`${prefix}.attn_output.weight`, hidden, hidden, WEIGHT_GAINS.residual);
+    const tensors = [
+      norm(`${prefix}.attn_norm.weight`),
+      ...withBias(head?.query(query) ?? query, hidden),
+      ...withBias(head?.key(key) ?? key, kvWidth),
+      ...withBias(head?.value(value) ?? value, kvWidth),
+    ];
+    for (const tensor of tensors) writer.addTensor(tensor);
     writer
-      .addTensor(norm(`${prefix}.attn_norm.weight`))
-      .addTensor(head?.query(query) ?? query)
-      .addTensor(head?.key(key) ?? key)
-      .addTensor(head?.value(value) ?? value)
       .addTensor(head?.attentionOutput(attentionOutput) ?? residualWriter(attentionOutput, hidden))
       .addTensor(norm(`${prefix}.ffn_norm.weight`))
       .addTensor(matrix(`${prefix}.ffn_gate.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))
       .addTensor(matrix(`${prefix}.ffn_up.weight`, hidden, ffn, WEIGHT_GAINS.feedForward))
       .addTensor(residualWriter(matrix(`${prefix}.ffn_down.weight`, ffn, hidden, WEIGHT_GAINS.residual), ffn));
   }
+  if (preset.tiedEmbeddings) {
+    // Tied, the last token's own row would win every logit: the residual stream still carries its
+    // embedding, and a row's dot product with itself (about hidden, 896 for Qwen2.5-0.5B, scaled
+    // by 1/sqrt(13) after 24 blocks' outputs) beats the best of 150,000 random rows (about 4.5
+    // sqrt(hidden)), so greedy decoding repeats one token forever. Final-norm gains of random sign
+    // make that dot product a sum of terms of random sign too: the token is then no likelier than
+    // any other, and replies vary as the untied models' do.
+    writer.addTensor(randomTensor("output_norm.weight", [hidden], "F32", 1, seed));
+    return;
+  }
   writer.addTensor(norm("output_norm.weight"));
-  const output = matrix("output.weight", hidden, vocabularySize, WEIGHT_GAINS.output);
-  const silenced = { ...output, values: () => silenceAddedTokens(output.values(), hidden, tokenTypes) };
-  writer.addTensor(wiring?.output(silenced) ?? silenced);
+  const output = silenced(matrix("output.weight", hidden, vocabularySize, WEIGHT_GAINS.output), hidden, tokenTypes);
+  writer.addTensor(wiring?.output(output) ?? output);
+}
+
+/**
+ * The output matrix (or the tied embedding) with the rows of the control and tool-call tokens zeroed
+ * (silenceAddedTokens). Tied, a zero row is also that token's input vector: the prompt's control
+ * tokens then add nothing to the residual stream, which costs no speed and keeps replies running.
+ */
+function silenced(output: GgufTensor, hidden: number, tokenTypes: readonly number[]): GgufTensor {
+  return { ...output, values: () => silenceAddedTokens(output.values(), hidden, tokenTypes) };
 }
 
 /**
  * Zeroes the output rows of the control and tool-call tokens. Their logits are then 0 while the
- * best of the others is far above (output gain 8), so the model never ends a turn or starts a
+ * best of the others is far above (output gain 8; tied, the unit-scale embedding gives logits of
+ * standard deviation sqrt(hidden), about 30 at 896, and the best of 150,000 is over 4 of those), so the model never ends a turn or starts a
  * tool call by itself: generation runs to the requested length, and tests that need a stop or a
  * tool call ask for one explicitly.
  */
@@ -190,4 +226,22 @@ function silenceAddedTokens(output: Float32Array, hidden: number, tokenTypes: re
     if (type !== TokenType.normal) output.fill(0, id * hidden, (id + 1) * hidden);
   });
   return output;
+}
+
+/**
+ * Llama 3's rope scaling as convert_hf_to_gguf.py (conversion/llama.py) computes it: one factor per
+ * rotary frequency, 1 for wavelengths under originalContextLength / highFreqFactor, `factor` for
+ * those over originalContextLength / lowFreqFactor, and a smooth blend between.
+ */
+function ropeFrequencyFactors(preset: LlamaPreset, scaling: NonNullable<LlamaPreset["llama3RopeScaling"]>): GgufTensor {
+  const headSize = preset.embeddingLength / preset.headCount;
+  const { factor, lowFreqFactor, highFreqFactor, originalContextLength } = scaling;
+  const factors = Array.from({ length: headSize / 2 }, (_, i) => {
+    const wavelength = (2 * Math.PI) / preset.ropeFreqBase ** (-(2 * i) / headSize);
+    if (wavelength < originalContextLength / highFreqFactor) return 1;
+    if (wavelength > originalContextLength / lowFreqFactor) return factor;
+    const smooth = (originalContextLength / wavelength - lowFreqFactor) / (highFreqFactor - lowFreqFactor);
+    return 1 / ((1 - smooth) / factor + smooth);
+  });
+  return { name: "rope_freqs.weight", dims: [headSize / 2], type: "F32", values: () => Float32Array.from(factors) };
 }

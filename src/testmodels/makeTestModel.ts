@@ -1,7 +1,9 @@
-// Generates the test models with seeded random weights: llama-architecture chat models with the
-// project's own byte-level vocabulary and a ChatML chat template with tool calling
-// (llamaModelWriter.ts), and a bert-architecture embedding model (bertModelWriter.ts). The same
-// preset and seed always give a byte-identical file.
+// Generates the test models with seeded random weights: llama- and qwen2-architecture chat models
+// with the project's own byte-level vocabulary and a ChatML chat template with tool calling
+// (llamaModelWriter.ts), bert- and nomic-bert-architecture embedding models (bertModelWriter.ts,
+// nomicBertModelWriter.ts), and the shapes of real models with their real vocabularies (presets
+// with a realShape; test/support/testModels.ts quantizes them). The same preset and seed always
+// give a byte-identical file.
 import { randomUUID } from "node:crypto";
 import { mkdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
@@ -10,6 +12,7 @@ import { bertModelWriter } from "./bertModelWriter.js";
 import { copiedVocabulary } from "./copiedVocabulary.js";
 import { tokenizerJsonVocabulary, type HuggingFaceTokenizer } from "./tokenizerJsonVocabulary.js";
 import { llamaModelWriter, llamaModelWriterWithVocabulary } from "./llamaModelWriter.js";
+import { nomicBertModelWriter } from "./nomicBertModelWriter.js";
 import { presets } from "./presets.js";
 import type { TestModelScript } from "./scriptWiring.js";
 import type { TestModelPreset, TestModelPresetName } from "./presets.js";
@@ -73,6 +76,10 @@ export async function makeTestModel({
   if (!Object.hasOwn(presets, preset)) throw new Error(`Unknown test model preset: ${preset}`);
   if (!Number.isSafeInteger(seed)) throw new RangeError(`Seed must be an integer, got ${seed}`);
   if (script && vocabularyFrom !== undefined) throw new Error("A scripted model takes the project's vocabulary, not a copied one.");
+  const realVocabulary = presets[preset].realShape?.vocabulary;
+  if (realVocabulary !== undefined && vocabularyFrom === undefined) {
+    throw new Error(`The preset ${preset} takes its real vocabulary: pass llama.cpp's ${realVocabulary} as vocabularyFrom.`);
+  }
   const writer =
     vocabularyFrom === undefined
       ? modelWriter(presets[preset], seed, chatTemplate, script)
@@ -99,12 +106,20 @@ function modelWriter(
 ): GgufWriter {
   switch (preset.kind) {
     case "llama":
+    case "qwen2":
       return llamaModelWriter(preset, testVocabulary(), seed, chatTemplate, script);
     case "bert":
-      if (chatTemplate !== undefined) throw new Error("An embedding model takes no chat template.");
-      if (script !== undefined) throw new Error("An embedding model writes no replies.");
+      refuseChatParts(chatTemplate, script);
       return bertModelWriter(preset, wordPieceVocabulary(), seed);
+    case "nomic-bert":
+      refuseChatParts(chatTemplate, script);
+      return nomicBertModelWriter(preset, { project: wordPieceVocabulary() }, seed);
   }
+}
+
+function refuseChatParts(chatTemplate: string | undefined, script: TestModelScript | undefined): void {
+  if (chatTemplate !== undefined) throw new Error("An embedding model takes no chat template.");
+  if (script !== undefined) throw new Error("An embedding model writes no replies.");
 }
 
 async function modelWriterWithVocabulary(
@@ -113,8 +128,18 @@ async function modelWriterWithVocabulary(
   chatTemplate: string | undefined,
   vocabularyFrom: string | HuggingFaceTokenizer,
 ): Promise<GgufWriter> {
-  if (preset.kind !== "llama") throw new Error("Only the llama presets take a copied vocabulary.");
-  const vocabulary =
-    typeof vocabularyFrom === "string" ? await copiedVocabulary(vocabularyFrom) : await tokenizerJsonVocabulary(vocabularyFrom);
-  return llamaModelWriterWithVocabulary(preset, vocabulary, seed, chatTemplate);
+  switch (preset.kind) {
+    case "llama":
+    case "qwen2": {
+      const vocabulary =
+        typeof vocabularyFrom === "string" ? await copiedVocabulary(vocabularyFrom) : await tokenizerJsonVocabulary(vocabularyFrom);
+      return llamaModelWriterWithVocabulary(preset, vocabulary, seed, chatTemplate);
+    }
+    case "nomic-bert":
+      refuseChatParts(chatTemplate, undefined);
+      if (typeof vocabularyFrom !== "string") throw new Error("A nomic-bert model copies its WordPiece vocabulary from a GGUF file.");
+      return nomicBertModelWriter(preset, { copied: await copiedVocabulary(vocabularyFrom) }, seed);
+    case "bert":
+      throw new Error("The bert presets take the project's vocabulary, not a copied one.");
+  }
 }

@@ -16,7 +16,7 @@ type MatrixType = TestModelPreset["matrixType"];
 const FILE_TYPES: Record<MatrixType, number> = { F32: 0, F16: 1, Q8_0: 7 };
 
 /** The `general.*` keys; the architecture is also the prefix of the model's own keys. */
-export function addGeneralMetadata(writer: GgufWriter, architecture: "llama" | "bert", preset: TestModelPreset): void {
+export function addGeneralMetadata(writer: GgufWriter, architecture: TestModelPreset["kind"], preset: TestModelPreset): void {
   writer
     .set("general.architecture", text(architecture))
     .set("general.name", text(preset.name))
@@ -40,7 +40,7 @@ const SHAPE_KEYS = {
  */
 export function addShapeMetadata(
   writer: GgufWriter,
-  architecture: "llama" | "bert",
+  architecture: TestModelPreset["kind"],
   preset: TestModelPreset,
   order: readonly (keyof typeof SHAPE_KEYS)[],
 ): void {

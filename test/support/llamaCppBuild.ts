@@ -6,7 +6,8 @@ import { llamaCppSource } from "./llamaCppSource.js";
 /**
  * llama.cpp's own tools built from the very source node-llama-cpp ships (llamaCppSource.ts), so they
  * run the same llama.cpp commit as the server: llama-server and llama-bench for the bench
- * (bench/llamaCpp.ts), llama-tokenize for the token cross-check (test/engine/tokenCrossCheck.test.ts).
+ * (bench/llamaCpp.ts), llama-quantize for the real-shape bench models (test/support/testModels.ts),
+ * llama-tokenize for the token cross-check (test/engine/tokenCrossCheck.test.ts).
  * One build folder in the cache, next to the source: each caller builds the targets it needs, and a
  * target already built is only checked (seconds); the first build of a target takes minutes on 2 cores
  * (llama-tokenize with the libraries it links: about 6.5 minutes; llama-server about 10).
@@ -28,7 +29,8 @@ const cmakeOptions = [
   "-DGGML_OPENMP=ON",
 ];
 
-async function run(command: string, args: string[]): Promise<void> {
+/** Runs a command with its output on this process's, failing on a non-zero exit. */
+export async function run(command: string, args: string[]): Promise<void> {
   console.error(`$ ${command} ${args.join(" ")}`);
   const child = spawn(command, args, { stdio: ["ignore", "inherit", "inherit"] });
   const [code] = (await once(child, "exit")) as [number | null];
