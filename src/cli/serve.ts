@@ -57,6 +57,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     maxQueue: config.maxQueue,
     maxGenerationMs: config.maxGenerationTime,
     streamHoldMs: config.streamHold,
+    cacheRamMiB: config.cacheRam,
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAlive,
     backend,
