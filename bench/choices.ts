@@ -40,6 +40,7 @@ async function sample(url: string, model: string, n: number, run: number, prompt
       promptEvaluations: after.promptEvaluations - before.promptEvaluations,
       promptTokensEvaluated: after.promptTokensEvaluated - before.promptTokensEvaluated,
       promptCopies: after.promptCopies - before.promptCopies,
+      promptTokensRestored: after.promptTokensRestored - before.promptTokensRestored,
     },
   };
 }

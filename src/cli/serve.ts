@@ -59,6 +59,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     cacheTypeV: config.cacheTypeV,
     maxGenerationMs: config.maxGenerationTime,
     streamHoldMs: config.streamHold,
+    cacheRamMiB: config.cacheRam,
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAlive,
     backend,

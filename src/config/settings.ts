@@ -406,6 +406,15 @@ export const settings = {
     schema: duration.refine((ms) => ms >= 0 && ms <= 1000, 'must be a duration from "0" to "1s", such as "33ms"'),
     commands: ["serve"],
   }),
+  cacheRam: setting({
+    flag: "cache-ram",
+    env: "MODELHOST_CACHE_RAM",
+    default: "8192",
+    description:
+      "Host memory, in MiB, for the prompt cache beyond the sequences, as llama-server's --cache-ram (same default): a sequence given to another conversation keeps its KV state here, and a prompt that starts the same way (the conversation's next turn, a shared system prompt) is restored from it instead of decoded; least recently used out first. 0: off.",
+    schema: integer(0),
+    commands: ["serve"],
+  }),
   shutdownGrace: setting({
     flag: "shutdown-grace",
     env: "MODELHOST_SHUTDOWN_GRACE",

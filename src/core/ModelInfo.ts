@@ -77,6 +77,8 @@ export interface EngineStatus {
   backend: string | null;
   loaded: LoadedModelStatus[];
   counters: EngineCounters;
+  /** Host memory the prompt cache beyond the slots holds now, in bytes (--cache-ram). */
+  promptCacheBytes: number;
 }
 
 /** Totals since the engine started, over all models: what work the prompts took. */
@@ -87,4 +89,6 @@ export interface EngineCounters {
   promptTokensEvaluated: number;
   /** Prompt caches copied from one sequence to another (n - 1 per request with n choices). */
   promptCopies: number;
+  /** Prompt tokens restored from the prompt cache in host memory (--cache-ram) instead of decoded. */
+  promptTokensRestored: number;
 }

@@ -1,5 +1,5 @@
 import type { Token } from "node-llama-cpp";
-import { probabilityMap, type NativeContext, type NativeSampler, type NativeSteps } from "./llamaInternals.js";
+import { probabilityMap, type NativeCheckpoint, type NativeContext, type NativeSampler, type NativeSteps } from "./llamaInternals.js";
 
 /** A sampled token, with its distribution when it was asked for. */
 export interface Sampled {
@@ -49,12 +49,16 @@ export class DecoderSequence {
 
   /** How many leading tokens of `tokens` the cache already holds. */
   commonPrefix(tokens: readonly Token[]): number {
-    const held = this.tokens;
-    const end = Math.min(held.length, tokens.length);
-    let i = 0;
-    while (i < end && held[i] === tokens[i]) i++;
-    return i;
+    return commonPrefixLength(this.tokens, tokens);
   }
+}
+
+/** How many leading tokens `a` and `b` share. */
+export function commonPrefixLength(a: readonly Token[], b: readonly Token[]): number {
+  const end = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < end && a[i] === b[i]) i++;
+  return i;
 }
 
 /** Work on one sequence: tokens to decode, and what to do once they are. */
@@ -181,6 +185,32 @@ export class BatchDecoder {
       if (source.tokens.length === 0) return;
       await this.#native.copySequenceStateFromOtherSequence(target.id, source.id);
       target.tokens.push(...source.tokens);
+    });
+  }
+
+  /** Copies what the sequence holds into `checkpoint` (host memory), between two steps. */
+  save(sequence: DecoderSequence, checkpoint: NativeCheckpoint): Promise<void> {
+    return this.#edit(() => checkpoint.init(this.#native, sequence.id));
+  }
+
+  /**
+   * Makes the sequence hold the first `length` (at least 1) of `tokens`, the tokens whose state
+   * `checkpoint` holds, without decoding. Resolves to whether it could; if not, the sequence is
+   * left empty.
+   */
+  restore(sequence: DecoderSequence, checkpoint: NativeCheckpoint, tokens: readonly Token[], length: number): Promise<boolean> {
+    return this.#edit(async () => {
+      let restored = false;
+      try {
+        restored = await this.#native.restoreCheckpoint(checkpoint, length - 1, sequence.id);
+      } catch {
+        // Disposed meanwhile (evicted for another model's entry): as if it had not been there.
+      }
+      // Restored or not, what the sequence held is gone (a failed restore may have written part).
+      sequence.tokens.length = 0;
+      if (restored) sequence.tokens.push(...tokens.slice(0, length));
+      else this.#native.removeTokenCellsFromSequence(sequence.id, -1, -1);
+      return restored;
     });
   }
 

@@ -10,6 +10,7 @@ import { checkRequestSchemas } from "../core/checkRequestSchemas.js";
 import { ServerError } from "../core/ServerError.js";
 import { FileDigests } from "./FileDigests.js";
 import { LoadedModel, type ModelRuntimeOptions } from "./LoadedModel.js";
+import { PromptCache } from "./PromptCache.js";
 import type { ModelRegistry } from "./ModelRegistry.js";
 
 export interface EngineLogger {
@@ -18,7 +19,9 @@ export interface EngineLogger {
   error(object: object, message: string): void;
 }
 
-export interface LlamaEngineOptions extends Omit<ModelRuntimeOptions, "counters"> {
+export interface LlamaEngineOptions extends Omit<ModelRuntimeOptions, "counters" | "promptCache"> {
+  /** Host memory for the prompt cache beyond the slots, in MiB (--cache-ram); 0: none. */
+  cacheRamMiB: number;
   maxLoadedModels: number;
   /** Idle time before a model is unloaded, in ms; Infinity keeps it forever, 0 unloads at once. */
   keepAliveMs: number;
@@ -51,13 +54,15 @@ export class LlamaEngine implements Engine {
   readonly #resident = new Map<string, Resident>();
   readonly #roomWaiters = new Set<() => void>();
   readonly #digests = new FileDigests();
-  readonly #counters: EngineCounters = { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0 };
+  readonly #counters: EngineCounters = { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0, promptTokensRestored: 0 };
+  readonly #promptCache: PromptCache | undefined;
   #closed = false;
 
   constructor(llama: Llama, registry: ModelRegistry, options: LlamaEngineOptions) {
     this.#llama = llama;
     this.#registry = registry;
     this.#options = options;
+    this.#promptCache = options.cacheRamMiB > 0 ? new PromptCache(llama, options.cacheRamMiB, this.#counters) : undefined;
   }
 
   listModels(): Promise<ModelInfo[]> {
@@ -182,7 +187,13 @@ export class LlamaEngine implements Engine {
         ? [{ ...resident.model.status(), keepAliveMs: resident.keepAliveMs ?? this.#options.keepAliveMs, loadMs: resident.loadMs ?? 0 }]
         : [],
     );
-    return { ready: !this.#closed, backend: this.#options.backend, loaded, counters: { ...this.#counters } };
+    return {
+      ready: !this.#closed,
+      backend: this.#options.backend,
+      loaded,
+      counters: { ...this.#counters },
+      promptCacheBytes: this.#promptCache?.bytes ?? 0,
+    };
   }
 
   async close(): Promise<void> {
@@ -224,7 +235,11 @@ export class LlamaEngine implements Engine {
   async #load(info: ModelInfo): Promise<LoadedModel> {
     const started = performance.now();
     try {
-      const model = await LoadedModel.load(this.#llama, info, { ...this.#options, counters: this.#counters });
+      const model = await LoadedModel.load(this.#llama, info, {
+        ...this.#options,
+        counters: this.#counters,
+        promptCache: this.#promptCache,
+      });
       const { kvCache } = model.status();
       this.#options.logger.info(
         {

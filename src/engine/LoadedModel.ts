@@ -15,6 +15,7 @@ import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
 import { contextMemoryBytes, createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf } from "./llamaInternals.js";
+import { PromptCache } from "./PromptCache.js";
 import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
 import { SlotPool } from "./SlotPool.js";
@@ -40,6 +41,8 @@ export interface ModelRuntimeOptions {
   streamHoldMs: number;
   /** The engine's totals, which this model adds to. */
   counters: EngineCounters;
+  /** The engine's prompt cache beyond the slots (--cache-ram); absent when it is off. */
+  promptCache?: PromptCache | undefined;
 }
 
 /**
@@ -54,6 +57,8 @@ export class LoadedModel {
   /** Decodes the chat context's sequences; absent for models that only embed. */
   readonly #decoder: BatchDecoder | undefined;
   readonly #pool: SlotPool<DecoderSequence>;
+  /** The engine's prompt cache, for models whose sequences it can save whole (PromptCache.supports). */
+  readonly #promptCache: PromptCache | undefined;
   readonly #prompts: ChatPromptRenderer;
   readonly #embeddings: EmbeddingRunner;
   readonly #ranking: RankingRunner;
@@ -92,6 +97,7 @@ export class LoadedModel {
           native: nativeSteps(model.llama),
         })
       : undefined;
+    this.#promptCache = this.#decoder && options.promptCache && PromptCache.supports(model) ? options.promptCache : undefined;
     this.#pool = new SlotPool(
       sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence), sequence)),
       options.maxQueue,
@@ -310,8 +316,12 @@ export class LoadedModel {
       sequences = await this.#pool.acquireMany(n, signal, (candidate) => candidate.commonPrefix(tokens));
       const [leader, ...followers] = sequences as [DecoderSequence, ...DecoderSequence[]];
       // Keep that shared start and drop the rest; at least the last prompt token is evaluated
-      // again, since its logits give the first new token.
-      cachedTokens = await decoder.keepPrefix(leader, tokens, tokens.length - 1);
+      // again, since its logits give the first new token. With the prompt cache, a longer start
+      // saved in host memory is restored first, and what the sequence held is saved if it would
+      // lose most of it.
+      cachedTokens = this.#promptCache
+        ? await this.#promptCache.prepare(decoder, leader, tokens, tokens.length - 1)
+        : await decoder.keepPrefix(leader, tokens, tokens.length - 1);
       if (scorePrompt) {
         promptLogprobs = await this.#scorePrompt(leader, tokens, request.logprobs!.top, signal);
         cachedTokens = 0;
@@ -457,6 +467,7 @@ export class LoadedModel {
     for (const contexts of this.#lazyContexts) contexts.rejectWaiting(unloading);
     // The step under way finishes first: llama.cpp must not free the context mid-decode.
     await this.#decoder?.close(unloading);
+    if (this.#decoder) this.#promptCache?.forget(this.#decoder);
     // Disposing the model disposes its contexts (chat and embedding) with it.
     await this.#model.dispose();
   }

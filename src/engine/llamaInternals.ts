@@ -35,7 +35,28 @@ export interface NativeContext {
   removeTokenCellsFromSequence(sequenceId: number, start: number, end: number): boolean;
   /** llama_memory_seq_cp of all of `source` into `target`; resolves to the last position copied. */
   copySequenceStateFromOtherSequence(target: number, source: number): Promise<number>;
+  /**
+   * Writes `checkpoint`'s state into the sequence (llama_state_seq_set_data_ext, which first
+   * empties it), then drops its positions after `maxPosition`; resolves to whether it now ends at
+   * exactly `maxPosition`.
+   */
+  restoreCheckpoint(checkpoint: NativeCheckpoint, maxPosition: number, sequenceId: number): Promise<boolean>;
   setThreads(threads: number): void;
+}
+
+/**
+ * node-llama-cpp's AddonContextSequenceCheckpoint: one sequence's memory copied into host memory
+ * (llama_state_seq_get_data_ext, with LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY, which a plain KV cache
+ * ignores: it writes all of the sequence's cells; see PromptCache for the models it is used on).
+ */
+export interface NativeCheckpoint {
+  /** Copies the sequence's state in; rejects if it cannot. */
+  init(context: NativeContext, sequenceId: number): Promise<void>;
+  dispose(): void;
+  /** Bytes held. */
+  readonly size: number;
+  readonly minPos: number;
+  readonly maxPos: number;
 }
 
 /** The addon's sampler chain; its config is read by `applyConfig` (AddonSampler::ApplyConfig). */
@@ -73,7 +94,10 @@ interface SequenceInternals {
   _sequenceId?: number;
 }
 interface LlamaInternals {
-  _bindings?: { AddonSampler?: new (model: unknown) => NativeSampler } & Record<string, unknown>;
+  _bindings?: {
+    AddonSampler?: new (model: unknown) => NativeSampler;
+    AddonContextSequenceCheckpoint?: new () => NativeCheckpoint;
+  } & Record<string, unknown>;
 }
 interface ModelInternals {
   _model?: unknown;
@@ -90,6 +114,7 @@ const contextMethods = [
   "sampleToken",
   "removeTokenCellsFromSequence",
   "copySequenceStateFromOtherSequence",
+  "restoreCheckpoint",
   "setThreads",
 ] as const;
 
@@ -173,6 +198,13 @@ export function createNativeSampler(model: LlamaModel, config: NativeSamplerConf
     throw error;
   }
   return sampler;
+}
+
+/** A new, empty checkpoint (see NativeCheckpoint) for `llama`'s contexts. */
+export function createNativeCheckpoint(llama: Llama): NativeCheckpoint {
+  const Checkpoint = (llama as unknown as LlamaInternals)._bindings?.AddonContextSequenceCheckpoint;
+  if (typeof Checkpoint !== "function") throw mismatch("AddonContextSequenceCheckpoint");
+  return new Checkpoint();
 }
 
 export function nativeGrammarState(state: LlamaGrammarEvaluationState): unknown {

@@ -124,6 +124,24 @@ export class ServerMetrics {
           for (const model of status()) this.set({ model: model.id }, value(model));
         },
       });
+    // The prompt cache beyond the sequences (--cache-ram): what it gave back, and what it holds.
+    new Counter({
+      name: "modelhost_prompt_cache_restored_tokens_total",
+      help: "Prompt tokens restored from the prompt cache in host memory (--cache-ram) instead of decoded.",
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(engine.status().counters.promptTokensRestored);
+      },
+    });
+    new Gauge({
+      name: "modelhost_prompt_cache_bytes",
+      help: "Host memory the prompt cache (--cache-ram) holds now: saved KV states of sequences.",
+      registers: [this.registry],
+      collect() {
+        this.set(engine.status().promptCacheBytes);
+      },
+    });
     perModel("modelhost_active_sequences", "Requests decoding now, by loaded model.", (model) => model.active);
     perModel("modelhost_queue_depth", "Requests waiting for a free sequence, by loaded model.", (model) => model.queued);
     perModel("modelhost_model_load_seconds", "How long loading each resident model took.", (model) => model.loadMs / 1000);

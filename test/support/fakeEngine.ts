@@ -86,7 +86,7 @@ export class FakeEngine implements Engine {
   readonly #failures: NonNullable<FakeEngineOptions["failures"]>;
   /** Loaded models by id, with their requests in flight. */
   readonly #loaded = new Map<string, { active: number; keepAliveMs: number }>();
-  readonly #counters = { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0 };
+  readonly #counters = { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0, promptTokensRestored: 0 };
   #closed = false;
 
   constructor(options: FakeEngineOptions = {}) {
@@ -242,7 +242,7 @@ export class FakeEngine implements Engine {
       contextSize: this.#contextSize,
       loadMs: 1,
     }));
-    return { ready: !this.#closed, backend: "fake", loaded, counters: { ...this.#counters } };
+    return { ready: !this.#closed, backend: "fake", loaded, counters: { ...this.#counters }, promptCacheBytes: 0 };
   }
 
   async close(): Promise<void> {

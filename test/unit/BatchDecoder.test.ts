@@ -78,6 +78,9 @@ class FakeNative implements NativeContext {
     this.copies.push([target, source]);
     return 0;
   }
+  async restoreCheckpoint(): Promise<boolean> {
+    throw new Error("these tests restore no saved state (test/http/promptCache.test.ts does, on a real model)");
+  }
   setThreads(): void {}
 }
 

@@ -28,7 +28,8 @@ const healthResponseSchema = z.object({
         ),
     }),
   ),
-  counters: z.object({ promptEvaluations: z.int(), promptTokensEvaluated: z.int(), promptCopies: z.int() }),
+  counters: z.object({ promptEvaluations: z.int(), promptTokensEvaluated: z.int(), promptCopies: z.int(), promptTokensRestored: z.int() }),
+  promptCacheBytes: z.int(),
 });
 
 export function healthRoutes(app: FastifyInstance, { engine, drain }: { engine: Engine; drain: Drain }): void {

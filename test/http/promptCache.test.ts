@@ -1,0 +1,155 @@
+import type OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Config } from "../../src/config/settings.js";
+import type { EngineCounters } from "../../src/core/ModelInfo.js";
+import { startTestServer, type TestServer } from "../support/startTestServer.js";
+import { testModelPath } from "../support/testModels.js";
+
+type Message = OpenAI.ChatCompletionMessageParam;
+
+/** A user message of about `words` tokens, its words numbered after `topic` so conversations differ from the start. */
+function userMessage(topic: string, words: number): Message {
+  return { role: "user", content: Array.from({ length: words }, (_, i) => `${topic}${i}`).join(" ") };
+}
+
+/** One sequence (so each new conversation evicts the last), on the tiny model. */
+async function oneSlotServer(config: Partial<Config>): Promise<TestServer> {
+  return startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { parallel: 1, ...config } });
+}
+
+/** A long reply at temperature 0: how it ended, and its tokens. */
+async function longReply(server: TestServer): Promise<{ finish: string; tokens: number }> {
+  const completion = await server.client.chat.completions.create({
+    model: "tiny",
+    messages: [userMessage("river", 40)],
+    max_tokens: 3000,
+    temperature: 0,
+  });
+  return { finish: completion.choices[0]!.finish_reason, tokens: completion.usage!.completion_tokens };
+}
+
+async function health(server: TestServer): Promise<{ counters: EngineCounters; promptCacheBytes: number }> {
+  return (await (await fetch(`${server.url}/health`)).json()) as { counters: EngineCounters; promptCacheBytes: number };
+}
+
+/** One turn at temperature 0: the reply appended to the conversation, and what it reported. */
+async function turn(server: TestServer, conversation: Message[]): Promise<{ promptTokens: number; cachedTokens: number; reply: string }> {
+  const completion = await server.client.chat.completions.create({ model: "tiny", messages: conversation, max_tokens: 12, temperature: 0 });
+  const reply = completion.choices[0]!.message.content ?? "";
+  conversation.push({ role: "assistant", content: reply });
+  return {
+    promptTokens: completion.usage!.prompt_tokens,
+    cachedTokens: completion.usage!.prompt_tokens_details?.cached_tokens ?? 0,
+    reply,
+  };
+}
+
+function metric(text: string, name: string): number {
+  const line = text.split("\n").find((each) => each.startsWith(`${name} `));
+  return Number(line?.split(" ")[1]);
+}
+
+/**
+ * Conversation A, then B on the one sequence (A's state goes to host memory), then A's second
+ * turn: what it reports, its reply, and the server's counters and metrics after.
+ */
+async function comeBack(server: TestServer) {
+  const a: Message[] = [userMessage("lighthouse", 120)];
+  const b: Message[] = [userMessage("harbour", 120)];
+  const first = await turn(server, a);
+  await turn(server, b);
+  a.push(userMessage("keeper", 20));
+  const second = await turn(server, a);
+  const metrics = await (await fetch(`${server.url}/metrics`)).text();
+  return { first, second, health: await health(server), metrics };
+}
+
+describe("prompt cache beyond the slots (--cache-ram)", () => {
+  let cached: TestServer;
+  let uncached: TestServer;
+  beforeAll(async () => {
+    [cached, uncached] = await Promise.all([oneSlotServer({}), oneSlotServer({ cacheRam: 0 })]);
+  });
+  afterAll(async () => {
+    await Promise.all([cached?.close(), uncached?.close()]);
+  });
+
+  it("restores a conversation evicted from its sequence when it comes back, and replies as if it had been decoded afresh", async () => {
+    const withCache = await comeBack(cached);
+    const withoutCache = await comeBack(uncached);
+    // Everything A's first turn held (its prompt and reply) came back from host memory.
+    expect(withCache.second.cachedTokens).toBeGreaterThanOrEqual(withCache.first.promptTokens);
+    expect(withCache.health.counters.promptTokensRestored).toBeGreaterThanOrEqual(withCache.first.promptTokens);
+    expect(metric(withCache.metrics, "modelhost_prompt_cache_restored_tokens_total")).toBe(withCache.health.counters.promptTokensRestored);
+    // A and B are saved (each when the other took the sequence): about 270 bytes a token on this model.
+    expect(withCache.health.promptCacheBytes).toBeGreaterThan(0);
+    expect(metric(withCache.metrics, "modelhost_prompt_cache_bytes")).toBe(withCache.health.promptCacheBytes);
+    // Restored state gives the same reply at temperature 0 as the prompt decoded from nothing.
+    expect(withCache.second.reply).toBe(withoutCache.second.reply);
+    expect(withCache.first.reply).toBe(withoutCache.first.reply);
+  });
+
+  it("--cache-ram 0 restores nothing: the returning conversation reuses only the start B shares with it", async () => {
+    const { first, second, health, metrics } = await comeBack(uncached);
+    expect(second.cachedTokens).toBeLessThan(first.promptTokens / 4);
+    expect(health.counters.promptTokensRestored).toBe(0);
+    expect(health.promptCacheBytes).toBe(0);
+    expect(metric(metrics, "modelhost_prompt_cache_restored_tokens_total")).toBe(0);
+  });
+});
+
+describe("prompt cache budget", () => {
+  let server: TestServer;
+  // 1 MiB holds one of these conversations (~2,300 tokens, ~270 bytes a token on the tiny model: ~620 KB) but not two.
+  beforeAll(async () => (server = await oneSlotServer({ cacheRam: 1, contextSize: 4096 })));
+  afterAll(() => server?.close());
+
+  it("evicts the least recently used state to stay within --cache-ram", async () => {
+    const a: Message[] = [userMessage("lighthouse", 300)];
+    const b: Message[] = [userMessage("harbour", 300)];
+    const c: Message[] = [userMessage("orchard", 300)];
+    const firstA = await turn(server, a);
+    const firstB = await turn(server, b);
+    // C takes the sequence: B is saved, and A, used less recently, makes room for it.
+    await turn(server, c);
+    b.push(userMessage("sailor", 20));
+    const secondB = await turn(server, b);
+    a.push(userMessage("keeper", 20));
+    const secondA = await turn(server, a);
+    expect(secondB.cachedTokens).toBeGreaterThanOrEqual(firstB.promptTokens);
+    expect(secondA.cachedTokens).toBeLessThan(firstA.promptTokens / 4);
+    const { promptCacheBytes } = await health(server);
+    expect(promptCacheBytes).toBeGreaterThan(0);
+    expect(promptCacheBytes).toBeLessThanOrEqual(1024 * 1024);
+  });
+});
+
+describe("prompt cache beside other sequences decoding", () => {
+  let cached: TestServer;
+  let uncached: TestServer;
+  beforeAll(async () => {
+    const config = { parallel: 2, contextSize: 4096 };
+    [cached, uncached] = await Promise.all([
+      startTestServer({ models: { tiny: await testModelPath("tiny") }, config }),
+      startTestServer({ models: { tiny: await testModelPath("tiny") }, config: { ...config, cacheRam: 0 } }),
+    ]);
+  });
+  afterAll(async () => {
+    await Promise.all([cached?.close(), uncached?.close()]);
+  });
+
+  it("saves and restores on one sequence while a long reply decodes on the other", async () => {
+    // The long reply holds one sequence (3,000 tokens: it usually outlasts the three turns), so A
+    // and B take turns on the other: B's turn saves A, A's return saves B and restores A, between
+    // the long reply's steps.
+    const long = longReply(cached);
+    const withCache = await comeBack(cached);
+    const withoutCache = await comeBack(uncached);
+    expect(withCache.second.cachedTokens).toBeGreaterThanOrEqual(withCache.first.promptTokens);
+    expect(withCache.second.reply).toBe(withoutCache.second.reply);
+    // Not compared token for token with the reply decoded alone: which sequences share a batch
+    // changes the rounding of its products (docs/performance.md), and over 3,000 tokens of a
+    // random-weight model that changes the text. It ran to its length, unbroken.
+    expect(await long).toEqual({ finish: "length", tokens: 3000 });
+  });
+});
