@@ -23,10 +23,11 @@ export interface ChatRequestBody {
  * threads on two cores here), so every microsecond it spends is taken from whichever server it
  * measures. Reading the same bench-model streams, fetch's web streams cost the client 97 µs of CPU
  * a token and node:http 54 (`process.cpuUsage()` over 10 streams of 128 tokens, twice each).
+ * The reply's text comes with it, for conversations that go on.
  * Each stream has a connection of its own: llama-server closes a connection after a streamed
  * response although it answers `Keep-Alive`, and a kept connection failed its next request.
  */
-export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Promise<StreamSample> {
+export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Promise<StreamSample & { text: string }> {
   const started = performance.now();
   let buffer = "";
   let first: number | undefined;
@@ -35,6 +36,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
   let tokens: number | undefined;
   let promptTokens: number | undefined;
   let deltas = 0;
+  let reply = "";
   const onText = (text: string) => {
     buffer += text;
     let end: number;
@@ -52,6 +54,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
         first ??= now;
         last = now;
         deltas++;
+        reply += content;
       }
       if (chunk.choices?.[0]?.finish_reason) finished ??= performance.now();
       if (chunk.usage) ({ completion_tokens: tokens, prompt_tokens: promptTokens } = chunk.usage);
@@ -83,5 +86,6 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
     tokens: tokens ?? deltas,
     decodeMs: (finished ?? last) - first,
     ...(promptTokens !== undefined ? { promptTokens } : {}),
+    text: reply,
   };
 }

@@ -128,8 +128,12 @@ export async function baselineCheckout(dir: string): Promise<{ dir: string; name
   return { dir, name, flagChanges };
 }
 
-/** llama.cpp's own server on the same file, threads and slots: the anchor users compare with. */
-export async function startLlamaServer(binary: string, options: ServerOptions): Promise<RunningProcess> {
+/**
+ * llama.cpp's own server on the same file, threads and slots: the anchor users compare with.
+ * `extraArgs` for what a workload needs of it (`--embeddings`); otherwise its defaults, such as its
+ * host-memory prompt cache (`--cache-ram`).
+ */
+export async function startLlamaServer(binary: string, options: ServerOptions, extraArgs: readonly string[] = []): Promise<RunningProcess> {
   const port = await freePort();
   const child = spawn(
     binary,
@@ -152,6 +156,7 @@ export async function startLlamaServer(binary: string, options: ServerOptions): 
       "--n-gpu-layers",
       "0",
       "--no-webui",
+      ...extraArgs,
     ],
     { stdio: ["ignore", "ignore", "ignore"] },
   );
