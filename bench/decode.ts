@@ -50,24 +50,24 @@ export async function benchDecode(run: ModelRun, options: DecodeOptions): Promis
   const { figures } = run;
   for (const count of options.concurrencies) {
     await withTargets(run, `decode_c${count}`, { parallel: count, contextSize: CONTEXT_SIZE }, async (targets) => {
+      // The chat prompt as modelhost counts it, for llama-bench's figure at that depth.
+      let promptTokens = 0;
       for (const target of targets) {
-        for (let i = 0; i < WARM_UP_STREAMS; i++) await streams(target, run.preset, 1, options.tokens);
+        for (let i = 0; i < WARM_UP_STREAMS; i++) {
+          const [sample] = (await streams(target, run.preset, 1, options.tokens)).samples;
+          if (target.key === "modelhost") promptTokens = sample!.promptTokens ?? 0;
+        }
         await streams(target, run.preset, count, options.tokens);
       }
       const rounds = new Map<TargetKey, { samples: StreamSample[]; wallMs: number }[]>(targets.map((t) => [t.key, []]));
-      const raw: number[] = [];
+      const raw: number[][] = [];
       for (let round = 0; round < options.rounds; round++) {
-        if (count === 1 && run.llamaBench)
+        if (count === 1 && run.llamaBench) {
+          const depths = [0, promptTokens];
           raw.push(
-            (
-              await llamaBenchTg(run.llamaBench, run.modelPath, {
-                threads: run.threads,
-                tokens: options.tokens,
-                repetitions: 1,
-                depths: [0],
-              })
-            )[0]!,
+            await llamaBenchTg(run.llamaBench, run.modelPath, { threads: run.threads, tokens: options.tokens, repetitions: 1, depths }),
           );
+        }
         const results = await inTurn(targets, round, (target) => streams(target, run.preset, count, options.tokens));
         for (const [key, result] of results) rounds.get(key)!.push(result);
       }
@@ -86,8 +86,10 @@ export async function benchDecode(run: ModelRun, options: DecodeOptions): Promis
         console.log(`| ${target.label} | ${aggregate.toFixed(1)} | ${perStream.toFixed(1)} | ${ttft.toFixed(1)} |`);
       }
       if (raw.length > 0) {
-        figures.set(names.decodeRaw(), median(raw));
-        console.log(`| llama-bench -p 0 -n ${options.tokens} | ${median(raw).toFixed(1)} | | |`);
+        figures.set(names.decodeRaw(), median(raw.map(([empty]) => empty!)));
+        figures.set(names.decodeRawAtPrompt(), median(raw.map(([, atPrompt]) => atPrompt!)));
+        console.log(`| llama-bench -p 0 -n ${options.tokens} | ${figures.get(names.decodeRaw())!.toFixed(1)} | | |`);
+        console.log(`| llama-bench, also -d ${promptTokens} | ${figures.get(names.decodeRawAtPrompt())!.toFixed(1)} | | |`);
       }
       figures.ratio(names.decodeRatio(count), names.decodeAggregate(count, "modelhost"), names.decodeAggregate(count, "llama_server"));
       const ratio = figures.get(names.decodeRatio(count));

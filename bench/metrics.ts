@@ -14,6 +14,8 @@ export const names = {
   decodePerStream: (streams: number, target: TargetKey) => `decode.c${streams}.${target}.per_stream_tok_s`,
   /** llama-bench's tg figure (`-p 0`), the raw engine's single stream. */
   decodeRaw: () => "decode.c1.llama_bench.tok_s",
+  /** The same with the chat prompt in llama-bench's cache (`-d`): every step of a server's stream attends to it. */
+  decodeRawAtPrompt: () => "decode.c1.llama_bench.at_prompt_tok_s",
   /** modelhost's prompt tokens/s over llama-server's (the inverse of their TTFT ratio): ≥ 1. */
   prefillRatio: (promptTokens: number) => `prefill.p${promptTokens}.ratio`,
   prefillTtft: (promptTokens: number, target: TargetKey) => `prefill.p${promptTokens}.${target}.ttft_ms`,
