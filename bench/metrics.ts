@@ -36,6 +36,8 @@ export const names = {
   /** modelhost's peak RSS minus llama-server's, in MiB: ≤ 150. */
   memoryDelta: (workload: string) => `memory.${workload}.rss_delta_mib`,
   memory: (workload: string, target: TargetKey) => `memory.${workload}.${target}.peak_rss_mib`,
+  /** An f16 KV cache for the workload's slots × context, in MiB: its share of each peak. */
+  memoryKvCache: (workload: string) => `memory.${workload}.kv_cache_mib`,
 };
 
 /** Issue 32's goal for a name, when it has one. */

@@ -9,7 +9,8 @@
 //   decode (bench/decode.ts)          every model of --models;
 //   prefill, agent, load              the first model of --models;
 //   embeddings (bench/embeddings.ts)  every model of --embeddings;
-//   memory                            each server's peak RSS per model and workload (servers start afresh per workload).
+//   memory                            each server's peak RSS per model and workload (servers start afresh per
+//                                     workload), and an f16 KV cache's size for its slots × context.
 // Real shapes: --models qwen2.5-0.5b-q4_k_m,llama3.2-1b-q4_k_m --embeddings nomic-embed-f16.
 //
 // Counts, full run (sized for under an hour on 2 cores with those three models; --quick in brackets,
@@ -33,6 +34,7 @@ import { benchAgents } from "./agents.js";
 import { svgChart, type Series } from "./chart.js";
 import { benchDecode } from "./decode.js";
 import { benchEmbeddings } from "./embeddings.js";
+import { kvCacheBytesPerToken } from "./kvCache.js";
 import { llamaCppTools } from "./llamaCpp.js";
 import { benchLoad } from "./load.js";
 import { ModelFigures, names, summaryTable, type TargetKey } from "./metrics.js";
@@ -99,7 +101,11 @@ async function withModel(preset: string, body: (run: ModelRun, prompts: PromptTe
   const prompts = await PromptText.load(llama, modelPath);
   if (!figures.has(preset)) figures.set(preset, new ModelFigures());
   try {
-    await body({ preset, modelPath, modelsDir, threads, setup, llamaBench: llamaCpp?.bench, figures: figures.get(preset)! }, prompts);
+    const kvBytesPerToken = await kvCacheBytesPerToken(modelPath);
+    await body(
+      { preset, modelPath, modelsDir, threads, setup, llamaBench: llamaCpp?.bench, kvBytesPerToken, figures: figures.get(preset)! },
+      prompts,
+    );
   } finally {
     await prompts.dispose();
     await rm(modelsDir, { recursive: true, force: true });

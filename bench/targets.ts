@@ -79,27 +79,32 @@ export interface ModelRun {
   setup: TargetSetup;
   /** llama-bench, when built next to llama-server. */
   llamaBench: string | undefined;
+  /** An f16 KV cache's bytes per token of context (bench/kvCache.ts), for the KV cache's share of memory. */
+  kvBytesPerToken: number | undefined;
   figures: ModelFigures;
 }
 
 /**
  * Each server's peak RSS (VmHWM) since it started, and modelhost's lead over llama-server, under
- * `workload`: every workload starts its servers afresh, so the peak is that workload's own.
+ * `workload`: every workload starts its servers afresh, so the peak is that workload's own. With
+ * the KV cache both allocate for the whole context (slots × context × bytes a token).
  */
-export async function recordMemory(run: ModelRun, workload: string, targets: readonly Target[]): Promise<void> {
+async function recordMemory(run: ModelRun, workload: string, targets: readonly Target[], kvCacheMiB: number | undefined): Promise<void> {
   for (const target of targets) run.figures.set(names.memory(workload, target.key), await target.process.peakRssMiB());
   const ours = run.figures.get(names.memory(workload, "modelhost"));
   const theirs = run.figures.get(names.memory(workload, "llama_server"));
   if (ours !== undefined && theirs !== undefined) run.figures.set(names.memoryDelta(workload), ours - theirs);
   const shown = targets.map((t) => `${t.label} ${run.figures.get(names.memory(workload, t.key))?.toFixed(0)} MiB`).join(", ");
-  console.log(`peak RSS (VmHWM), ${workload}: ${shown}`);
+  if (kvCacheMiB !== undefined) run.figures.set(names.memoryKvCache(workload), kvCacheMiB);
+  const kv = kvCacheMiB === undefined ? "" : `; f16 KV cache of the context, ${kvCacheMiB.toFixed(0)} MiB in each`;
+  console.log(`peak RSS (VmHWM), ${workload}: ${shown}${kv}`);
 }
 
 /** Starts the targets, runs `body`, records their memory under `workload`, and stops them. */
 export async function withTargets(
   run: ModelRun,
   workload: string,
-  options: { parallel: number; contextSize: number; llamaServerArgs?: readonly string[] },
+  options: { parallel: number; contextSize: number; llamaServerArgs?: readonly string[]; kvCache?: boolean },
   body: (targets: Target[]) => Promise<void>,
 ): Promise<void> {
   const targets = await startTargets(
@@ -109,7 +114,11 @@ export async function withTargets(
   );
   try {
     await body(targets);
-    await recordMemory(run, workload, targets);
+    const kvCacheMiB =
+      options.kvCache === false || run.kvBytesPerToken === undefined
+        ? undefined
+        : (run.kvBytesPerToken * options.contextSize * options.parallel) / 2 ** 20;
+    await recordMemory(run, workload, targets, kvCacheMiB);
   } finally {
     await stopTargets(targets);
   }
