@@ -41,9 +41,15 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
     buffer += text;
     let end: number;
     while ((end = buffer.indexOf("\n\n")) !== -1) {
-      const event = buffer.slice(0, end).replace(/^data: /, "");
+      // An event's data lines; comment lines (modelhost's ": keepalive" while a prompt waits or is read) carry none.
+      const event = buffer
+        .slice(0, end)
+        .split("\n")
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trimStart())
+        .join("\n");
       buffer = buffer.slice(end + 2);
-      if (event === "[DONE]") continue;
+      if (event === "" || event === "[DONE]") continue;
       const chunk = JSON.parse(event) as {
         choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
         usage?: { prompt_tokens: number; completion_tokens: number } | null;
@@ -71,7 +77,15 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
           response.on("data", (piece: string) => (text += piece));
           response.on("end", () => reject(new Error(`HTTP ${response.statusCode}: ${text}`)));
         } else {
-          response.on("data", onText);
+          response.on("data", (piece: string) => {
+            try {
+              onText(piece);
+            } catch (error) {
+              // A reply that does not parse fails this request, not the whole bench.
+              response.destroy();
+              reject(error as Error);
+            }
+          });
           response.on("end", resolve);
         }
         response.on("error", reject);

@@ -41,6 +41,9 @@ async function waitHealthy(url: string, child: ChildProcess, what: string): Prom
 }
 
 function running(url: string, child: ChildProcess): RunningProcess {
+  // A bench that dies (an uncaught error) takes its servers with it rather than leaving them running.
+  const killOnExit = () => child.kill("SIGKILL");
+  process.once("exit", killOnExit);
   return {
     url,
     async peakRssMiB() {
@@ -50,6 +53,7 @@ function running(url: string, child: ChildProcess): RunningProcess {
       return Number(kiB) / 1024;
     },
     async stop() {
+      process.off("exit", killOnExit);
       if (child.exitCode !== null) return;
       child.kill("SIGTERM");
       await once(child, "exit");
