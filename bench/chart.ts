@@ -31,7 +31,9 @@ export function ticks(max: number): number[] {
 }
 
 function panel(p: Panel, offsetX: number): string {
-  const points = p.series.flatMap((s) => s.points);
+  // A series without points (a model no workload measured this way) gets no legend either.
+  const series = p.series.filter((s) => s.points.length > 0);
+  const points = series.flatMap((s) => s.points);
   if (points.length === 0) return "";
   const xs = [...new Set(points.map(([x]) => x))].sort((a, b) => a - b);
   const yTicks = ticks(Math.max(...points.map(([, y]) => y)));
@@ -54,7 +56,7 @@ function panel(p: Panel, offsetX: number): string {
   out.push(
     `<text transform="translate(${offsetX + 14} ${MARGIN.top + plotH / 2}) rotate(-90)" text-anchor="middle">${escape(p.yLabel)}</text>`,
   );
-  p.series.forEach((s, i) => {
+  series.forEach((s, i) => {
     const colour = COLOURS[i % COLOURS.length]!;
     const path = s.points.map(([px, py]) => `${x(px).toFixed(1)},${y(py).toFixed(1)}`).join(" ");
     out.push(`<polyline points="${path}" fill="none" stroke="${colour}" stroke-width="2"/>`);

@@ -59,6 +59,7 @@ describe("bench figure names", () => {
         xLabel: "streams",
         yLabel: "tok/s",
         series: [
+          { name: "no points", points: [] },
           {
             name: "a <b>",
             points: [
@@ -73,6 +74,7 @@ describe("bench figure names", () => {
     expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg" width="460"')).toBe(true);
     expect(svg).toContain("a &lt;b&gt;");
     expect(svg).not.toContain("empty");
+    expect(svg).not.toContain("no points");
     expect(svg.match(/<circle /g)).toHaveLength(2);
   });
 });
