@@ -1,80 +1,60 @@
-import { mkdtemp, rm, symlink } from "node:fs/promises";
-import os from "node:os";
-import path from "node:path";
-import type { Llama } from "node-llama-cpp";
-import { testModelPath, type CachedTestModelPreset } from "../test/support/testModels.js";
-import { startModelhost } from "./servers.js";
-import { median } from "./stats.js";
+// Workload 5, embeddings: passages of about `passageTokens` tokens sent in batches of `batch`, one
+// batch at a time, through /v1/embeddings; passages/s against llama-server `--embeddings` on the
+// same file, threads, context and slots. An embedding model keeps no KV cache between requests, so
+// none is counted in its memory.
+import { names } from "./metrics.js";
+import type { PromptText } from "./promptText.js";
+import { inTurn, withTargets, type ModelRun } from "./targets.js";
 
-const texts = Array.from({ length: 64 }, (_, i) => `Short passage number ${i} about lighthouses, keepers and the sea at night.`);
-
-async function timeIt(run: () => Promise<unknown>): Promise<number> {
-  const started = performance.now();
-  await run();
-  return performance.now() - started;
+export interface EmbeddingOptions {
+  passages: number;
+  passageTokens: number;
+  batch: number;
+  slots: number;
 }
 
-async function postEmbeddings(url: string, model: string, input: string | string[]): Promise<void> {
+async function postEmbeddings(url: string, model: string, input: string[]): Promise<void> {
   const response = await fetch(`${url}/v1/embeddings`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model, input, encoding_format: "base64" }),
+    body: JSON.stringify({ model, input, encoding_format: "float" }),
   });
   if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
-  await response.arrayBuffer();
+  const reply = (await response.json()) as { data: unknown[] };
+  if (reply.data.length !== input.length) throw new Error(`${input.length} inputs, ${reply.data.length} embeddings`);
 }
 
-/**
- * Embeddings per second for 64 short texts: one batch request, and 64 single requests sent at once,
- * through the HTTP API; against node-llama-cpp's embedding context in process.
- */
-export async function benchEmbeddings(
-  llama: Llama,
-  preset: CachedTestModelPreset,
-  options: { runs: number; threads: number; engine: string },
-): Promise<void> {
-  const modelPath = await testModelPath(preset);
-  const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-bench-"));
-  await symlink(modelPath, path.join(modelsDir, `${preset}.gguf`));
-  const model = await llama.loadModel({ modelPath });
-  const context = await model.createEmbeddingContext({ contextSize: 512, batchSize: 512, threads: options.threads });
-  const server = await startModelhost({
-    modelPath,
-    modelsDir,
-    threads: options.threads,
-    parallel: 4,
-    contextSize: 512,
-    engine: options.engine,
-  });
-  try {
-    const inProcess = async () => {
-      for (const text of texts) await context.getEmbeddingFor(text);
-    };
-    const batch = () => postEmbeddings(server.url, preset, texts);
-    const singles = () => Promise.all(texts.map((text) => postEmbeddings(server.url, preset, text)));
-    await inProcess();
-    await batch();
-    await singles();
-    const times = { inProcess: [] as number[], batch: [] as number[], singles: [] as number[] };
-    for (let run = 0; run < options.runs; run++) {
-      times.inProcess.push(await timeIt(inProcess));
-      times.batch.push(await timeIt(batch));
-      times.singles.push(await timeIt(singles));
-    }
-    const rate = (ms: number[]) => (texts.length * 1000) / median(ms);
-    console.log(`\n## ${preset} embeddings — ${options.threads} threads, 64 short texts, median of ${options.runs} runs\n`);
-    console.log("| | embeddings/s |");
-    console.log("| --- | ---: |");
-    console.log(`| node-llama-cpp in process (64 × getEmbeddingFor) | ${rate(times.inProcess).toFixed(0)} |`);
-    console.log(`| modelhost HTTP, one request of 64 | ${rate(times.batch).toFixed(0)} |`);
-    console.log(`| modelhost HTTP, 64 requests at once | ${rate(times.singles).toFixed(0)} |`);
-    console.log(
-      `\nHTTP batch / in process: ${(rate(times.batch) / rate(times.inProcess)).toFixed(2)}×; 64 requests / in process: ${(rate(times.singles) / rate(times.inProcess)).toFixed(2)}×`,
-    );
-  } finally {
-    await server.stop();
-    await context.dispose();
-    await model.dispose();
-    await rm(modelsDir, { recursive: true, force: true });
-  }
+export async function benchEmbeddings(run: ModelRun, prompts: PromptText, options: EmbeddingOptions): Promise<void> {
+  const passages = Array.from({ length: options.passages }, (_, i) => prompts.text(options.passageTokens, `Passage ${i}.`));
+  const batches = Array.from({ length: Math.ceil(passages.length / options.batch) }, (_, i) =>
+    passages.slice(i * options.batch, (i + 1) * options.batch),
+  );
+  // Room for a passage and the special tokens around it.
+  const contextSize = options.passageTokens + 64;
+  await withTargets(
+    run,
+    "embeddings",
+    { parallel: options.slots, contextSize, llamaServerArgs: ["--embeddings"], kvCache: false },
+    async (targets) => {
+      for (const target of targets) await postEmbeddings(target.url, run.preset, batches[0]!);
+      const times = await inTurn(targets, 0, async (target) => {
+        const started = performance.now();
+        for (const batch of batches) await postEmbeddings(target.url, run.preset, batch);
+        return performance.now() - started;
+      });
+      console.log(
+        `\n### ${run.preset}: embeddings, ${options.passages} passages of ~${options.passageTokens} tokens in batches of ${options.batch}, ${options.slots} slots\n`,
+      );
+      console.log("| | passages/s |");
+      console.log("| --- | ---: |");
+      for (const target of targets) {
+        const rate = (options.passages * 1000) / times.get(target.key)!;
+        run.figures.set(names.embeddings(target.key), rate);
+        console.log(`| ${target.label} | ${rate.toFixed(1)} |`);
+      }
+      run.figures.ratio(names.embeddingsRatio(), names.embeddings("modelhost"), names.embeddings("llama_server"));
+      const ratio = run.figures.get(names.embeddingsRatio());
+      if (ratio !== undefined) console.log(`\nmodelhost ÷ llama-server: ${ratio.toFixed(3)}×`);
+    },
+  );
 }

@@ -23,10 +23,11 @@ export interface ChatRequestBody {
  * threads on two cores here), so every microsecond it spends is taken from whichever server it
  * measures. Reading the same bench-model streams, fetch's web streams cost the client 97 µs of CPU
  * a token and node:http 54 (`process.cpuUsage()` over 10 streams of 128 tokens, twice each).
+ * The reply's text comes with it, for conversations that go on.
  * Each stream has a connection of its own: llama-server closes a connection after a streamed
  * response although it answers `Keep-Alive`, and a kept connection failed its next request.
  */
-export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Promise<StreamSample> {
+export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Promise<StreamSample & { text: string }> {
   const started = performance.now();
   let buffer = "";
   let first: number | undefined;
@@ -35,13 +36,20 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
   let tokens: number | undefined;
   let promptTokens: number | undefined;
   let deltas = 0;
+  let reply = "";
   const onText = (text: string) => {
     buffer += text;
     let end: number;
     while ((end = buffer.indexOf("\n\n")) !== -1) {
-      const event = buffer.slice(0, end).replace(/^data: /, "");
+      // An event's data lines; comment lines (modelhost's ": keepalive" while a prompt waits or is read) carry none.
+      const event = buffer
+        .slice(0, end)
+        .split("\n")
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trimStart())
+        .join("\n");
       buffer = buffer.slice(end + 2);
-      if (event === "[DONE]") continue;
+      if (event === "" || event === "[DONE]") continue;
       const chunk = JSON.parse(event) as {
         choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
         usage?: { prompt_tokens: number; completion_tokens: number } | null;
@@ -52,6 +60,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
         first ??= now;
         last = now;
         deltas++;
+        reply += content;
       }
       if (chunk.choices?.[0]?.finish_reason) finished ??= performance.now();
       if (chunk.usage) ({ completion_tokens: tokens, prompt_tokens: promptTokens } = chunk.usage);
@@ -68,7 +77,15 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
           response.on("data", (piece: string) => (text += piece));
           response.on("end", () => reject(new Error(`HTTP ${response.statusCode}: ${text}`)));
         } else {
-          response.on("data", onText);
+          response.on("data", (piece: string) => {
+            try {
+              onText(piece);
+            } catch (error) {
+              // A reply that does not parse fails this request, not the whole bench.
+              response.destroy();
+              reject(error as Error);
+            }
+          });
           response.on("end", resolve);
         }
         response.on("error", reject);
@@ -83,5 +100,6 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
     tokens: tokens ?? deltas,
     decodeMs: (finished ?? last) - first,
     ...(promptTokens !== undefined ? { promptTokens } : {}),
+    text: reply,
   };
 }

@@ -39,6 +39,21 @@ export async function llamaCppTools(option: string): Promise<LlamaCppTools> {
   return { server, bench: (await exists(bench)) ? bench : undefined };
 }
 
+interface LlamaBenchResult {
+  n_prompt: number;
+  n_gen: number;
+  n_depth?: number;
+  avg_ts: number;
+}
+
+/** Runs llama-bench on `modelPath` with `threads` and `args`, and parses its JSON report. */
+async function llamaBench(binary: string, modelPath: string, threads: number, args: readonly string[]): Promise<LlamaBenchResult[]> {
+  const { stdout } = await promisify(execFile)(binary, ["-m", modelPath, "-t", String(threads), ...args, "-o", "json"], {
+    maxBuffer: 1 << 20,
+  });
+  return JSON.parse(stdout) as LlamaBenchResult[];
+}
+
 /**
  * llama-bench's text-generation speed (`-p 0 -n <tokens> -r <repetitions>`), tokens/s averaged over
  * its repetitions, once for each depth (`-d`: tokens already in the cache when generation starts),
@@ -50,27 +65,26 @@ export async function llamaBenchTg(
   modelPath: string,
   options: { threads: number; tokens: number; repetitions: number; depths: readonly number[] },
 ): Promise<number[]> {
-  const args = [
-    "-m",
-    modelPath,
-    "-t",
-    String(options.threads),
-    "-p",
-    "0",
-    "-n",
-    String(options.tokens),
-    "-d",
-    options.depths.join(","),
-    "-r",
-    String(options.repetitions),
-    "-o",
-    "json",
-  ];
-  const { stdout } = await promisify(execFile)(binary, args, { maxBuffer: 1 << 20 });
-  const results = JSON.parse(stdout) as Array<{ n_gen: number; n_depth?: number; avg_ts: number }>;
+  const args = ["-p", "0", "-n", String(options.tokens), "-d", options.depths.join(","), "-r", String(options.repetitions)];
+  const results = await llamaBench(binary, modelPath, options.threads, args);
   return options.depths.map((depth) => {
     const tg = results.find((result) => result.n_gen === options.tokens && (result.n_depth ?? 0) === depth);
-    if (!tg) throw new Error(`llama-bench reported no tg${options.tokens} at depth ${depth}: ${stdout}`);
+    if (!tg) throw new Error(`llama-bench reported no tg${options.tokens} at depth ${depth}: ${JSON.stringify(results)}`);
     return tg.avg_ts;
+  });
+}
+
+/** llama-bench's prompt-processing speed (`-p <lengths> -n 0`), tokens/s for each length in the order given. */
+export async function llamaBenchPp(
+  binary: string,
+  modelPath: string,
+  options: { threads: number; lengths: readonly number[]; repetitions: number },
+): Promise<number[]> {
+  const args = ["-p", options.lengths.join(","), "-n", "0", "-r", String(options.repetitions)];
+  const results = await llamaBench(binary, modelPath, options.threads, args);
+  return options.lengths.map((length) => {
+    const pp = results.find((result) => result.n_prompt === length && result.n_gen === 0);
+    if (!pp) throw new Error(`llama-bench reported no pp${length}: ${JSON.stringify(results)}`);
+    return pp.avg_ts;
   });
 }

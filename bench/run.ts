@@ -1,370 +1,195 @@
-// npm run bench [-- --models tiny,bench --embeddings embed-tiny,tiny --runs 3 --tokens 128 --threads 2 --engine auto --llama-server build|PATH
-//                   --baseline DIR --json FILE]
+// npm run bench [-- --quick] [--models bench,tiny] [--embeddings embed-tiny] [--llama-server build|PATH]
+//                  [--workloads decode,prefill,agent,load,embeddings] [--threads 2] [--engine auto]
+//                  [--runs N] [--tokens N] [--concurrency 1,4,8,16] [--ttft-target MS] [--itl-target MS]
+//                  [--baseline DIR] [--json FILE]
 //
-// Also, per model, what n=4 choices cost against n=1 on one long prompt (bench/choices.ts).
-// Decode speed and time to first token, single stream and N concurrent streams, through
-// node-llama-cpp in process, through modelhost's HTTP API, and (with --llama-server) through
-// llama.cpp's own server on the same file, threads and slots, with llama-bench's raw tg figure
-// (taken in turn with the servers; also at the depth of the chat prompt, which every step of a
-// server's stream attends to) and each server's peak memory. `--llama-server build` builds llama-server and llama-bench from
-// node-llama-cpp's bundled llama.cpp source (bench/llamaCpp.ts). Each figure is a median over
-// several runs; the phases of one run alternate (starting with another target each run, after a
-// pause), so the machine's drift affects all alike.
-// `--baseline DIR` adds another built checkout of modelhost (its own bin/modelhost.cjs, served with
-// the same flags) as one more target in the same rounds, and its ratios: two processes of one build
-// differ by up to ~3%, so ratios within 3% of 1 say nothing. `--json FILE` writes the summary's rows.
-import { mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+// Issue 32's workloads, each against llama-server (--llama-server) on the same file, threads,
+// context and slots, in the same run, the servers taking turns (bench/targets.ts), each reporting
+// modelhost's ratio to llama-server:
+//   decode (bench/decode.ts)          every model of --models;
+//   prefill, agent, load              the first model of --models;
+//   embeddings (bench/embeddings.ts)  every model of --embeddings;
+//   memory                            each server's peak RSS per model and workload (servers start afresh per
+//                                     workload), and an f16 KV cache's size for its slots × context.
+// Real shapes: --models qwen2.5-0.5b-q4_k_m,llama3.2-1b-q4_k_m --embeddings nomic-embed-f16.
+//
+// Counts, full run (sized for under an hour on 2 cores with those three models; --quick in brackets,
+// about 5 minutes):
+//   decode      1, 4, 8, 16 streams (1, 4), 256 tokens (64), median of 2 rounds (1);
+//   prefill     512, 2,048, 4,096-token prompts (512, 2,048), median of 2 rounds (1);
+//   agent       8 conversations on 4 slots, 10 turns (3), ~1,500-token system prompt, ~150 tokens a turn, 100 generated (32), 1 round;
+//   load        4 slots, 20 requests a rate (10), prompts of 128/512/1,024/2,048 tokens (128/512), 128 generated (32),
+//               rates 0.5×, 1× and 1.5× the saturation estimated from decode ×4 and prefill p512, 1 round;
+//   embeddings  2,000 passages (256) of ~200 tokens in batches of 64, 4 slots, 1 round.
+// Writes a Markdown summary, bench/results/latest.json (--quick: quick.json, not committed) with
+// stable names per figure (bench/metrics.ts) and a chart beside it (.svg): aggregate tok/s against
+// concurrency, TTFT p50 per agent turn.
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadLlama, type EngineChoice } from "../src/engine/loadLlama.js";
 import { testModelPath, type CachedTestModelPreset } from "../test/support/testModels.js";
-import { timeHttpStream } from "./httpStream.js";
-import { benchChoices } from "./choices.js";
+import { benchAgents } from "./agents.js";
+import { svgChart, type Series } from "./chart.js";
+import { benchDecode } from "./decode.js";
 import { benchEmbeddings } from "./embeddings.js";
-import { InProcessRunner } from "./inProcess.js";
-import { llamaBenchTg, llamaCppTools } from "./llamaCpp.js";
-import { baselineCheckout, startLlamaServer, startModelhost, type RunningProcess } from "./servers.js";
-import { aggregateRate, decodeRate, median, type StreamSample } from "./stats.js";
+import { kvCacheBytesPerToken } from "./kvCache.js";
+import { llamaCppTools } from "./llamaCpp.js";
+import { benchLoad } from "./load.js";
+import { ModelFigures, names, summaryTable, type TargetKey } from "./metrics.js";
+import { benchPrefill } from "./prefill.js";
+import { PromptText } from "./promptText.js";
+import { baselineCheckout } from "./servers.js";
+import type { ModelRun, TargetSetup } from "./targets.js";
 
 const { values: args } = parseArgs({
   options: {
-    models: { type: "string", default: "tiny,bench" },
-    embeddings: { type: "string", default: "embed-tiny,tiny" },
-    runs: { type: "string", default: "3" },
-    tokens: { type: "string", default: "128" },
+    quick: { type: "boolean", default: false },
+    models: { type: "string", default: "bench,tiny" },
+    embeddings: { type: "string", default: "embed-tiny" },
+    workloads: { type: "string", default: "decode,prefill,agent,load,embeddings" },
+    runs: { type: "string" },
+    tokens: { type: "string" },
+    concurrency: { type: "string" },
     threads: { type: "string" },
-    concurrency: { type: "string", default: "4" },
     engine: { type: "string", default: "auto" },
     "llama-server": { type: "string" },
+    "ttft-target": { type: "string" },
+    "itl-target": { type: "string" },
     baseline: { type: "string" },
     json: { type: "string" },
   },
 });
 
+const quick = args.quick;
+const list = (text: string) =>
+  text
+    .split(",")
+    .map((each) => each.trim())
+    .filter(Boolean);
+const numbers = (text: string) => list(text).map(Number);
+const workloads = new Set(list(args.workloads));
+const rounds = Number(args.runs ?? (quick ? 1 : 2));
+const counts = {
+  concurrencies: numbers(args.concurrency ?? (quick ? "1,4" : "1,4,8,16")),
+  tokens: Number(args.tokens ?? (quick ? 64 : 256)),
+  prefill: quick ? [512, 2048] : [512, 2048, 4096],
+  agent: { conversations: 8, slots: 4, turns: quick ? 3 : 10, systemTokens: 1500, turnTokens: 150, generated: quick ? 32 : 100 },
+  load: { slots: 4, requests: quick ? 10 : 20, promptMix: quick ? [128, 512] : [128, 512, 1024, 2048], generated: quick ? 32 : 128 },
+  embeddings: { passages: quick ? 256 : 2000, passageTokens: 200, batch: 64, slots: 4 },
+};
+const jsonFile = path.resolve(args.json ?? path.join(import.meta.dirname, "results", quick ? "quick.json" : "latest.json"));
+
 const llamaCpp = args["llama-server"] ? await llamaCppTools(args["llama-server"]) : undefined;
 const baseline = args.baseline ? await baselineCheckout(path.resolve(args.baseline)) : undefined;
 if (baseline) console.log(`${baseline.name}: ${baseline.dir}; serve's flags since: ${baseline.flagChanges.join(", ") || "the same"}`);
-const runs = Number(args.runs);
-const maxTokens = Number(args.tokens);
-const concurrency = Number(args.concurrency);
-const contextSize = 1024;
-const prompts = [
-  "Tell me a long story about a lighthouse keeper who finds a message in a bottle.",
-  "Explain, step by step, how a steam engine turns heat into motion.",
-  "Write a detailed travel guide to a city that does not exist.",
-  "Describe the rules of a board game you invent, with examples of play.",
-];
+const setup: TargetSetup = { engine: args.engine, llamaServer: llamaCpp?.server, baseline };
+const { llama, backend, threads } = await loadLlama({
+  engine: args.engine as EngineChoice,
+  gpu: "off",
+  threads: args.threads ? Number(args.threads) : undefined,
+});
 
-/** One model's line of the closing summary, in the layout of issue 17's table. */
-interface Summary {
-  preset: string;
-  rawTg: RawTg | undefined;
-  rows: Row[];
-  peakRssMiB: Map<string, number>;
-}
-const summaries: Summary[] = [];
+const figures = new Map<string, ModelFigures>();
 
-interface Row {
-  name: string;
-  singleRate: number;
-  singleTtft: number;
-  multiRate: number;
-  multiTtft: number;
-  multiTokens: number;
-}
-
-interface Measurement {
-  single: StreamSample[];
-  multi: { samples: StreamSample[]; wallMs: number }[];
-}
-
-/** llama-bench's tg figure: from an empty cache (the issue's raw figure), and with the chat prompt's tokens in the cache. */
-interface RawTg {
-  empty: number;
-  prompt: number;
-  promptTokens: number;
-}
-
-type Target = { name: string; single(): Promise<StreamSample>; multi(): Promise<{ samples: StreamSample[]; wallMs: number }> };
-
-async function timeConcurrent(start: (i: number) => Promise<StreamSample>): Promise<{ samples: StreamSample[]; wallMs: number }> {
-  const started = performance.now();
-  const samples = await Promise.all(Array.from({ length: concurrency }, (_, i) => start(i)));
-  return { samples, wallMs: performance.now() - started };
-}
-
-function httpTarget(name: string, server: RunningProcess, model: string): Target {
-  const body = (i: number) => ({
-    model,
-    messages: [{ role: "user", content: prompts[i % prompts.length]! }],
-    max_tokens: maxTokens,
-    temperature: 0,
-    ignore_eos: true,
-  });
-  return {
-    name,
-    single: () => timeHttpStream(server.url, body(0)),
-    multi: () => timeConcurrent((i) => timeHttpStream(server.url, body(i))),
-  };
-}
-
-async function benchModel(preset: CachedTestModelPreset): Promise<void> {
-  const modelPath = await testModelPath(preset);
+/** Runs `body` with the model in a folder of its own and its tokenizer loaded. */
+async function withModel(preset: string, body: (run: ModelRun, prompts: PromptText) => Promise<void>): Promise<void> {
+  const modelPath = await testModelPath(preset as CachedTestModelPreset);
   const modelsDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-bench-"));
   await symlink(modelPath, path.join(modelsDir, `${preset}.gguf`));
-  const {
-    llama,
-    backend,
-    threads: autoThreads,
-  } = await loadLlama({ engine: args.engine as EngineChoice, gpu: "off", threads: args.threads ? Number(args.threads) : undefined });
-  const threads = autoThreads;
-  const serverOptions = { modelPath, modelsDir, threads, parallel: concurrency, contextSize };
-
-  const inProcess = await InProcessRunner.load(llama, modelPath, { threads, sequences: concurrency, contextSize });
-  const tokens = prompts.map((prompt) => inProcess.promptTokens(prompt));
-  const targets: Target[] = [
-    {
-      name: "node-llama-cpp in process",
-      single: async () => (await inProcess.run([tokens[0]!], maxTokens))[0]!,
-      multi: async () => {
-        const started = performance.now();
-        const samples = await inProcess.run(
-          Array.from({ length: concurrency }, (_, i) => tokens[i % tokens.length]!),
-          maxTokens,
-        );
-        return { samples, wallMs: performance.now() - started };
-      },
-    },
-  ];
-  const processes = new Map<string, RunningProcess>();
+  const prompts = await PromptText.load(llama, modelPath);
+  if (!figures.has(preset)) figures.set(preset, new ModelFigures());
   try {
-    const modelhost = await startModelhost({ ...serverOptions, engine: args.engine });
-    processes.set("modelhost HTTP", modelhost);
-    targets.push(httpTarget("modelhost HTTP", modelhost, preset));
-    if (llamaCpp) {
-      const llamaServer = await startLlamaServer(llamaCpp.server, serverOptions);
-      processes.set("llama-server HTTP", llamaServer);
-      targets.push(httpTarget("llama-server HTTP", llamaServer, preset));
-    }
-    if (baseline) {
-      const old = await startModelhost({ ...serverOptions, engine: args.engine, checkout: baseline.dir });
-      processes.set(baseline.name, old);
-      targets.push(httpTarget(baseline.name, old, preset));
-    }
-
-    // Warm up each target: the first decode allocates buffers and pages the weights in, and
-    // modelhost's JavaScript is only optimised by V8 after some use. Warmed once, its tiny-model
-    // streams went 2,920, 3,355, 4,792, 3,752, 5,399, 6,859 tokens/s over the next six requests.
-    // The single stream's prompt as modelhost counts it, for llama-bench's figure at that depth.
-    let promptTokens: number | undefined;
-    for (const target of targets) {
-      for (let i = 0; i < WARM_UP_STREAMS; i++) {
-        const sample = await target.single();
-        if (target.name === "modelhost HTTP" && sample.promptTokens !== undefined) promptTokens = sample.promptTokens;
-      }
-      await target.multi();
-    }
-
-    const results = new Map<string, Measurement>(targets.map((target) => [target.name, { single: [], multi: [] }]));
-    // The raw engine: llama-bench with the same threads and tokens, once a run, in turn with the
-    // servers (which sit idle meanwhile). Taken once before them, its figure for the bench model
-    // was 262, 301, 308, 313 and 314 tok/s in five runs of one afternoon, and 279-289 then 305-312
-    // within half an hour: the machine's speed drifts over minutes, and this way every target sees
-    // the same drift.
-    // Each also with the single stream's chat prompt in the cache (`-d`), which every step of a
-    // server's stream attends to and `-p 0` does not: what a server could reach at best.
-    const rawRuns: number[][] = [];
-    for (let run = 0; run < runs; run++) {
-      if (llamaCpp?.bench) {
-        if (promptTokens === undefined) throw new Error("modelhost's streams carried no usage with prompt_tokens");
-        await quiet();
-        rawRuns.push(
-          await llamaBenchTg(llamaCpp.bench, modelPath, { threads, tokens: maxTokens, repetitions: 1, depths: [0, promptTokens] }),
-        );
-      }
-      // Each run starts with another target, and each phase after a pause: the OpenMP threads of
-      // the phase before spin for a while after their last decode (libgomp's spin-wait), which
-      // slowed whichever target came next: always modelhost, after node-llama-cpp in this process.
-      const order = targets.map((_, i) => targets[(i + run) % targets.length]!);
-      for (const target of order) {
-        await quiet();
-        results.get(target.name)!.single.push(await target.single());
-      }
-      for (const target of order) {
-        await quiet();
-        results.get(target.name)!.multi.push(await target.multi());
-      }
-    }
-    // Peak memory of the comparable work, before modelhost alone runs the n-choices phase below.
-    const peakRssMiB = new Map<string, number>();
-    for (const [name, process] of processes) peakRssMiB.set(name, await process.peakRssMiB());
-    const rawTg =
-      rawRuns.length > 0 && promptTokens !== undefined
-        ? { empty: median(rawRuns.map(([empty]) => empty!)), prompt: median(rawRuns.map(([, prompt]) => prompt!)), promptTokens }
-        : undefined;
-    const rows = report(preset, { backend, threads }, results, rawTg, peakRssMiB);
-    summaries.push({ preset, rawTg, rows, peakRssMiB });
-    // About 900 prompt tokens with the test vocabulary: most of the 1,024-token context.
-    if (concurrency >= 4) await benchChoices(modelhost.url, preset, { runs, promptRepeats: 11 });
+    const kvBytesPerToken = await kvCacheBytesPerToken(modelPath);
+    await body(
+      { preset, modelPath, modelsDir, threads, setup, llamaBench: llamaCpp?.bench, kvBytesPerToken, figures: figures.get(preset)! },
+      prompts,
+    );
   } finally {
-    for (const process of processes.values()) await process.stop();
-    await inProcess.dispose();
-    await llama.dispose();
+    await prompts.dispose();
     await rm(modelsDir, { recursive: true, force: true });
   }
 }
 
-/** Streams each target serves before it is measured. */
-const WARM_UP_STREAMS = 10;
-
-/** Long enough for the previous phase's spinning OpenMP threads to go to sleep. */
-function quiet(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 200));
-}
-
-function report(
-  preset: string,
-  setup: { backend: string; threads: number },
-  results: Map<string, Measurement>,
-  rawTg: RawTg | undefined,
-  peakRssMiB: Map<string, number>,
-): Row[] {
-  console.log(`\n## ${preset} model — ${setup.backend} llama.cpp, ${setup.threads} threads, ${maxTokens} tokens, median of ${runs} runs\n`);
-  const rows: Row[] = [...results.entries()].map(([name, m]) => ({
-    name,
-    singleRate: median(m.single.map(decodeRate)),
-    singleTtft: median(m.single.map((s) => s.ttftMs)),
-    multiRate: median(m.multi.map((r) => aggregateRate(r.samples, r.wallMs))),
-    multiTtft: median(m.multi.flatMap((r) => r.samples.map((s) => s.ttftMs))),
-    multiTokens: median(m.multi.map((r) => r.samples.reduce((sum, s) => sum + s.tokens, 0))),
-  }));
-  console.log(
-    `| | decode tok/s, 1 stream | TTFT ms, 1 stream | aggregate tok/s, ${concurrency} streams | TTFT ms, ${concurrency} streams | tokens, ${concurrency} streams |`,
-  );
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
-  for (const row of rows) {
-    console.log(
-      `| ${row.name} | ${row.singleRate.toFixed(1)} | ${row.singleTtft.toFixed(1)} | ${row.multiRate.toFixed(1)} | ${row.multiTtft.toFixed(1)} | ${row.multiTokens} |`,
-    );
-  }
-  const ours = rows.find((row) => row.name === "modelhost HTTP");
-  const inProcess = rows.find((row) => row.name === "node-llama-cpp in process");
-  const anchor = rows.find((row) => row.name === "llama-server HTTP");
-  console.log("");
-  if (rawTg !== undefined) {
-    console.log(
-      `llama-bench -t ${setup.threads} -p 0 -n ${maxTokens} -r 1: ${rawTg.empty.toFixed(1)} tok/s, median of ${runs} runs in turn with the servers`,
-    );
-    console.log(`  with the chat prompt in the cache (-d ${rawTg.promptTokens}): ${rawTg.prompt.toFixed(1)} tok/s`);
-  }
-  for (const [name, mib] of peakRssMiB) console.log(`peak RSS (VmHWM), ${name}: ${mib.toFixed(0)} MiB`);
-  if (!ours) return rows;
-  if (inProcess) {
-    console.log(
-      `modelhost / in process, single / ${concurrency} streams: ${ratios(ours, inProcess)}, TTFT ${(ours.singleTtft - inProcess.singleTtft).toFixed(1)} ms more`,
-    );
-  }
-  if (anchor) {
-    console.log(
-      `modelhost / llama-server, single / ${concurrency} streams: ${ratios(ours, anchor)}, TTFT ${(ours.singleTtft - anchor.singleTtft).toFixed(1)} ms more`,
-    );
-  }
-  if (rawTg !== undefined)
-    console.log(`modelhost / llama-bench tg${maxTokens}, single stream, -p 0 / -d ${rawTg.promptTokens}: ${ofRaw(ours, rawTg)}`);
-  const old = baseline && rows.find((row) => row.name === baseline.name);
-  if (old) {
-    const r = ofBaseline(ours, old);
-    console.log(
-      `modelhost / ${old.name}: decode ${r.singleRate.toFixed(3)}×, TTFT ${r.singleTtft.toFixed(3)}× (1 stream); aggregate ${r.multiRate.toFixed(3)}×, TTFT ${r.multiTtft.toFixed(3)}× (${concurrency} streams)`,
-    );
-  }
-  return rows;
-}
-
-/** This checkout's figures over the baseline's: tok/s above 1 is faster, TTFT above 1 slower. */
-function ofBaseline(row: Row, old: Row): Pick<Row, "singleRate" | "singleTtft" | "multiRate" | "multiTtft"> {
-  return {
-    singleRate: row.singleRate / old.singleRate,
-    singleTtft: row.singleTtft / old.singleTtft,
-    multiRate: row.multiRate / old.multiRate,
-    multiTtft: row.multiTtft / old.multiTtft,
-  };
-}
-
-/** One target's speeds over another's, single stream / concurrent streams, to three decimals: 0.999 misses 1.0 though it rounds to 1.00. */
-function ratios(row: Row, other: Row): string {
-  return `${(row.singleRate / other.singleRate).toFixed(3)}× / ${(row.multiRate / other.multiRate).toFixed(3)}×`;
-}
-
-/** A single stream's speed against llama-bench's, from an empty cache / with the prompt in it. */
-function ofRaw(row: Row, raw: RawTg): string {
-  return `${(row.singleRate / raw.empty).toFixed(3)}× / ${(row.singleRate / raw.prompt).toFixed(3)}×`;
-}
-
-/** All models in one table, the layout of issue 17: raw engine, in process, both servers, ratios, memory. */
-function summarise(): void {
-  if (summaries.length === 0) return;
-  const pair = (row: Row | undefined) => (row ? `${row.singleRate.toFixed(1)} / ${row.multiRate.toFixed(1)}` : "–");
-  const ratio = (ours: Row | undefined, anchor: Row | undefined) => (ours && anchor ? ratios(ours, anchor) : "–");
-  const mib = (value: number | undefined) => (value === undefined ? "–" : `${value.toFixed(0)}`);
-  console.log(`\n## Summary — tok/s, 1 stream / ${concurrency} streams, ${maxTokens} tokens, median of ${runs} runs\n`);
-  console.log(
-    `| model | raw engine tg${maxTokens} / at the prompt's depth | in process 1 / ×${concurrency} | modelhost HTTP 1 / ×${concurrency} | llama-server 1 / ×${concurrency} | modelhost ÷ llama-server | modelhost 1 ÷ raw / at depth | peak RSS MiB modelhost / llama-server |`,
-  );
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-  for (const { preset, rawTg, rows, peakRssMiB } of summaries) {
-    const by = (name: string) => rows.find((row) => row.name === name);
-    const ours = by("modelhost HTTP");
-    const anchor = by("llama-server HTTP");
-    const raw = rawTg === undefined ? "–" : `${rawTg.empty.toFixed(1)} / ${rawTg.prompt.toFixed(1)}`;
-    const singleOfRaw = rawTg === undefined || !ours ? "–" : ofRaw(ours, rawTg);
-    console.log(
-      `| ${preset} | ${raw} | ${pair(by("node-llama-cpp in process"))} | ${pair(ours)} | ${pair(anchor)} | ${ratio(ours, anchor)} | ${singleOfRaw} | ${mib(peakRssMiB.get("modelhost HTTP"))} / ${mib(peakRssMiB.get("llama-server HTTP"))} |`,
-    );
-  }
-  if (!baseline) return;
-  console.log(`\n## modelhost ÷ ${baseline.name} — tok/s above 1× is faster, TTFT above 1× slower\n`);
-  console.log(
-    `| model | ${baseline.name} 1 / ×${concurrency} | tok/s, 1 stream | TTFT, 1 stream | tok/s, ${concurrency} streams | TTFT, ${concurrency} streams |`,
-  );
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
-  for (const { preset, rows } of summaries) {
-    const ours = rows.find((row) => row.name === "modelhost HTTP");
-    const old = rows.find((row) => row.name === baseline.name);
-    const r = ours && old ? ofBaseline(ours, old) : undefined;
-    const cells = r ? [r.singleRate, r.singleTtft, r.multiRate, r.multiTtft].map((x) => `${x.toFixed(3)}×`) : ["–", "–", "–", "–"];
-    console.log(`| ${preset} | ${pair(old)} | ${cells.join(" | ")} |`);
-  }
-}
-
-/** The summary's rows as JSON: each target's medians and peak RSS, and the ratios to the baseline. */
-async function writeJson(file: string): Promise<void> {
-  const models = summaries.map(({ preset, rawTg, rows, peakRssMiB }) => {
-    const ours = rows.find((row) => row.name === "modelhost HTTP");
-    const old = baseline && rows.find((row) => row.name === baseline.name);
-    return {
-      model: preset,
-      rawTg,
-      rows: rows.map((row) => ({ ...row, peakRssMiB: peakRssMiB.get(row.name) })),
-      ...(ours && old ? { ofBaseline: ofBaseline(ours, old) } : {}),
-    };
+const started = performance.now();
+const models = list(args.models);
+for (const [index, preset] of models.entries()) {
+  await withModel(preset, async (run, prompts) => {
+    if (workloads.has("decode"))
+      await benchDecode(run, { concurrencies: counts.concurrencies, tokens: counts.tokens, rounds, choices: !quick });
+    if (index > 0) return;
+    if (workloads.has("prefill")) await benchPrefill(run, prompts, { lengths: counts.prefill, rounds });
+    if (workloads.has("agent"))
+      await benchAgents(run, prompts, { ...counts.agent, contextSize: Math.min(6144, 1500 + counts.agent.turns * 300 + 512) });
+    if (workloads.has("load"))
+      await benchLoad(run, prompts, {
+        ...counts.load,
+        rateFactors: [0.5, 1, 1.5],
+        targets: {
+          ...(args["ttft-target"] ? { ttftMs: Number(args["ttft-target"]) } : {}),
+          ...(args["itl-target"] ? { itlMs: Number(args["itl-target"]) } : {}),
+        },
+        seed: 32,
+      });
   });
-  const setup = { tokens: maxTokens, runs, concurrency, baseline: baseline?.name, baselineFlagChanges: baseline?.flagChanges };
-  await writeFile(file, `${JSON.stringify({ ...setup, models }, null, 2)}\n`);
 }
+if (workloads.has("embeddings"))
+  for (const preset of list(args.embeddings)) await withModel(preset, (run, prompts) => benchEmbeddings(run, prompts, counts.embeddings));
+await llama.dispose();
+const minutes = (performance.now() - started) / 60_000;
 
-for (const preset of args.models.split(",").filter(Boolean)) await benchModel(preset.trim() as CachedTestModelPreset);
-summarise();
-if (args.json) await writeJson(args.json);
-{
-  const { llama, threads } = await loadLlama({
-    engine: args.engine as EngineChoice,
-    gpu: "off",
-    threads: args.threads ? Number(args.threads) : undefined,
-  });
-  for (const preset of args.embeddings.split(",").filter(Boolean)) {
-    await benchEmbeddings(llama, preset.trim() as CachedTestModelPreset, { runs, threads, engine: args.engine });
-  }
-  await llama.dispose();
-}
+console.log(
+  `\n## Summary — modelhost ÷ llama-server; ${backend} llama.cpp, ${threads} threads, ${minutes.toFixed(1)} minutes${quick ? ", --quick" : ""}\n`,
+);
+console.log(summaryTable(figures));
+
+const targetsShown: Array<[TargetKey, string]> = [
+  ["modelhost", "modelhost"],
+  ["llama_server", "llama-server"],
+  ...(baseline ? [["baseline", baseline.name] as [TargetKey, string]] : []),
+];
+const throughput: Series[] = [...figures].flatMap(([preset, f]) =>
+  targetsShown.map(([key, label]) => ({
+    name: `${label}, ${preset}`,
+    points: counts.concurrencies.flatMap((c) => {
+      const value = f.get(names.decodeAggregate(c, key));
+      return value === undefined ? [] : [[c, value] as const];
+    }),
+  })),
+);
+const agentModel = figures.get(models[0]!);
+const perTurn: Series[] = targetsShown.map(([key, label]) => ({
+  name: label,
+  points: Array.from({ length: counts.agent.turns }, (_, i) => i + 1).flatMap((turn) => {
+    const value = agentModel?.get(names.agentTurn(turn, "ttft_p50", key));
+    return value === undefined ? [] : [[turn, value] as const];
+  }),
+}));
+const header = {
+  date: new Date().toISOString(),
+  quick,
+  machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), kernel: os.release() },
+  backend,
+  threads,
+  llamaServer: llamaCpp?.server,
+  baseline: baseline ? { name: baseline.name, flagChanges: baseline.flagChanges } : undefined,
+  minutes: Number(minutes.toFixed(1)),
+  counts: { rounds, ...counts },
+  models,
+  embeddingModels: list(args.embeddings),
+};
+await mkdir(path.dirname(jsonFile), { recursive: true });
+await writeFile(
+  jsonFile,
+  `${JSON.stringify({ ...header, figures: Object.fromEntries([...figures].map(([m, f]) => [m, f.values])) }, null, 2)}\n`,
+);
+const svgFile = jsonFile.replace(/\.json$/, "") + ".svg";
+await writeFile(
+  svgFile,
+  svgChart([
+    { title: "Decode: aggregate tokens/s", xLabel: "concurrent streams (slots = streams)", yLabel: "tokens/s", series: throughput },
+    { title: `Agents (${models[0]}): TTFT p50 per turn`, xLabel: "turn", yLabel: "ms", series: perTurn },
+  ]),
+);
+console.log(`\nfigures: ${path.relative(process.cwd(), jsonFile)}, chart: ${path.relative(process.cwd(), svgFile)}`);

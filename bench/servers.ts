@@ -41,6 +41,9 @@ async function waitHealthy(url: string, child: ChildProcess, what: string): Prom
 }
 
 function running(url: string, child: ChildProcess): RunningProcess {
+  // A bench that dies (an uncaught error) takes its servers with it rather than leaving them running.
+  const killOnExit = () => child.kill("SIGKILL");
+  process.once("exit", killOnExit);
   return {
     url,
     async peakRssMiB() {
@@ -50,6 +53,7 @@ function running(url: string, child: ChildProcess): RunningProcess {
       return Number(kiB) / 1024;
     },
     async stop() {
+      process.off("exit", killOnExit);
       if (child.exitCode !== null) return;
       child.kill("SIGTERM");
       await once(child, "exit");
@@ -128,8 +132,12 @@ export async function baselineCheckout(dir: string): Promise<{ dir: string; name
   return { dir, name, flagChanges };
 }
 
-/** llama.cpp's own server on the same file, threads and slots: the anchor users compare with. */
-export async function startLlamaServer(binary: string, options: ServerOptions): Promise<RunningProcess> {
+/**
+ * llama.cpp's own server on the same file, threads and slots: the anchor users compare with.
+ * `extraArgs` for what a workload needs of it (`--embeddings`); otherwise its defaults, such as its
+ * host-memory prompt cache (`--cache-ram`).
+ */
+export async function startLlamaServer(binary: string, options: ServerOptions, extraArgs: readonly string[] = []): Promise<RunningProcess> {
   const port = await freePort();
   const child = spawn(
     binary,
@@ -152,6 +160,7 @@ export async function startLlamaServer(binary: string, options: ServerOptions): 
       "--n-gpu-layers",
       "0",
       "--no-webui",
+      ...extraArgs,
     ],
     { stdio: ["ignore", "ignore", "ignore"] },
   );

@@ -1,0 +1,89 @@
+// The figures' stable names in bench/results/latest.json, one builder per name so that the writer,
+// the Markdown table, the chart and a script checking the goals all spell them alike.
+
+/** The targets a workload measures, as they appear in the names. */
+export type TargetKey = "modelhost" | "llama_server" | "baseline";
+
+export type AgentStat = "ttft_p50" | "ttft_p90" | "wall";
+export type LoadStat = "rate_rps" | "ttft_p50_ms" | "ttft_p99_ms" | "itl_p50_ms" | "itl_p99_ms" | "goodput_rps";
+
+export const names = {
+  /** modelhost's aggregate tokens/s over llama-server's, `streams` concurrent streams: the goal is ≥ 1. */
+  decodeRatio: (streams: number) => `decode.c${streams}.ratio`,
+  decodeAggregate: (streams: number, target: TargetKey) => `decode.c${streams}.${target}.aggregate_tok_s`,
+  decodePerStream: (streams: number, target: TargetKey) => `decode.c${streams}.${target}.per_stream_tok_s`,
+  /** llama-bench's tg figure (`-p 0`), the raw engine's single stream. */
+  decodeRaw: () => "decode.c1.llama_bench.tok_s",
+  /** The same with the chat prompt in llama-bench's cache (`-d`): every step of a server's stream attends to it. */
+  decodeRawAtPrompt: () => "decode.c1.llama_bench.at_prompt_tok_s",
+  /** modelhost's prompt tokens/s over llama-server's (the inverse of their TTFT ratio): ≥ 1. */
+  prefillRatio: (promptTokens: number) => `prefill.p${promptTokens}.ratio`,
+  prefillTtft: (promptTokens: number, target: TargetKey) => `prefill.p${promptTokens}.${target}.ttft_ms`,
+  prefillRate: (promptTokens: number, target: TargetKey) => `prefill.p${promptTokens}.${target}.prompt_tok_s`,
+  prefillRaw: (promptTokens: number) => `prefill.p${promptTokens}.llama_bench.prompt_tok_s`,
+  /** modelhost's figure over llama-server's, over turns 2 onwards (TTFT) or the whole run (wall): ≤ 0.8 for ttft_p50. */
+  agentRatio: (stat: AgentStat) => `agent.${stat}.ratio`,
+  agentOverall: (stat: AgentStat, target: TargetKey) => `agent.${target}.${stat}_ms`,
+  agentTurn: (turn: number, stat: "ttft_p50" | "ttft_p90", target: TargetKey) => `agent.turn${turn}.${target}.${stat}_ms`,
+  /** modelhost's goodput over llama-server's at the rate-th of the three rates (1 = the lowest): ≥ 1. */
+  loadGoodputRatio: (rate: number) => `load.goodput.r${rate}.ratio`,
+  load: (rate: number, target: TargetKey, stat: LoadStat) => `load.r${rate}.${target}.${stat}`,
+  /** The goodput targets used, and the saturation rate the three rates were taken around. */
+  loadSetting: (setting: "target.ttft_ms" | "target.itl_ms" | "saturation_rps") => `load.${setting}`,
+  /** modelhost's passages/s over llama-server's: ≥ 1. */
+  embeddingsRatio: () => "embeddings.ratio",
+  embeddings: (target: TargetKey) => `embeddings.${target}.passages_s`,
+  /** modelhost's peak RSS minus llama-server's, in MiB: ≤ 150. */
+  memoryDelta: (workload: string) => `memory.${workload}.rss_delta_mib`,
+  memory: (workload: string, target: TargetKey) => `memory.${workload}.${target}.peak_rss_mib`,
+  /** An f16 KV cache for the workload's slots × context, in MiB: its share of each peak. */
+  memoryKvCache: (workload: string) => `memory.${workload}.kv_cache_mib`,
+};
+
+/** Issue 32's goal for a name, when it has one. */
+export interface Goal {
+  text: string;
+  met(value: number): boolean;
+}
+
+export function goalOf(name: string): Goal | undefined {
+  if (/^(decode\.c\d+|prefill\.p\d+|load\.goodput\.r\d+)\.ratio$|^embeddings\.ratio$/.test(name))
+    return { text: "≥ 1.0", met: (value) => value >= 1 };
+  if (name === names.agentRatio("ttft_p50")) return { text: "≤ 0.8", met: (value) => value <= 0.8 };
+  if (/^memory\.[\w-]+\.rss_delta_mib$/.test(name)) return { text: "≤ 150", met: (value) => value <= 150 };
+  return undefined;
+}
+
+/** One model's figures, by name; NaN and missing figures are left out. */
+export class ModelFigures {
+  readonly values: Record<string, number> = {};
+
+  set(name: string, value: number): void {
+    if (Number.isFinite(value)) this.values[name] = value;
+  }
+
+  get(name: string): number | undefined {
+    return this.values[name];
+  }
+
+  /** `ours / theirs` under `name`, when both are there. */
+  ratio(name: string, ours: string, theirs: string): void {
+    const a = this.get(ours);
+    const b = this.get(theirs);
+    if (a !== undefined && b !== undefined) this.set(name, a / b);
+  }
+}
+
+/** The Markdown table of every ratio and memory delta of each model, with its goal. */
+export function summaryTable(models: ReadonlyMap<string, ModelFigures>): string {
+  const lines = ["| model | figure | value | goal | met |", "| --- | --- | ---: | --- | --- |"];
+  for (const [model, figures] of models) {
+    for (const [name, value] of Object.entries(figures.values)) {
+      if (!name.endsWith(".ratio") && !name.endsWith(".rss_delta_mib")) continue;
+      const goal = goalOf(name);
+      const shown = name.endsWith(".ratio") ? `${value.toFixed(3)}×` : value.toFixed(0);
+      lines.push(`| ${model} | \`${name}\` | ${shown} | ${goal?.text ?? ""} | ${goal ? (goal.met(value) ? "yes" : "**no**") : ""} |`);
+    }
+  }
+  return lines.join("\n");
+}
