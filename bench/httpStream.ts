@@ -27,7 +27,11 @@ export interface ChatRequestBody {
  * Each stream has a connection of its own: llama-server closes a connection after a streamed
  * response although it answers `Keep-Alive`, and a kept connection failed its next request.
  */
-export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Promise<StreamSample & { text: string }> {
+export async function timeHttpStream(
+  baseUrl: string,
+  body: ChatRequestBody,
+  watch: { onContent?: (now: number) => void; signal?: AbortSignal } = {},
+): Promise<StreamSample & { text: string }> {
   const started = performance.now();
   let buffer = "";
   let first: number | undefined;
@@ -61,6 +65,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
         last = now;
         deltas++;
         reply += content;
+        watch.onContent?.(now);
       }
       if (chunk.choices?.[0]?.finish_reason) finished ??= performance.now();
       if (chunk.usage) ({ completion_tokens: tokens, prompt_tokens: promptTokens } = chunk.usage);
@@ -92,6 +97,7 @@ export async function timeHttpStream(baseUrl: string, body: ChatRequestBody): Pr
       },
     );
     request.on("error", reject);
+    watch.signal?.addEventListener("abort", () => request.destroy(new Error("aborted by the bench")), { once: true });
     request.end(JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }));
   });
   if (first === undefined) throw new Error("the stream carried no content");

@@ -21,6 +21,9 @@ export const names = {
   prefillTtft: (promptTokens: number, target: TargetKey) => `prefill.p${promptTokens}.${target}.ttft_ms`,
   prefillRate: (promptTokens: number, target: TargetKey) => `prefill.p${promptTokens}.${target}.prompt_tok_s`,
   prefillRaw: (promptTokens: number) => `prefill.p${promptTokens}.llama_bench.prompt_tok_s`,
+  /** A running stream's gaps between content chunks while another request's prompt is read (lower is better). */
+  prefillStall: (promptTokens: number, target: TargetKey, stat: "max_gap_ms" | "p50_gap_ms") =>
+    `prefill.during_p${promptTokens}.${target}.${stat}`,
   /** modelhost's figure over llama-server's, over turns 2 onwards (TTFT) or the whole run (wall): ≤ 0.8 for ttft_p50. */
   agentRatio: (stat: AgentStat) => `agent.${stat}.ratio`,
   agentOverall: (stat: AgentStat, target: TargetKey) => `agent.${target}.${stat}_ms`,
