@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { wholePrompt } from "../support/anthropicUsage.js";
 import { postJson, readNamedEvents, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 import { weatherSchema as weather } from "../support/toolSchemas.js";
@@ -74,7 +75,7 @@ describe("Messages API (/v1/messages)", () => {
     expect(textOf(final)).toBe(textOf(plain));
     expect(deltas).toBe(textOf(plain));
     expect(final.stop_reason).toBe(plain.stop_reason);
-    expect(final.usage.input_tokens).toBe(plain.usage.input_tokens);
+    expect(wholePrompt(final.usage)).toBe(wholePrompt(plain.usage));
     expect(final.usage.output_tokens).toBe(plain.usage.output_tokens);
     expect(final.id).toMatch(/^msg_/);
   });
@@ -95,8 +96,8 @@ describe("Messages API (/v1/messages)", () => {
     const delta = events.find((event) => event.event === "message_delta")!.data as unknown as Anthropic.RawMessageDeltaEvent;
     expect(delta.delta.stop_reason).toBe("max_tokens");
     expect(delta.usage.output_tokens).toBe(6);
-    // The prompt's size is known before the first token, and the same at the end.
-    expect(start.message.usage.input_tokens).toBe(delta.usage.input_tokens);
+    // The prompt's size is known before the first token; at the end it is split into what the cache served and the rest.
+    expect(start.message.usage.input_tokens).toBe(wholePrompt(delta.usage));
     for (const event of events.filter((e) => e.event.startsWith("content_block"))) expect(event.data.index).toBe(0);
   });
 
@@ -123,7 +124,7 @@ describe("Messages API (/v1/messages)", () => {
     const request = { model: "tiny", system: [{ type: "text" as const, text: "Be brief." }], messages, tools };
     const counted = await client.messages.countTokens(request);
     const reply = await client.messages.create({ ...request, max_tokens: 1 });
-    expect(counted.input_tokens).toBe(reply.usage.input_tokens);
+    expect(counted.input_tokens).toBe(wholePrompt(reply.usage));
     // The tools are part of the prompt.
     const withoutTools = await client.messages.countTokens({ model: "tiny", messages });
     expect(withoutTools.input_tokens).toBeLessThan(counted.input_tokens);
@@ -148,7 +149,7 @@ describe("Messages API (/v1/messages)", () => {
         { role: "user", content: "Weather in Paris?" },
       ],
     });
-    expect(reply.usage.input_tokens).toBe(merged.input_tokens);
+    expect(wholePrompt(reply.usage)).toBe(merged.input_tokens);
   });
 
   it("continues a final assistant turn (a prefill): the prompt ends with its text, and the reply holds what follows", async () => {
@@ -162,7 +163,7 @@ describe("Messages API (/v1/messages)", () => {
     // The turn the model writes in holds the prefill, and nothing closes it or opens another.
     expect(withPrefill.input_tokens).toBe(without.input_tokens + tokens.length);
     const reply = await client.messages.create({ ...greedy, messages: prefilled, max_tokens: 5 });
-    expect(reply.usage.input_tokens).toBe(withPrefill.input_tokens);
+    expect(wholePrompt(reply.usage)).toBe(withPrefill.input_tokens);
     expect(reply.usage.output_tokens).toBe(5);
     expect(reply.content).toHaveLength(1);
     const final = await client.messages.stream({ ...greedy, messages: prefilled, max_tokens: 5 }).finalMessage();

@@ -1,6 +1,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TEST_MODEL_THOUGHT } from "../../src/testmodels/thoughtWiring.js";
+import { wholePrompt } from "../support/anthropicUsage.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -79,10 +80,10 @@ describe("thinking models on the Messages API", () => {
     const on = await client.messages.create({ ...request, thinking: { type: "enabled", budget_tokens: 1024 } });
     expect(on.content[0]?.type).toBe("thinking");
     // The empty thought written into the prompt is prompt, not output.
-    expect(off.usage.input_tokens).toBeGreaterThan(on.usage.input_tokens);
+    expect(wholePrompt(off.usage)).toBeGreaterThan(wholePrompt(on.usage));
     expect(
       (await client.messages.countTokens({ model: "think", messages: request.messages, thinking: { type: "disabled" } })).input_tokens,
-    ).toBe(off.usage.input_tokens);
+    ).toBe(wholePrompt(off.usage));
   });
 
   it("continues a prefill as answer: no thinking block, and thinking disabled writes no empty thought after it", async () => {

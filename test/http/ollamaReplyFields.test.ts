@@ -12,6 +12,8 @@ const metrics = {
   total_duration: nanoseconds.min(1),
   load_duration: nanoseconds,
   prompt_eval_count: z.int().min(1),
+  // Sent only when the prompt cache served part of the prompt (omitempty, as Ollama).
+  prompt_eval_cached_count: z.int().min(1).optional(),
   prompt_eval_duration: nanoseconds,
   eval_count: z.int().min(0),
   eval_duration: nanoseconds,

@@ -89,6 +89,52 @@ describe("prompt cache beyond the slots (--cache-ram)", () => {
     expect(withCache.first.reply).toBe(withoutCache.first.reply);
   });
 
+  it("reports what was restored in every format's usage: Messages cache_read_input_tokens, Ollama prompt_eval_cached_count", async () => {
+    // A's first turn, then B's (A goes to host memory), then A's second turn in the format checked.
+    const evicted = async (topic: string) => {
+      const a: Message[] = [userMessage(`${topic}a`, 120)];
+      const first = await turn(cached, a);
+      await turn(cached, [userMessage(`${topic}b`, 120)]);
+      a.push(userMessage("keeper", 20));
+      return { first, messages: a.map((m) => ({ role: m.role as "user" | "assistant", content: m.content as string })) };
+    };
+    const post = async <T>(route: string, body: object): Promise<T> => {
+      const response = await fetch(`${cached.url}${route}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(200);
+      return (await response.json()) as T;
+    };
+
+    const anthropic = await evicted("meadow");
+    const request = { model: "tiny", max_tokens: 4, temperature: 0, messages: anthropic.messages };
+    const { usage } = await post<{ usage: Record<"input_tokens" | "cache_read_input_tokens" | "cache_creation_input_tokens", number> }>(
+      "/v1/messages",
+      request,
+    );
+    const { input_tokens: wholePrompt } = await post<{ input_tokens: number }>("/v1/messages/count_tokens", {
+      model: "tiny",
+      messages: anthropic.messages,
+    });
+    // As Anthropic and llama-server count: input_tokens is what was not read from the cache, the two add up to the prompt.
+    expect(usage.cache_read_input_tokens).toBeGreaterThanOrEqual(anthropic.first.promptTokens);
+    expect(usage.input_tokens + usage.cache_read_input_tokens).toBe(wholePrompt);
+    expect(usage.cache_creation_input_tokens).toBe(0);
+
+    const ollama = await evicted("quarry");
+    const reply = await post<Record<"prompt_eval_count" | "prompt_eval_cached_count", number>>("/api/chat", {
+      model: "tiny",
+      stream: false,
+      messages: ollama.messages,
+      options: { num_predict: 4, temperature: 0 },
+    });
+    // As Ollama counts: prompt_eval_count is the whole prompt, prompt_eval_cached_count the part from the cache.
+    expect(reply.prompt_eval_cached_count).toBeGreaterThanOrEqual(ollama.first.promptTokens);
+    expect(reply.prompt_eval_cached_count).toBeLessThan(reply.prompt_eval_count);
+  });
+
   it("--cache-ram 0 restores nothing: the returning conversation reuses only the start B shares with it", async () => {
     const { first, second, health, metrics } = await comeBack(uncached);
     expect(second.cachedTokens).toBeLessThan(first.promptTokens / 4);

@@ -206,7 +206,8 @@ describe("Messages reply translation", () => {
     });
     expect(out.at(-2)).toMatchObject({
       delta: { stop_reason: "tool_use", stop_sequence: null },
-      usage: { input_tokens: 7, output_tokens: 5 },
+      // 2 of the 7 prompt tokens came from the cache: input_tokens is the rest, as Anthropic counts.
+      usage: { input_tokens: 5, cache_read_input_tokens: 2, output_tokens: 5 },
     });
   });
 
@@ -221,7 +222,7 @@ describe("Messages reply translation", () => {
       content: [{ type: "text", text: "Hello", citations: null }],
       stop_reason: "stop_sequence",
       stop_sequence: "END",
-      usage: { input_tokens: 7, output_tokens: 5, cache_read_input_tokens: 0, output_tokens_details: null },
+      usage: { input_tokens: 5, output_tokens: 5, cache_read_input_tokens: 2, output_tokens_details: null },
     });
     const cut = await toMessage(
       { id: "msg_y", model: "m" },

@@ -112,6 +112,13 @@ describe("native protocol translators", () => {
     });
   });
 
+  it("counts the whole prompt in prompt_eval_count, and the cached part in prompt_eval_cached_count only when there is one", () => {
+    const final = (cachedTokens: number) => new NativeReplyStream(context).next({ ...done, usage: { ...done.usage, cachedTokens } }).at(-1);
+    expect(final(6)).toMatchObject({ prompt_eval_count: 10, prompt_eval_cached_count: 6 });
+    expect(final(0)).toMatchObject({ prompt_eval_count: 10 });
+    expect(final(0)).not.toHaveProperty("prompt_eval_cached_count");
+  });
+
   it("sends the thought in message.thinking (chat) or thinking (generate), concatenated when not streamed", async () => {
     const events: ChatEvent[] = [{ type: "thinking", text: "Hm" }, { type: "thinking", text: "m." }, { type: "text", text: "Yes." }, done];
     const chunks = events.flatMap((event) => new NativeReplyStream(context).next(event));

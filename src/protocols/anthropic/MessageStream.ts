@@ -170,16 +170,19 @@ function toStopReason(finishReason: FinishReason, stopSequence: string | undefin
 }
 
 /**
- * input_tokens is the whole prompt (what count_tokens returns). The engine's prefix cache is not
- * Anthropic's prompt caching (no cache_control, nothing written on request), so both cache
- * counters are 0; chat completions report the reused prefix as cached_tokens.
+ * As Anthropic counts them, and llama-server's /v1/messages: prompt tokens served from the prompt
+ * cache are `cache_read_input_tokens`, and `input_tokens` is the rest, so that the two add up to the
+ * whole prompt (what count_tokens returns). Nothing is written to a cache on request (there is no
+ * cache_control), so cache_creation_input_tokens is 0. message_start goes out before the prompt is
+ * read, when what the cache holds is not known yet: it counts the whole prompt as input_tokens, and
+ * message_delta gives the final split.
  */
 export function toUsage(usage: Usage): MessageUsage {
   return {
-    input_tokens: usage.promptTokens,
+    input_tokens: usage.promptTokens - usage.cachedTokens,
     output_tokens: usage.completionTokens,
     cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
+    cache_read_input_tokens: usage.cachedTokens,
     cache_creation: null,
     server_tool_use: null,
     service_tier: null,

@@ -24,11 +24,13 @@ export interface ReplyContext {
  * model already loaded still takes its scheduler some microseconds: `load_duration`), and clients
  * validate them as always there (ollama-ai-provider-v2 requires `load_duration` of /api/embed).
  */
-function toMetrics(usage: Usage, timings: GenerationTimings, totalMs: number): Required<Metrics> {
+function toMetrics(usage: Usage, timings: GenerationTimings, totalMs: number): Metrics {
   return {
     total_duration: nanoseconds(totalMs),
     load_duration: nanoseconds(timings.loadMs),
     prompt_eval_count: usage.promptTokens,
+    // omitempty in Ollama's api.Metrics: sent only when the cache served some of the prompt.
+    ...(usage.cachedTokens > 0 ? { prompt_eval_cached_count: usage.cachedTokens } : {}),
     prompt_eval_duration: nanoseconds(timings.promptMs),
     eval_count: usage.completionTokens,
     eval_duration: nanoseconds(timings.generationMs),

@@ -11,6 +11,7 @@ const metrics = {
   total_duration: z.int().optional(),
   load_duration: z.int().optional(),
   prompt_eval_count: z.int().optional(),
+  prompt_eval_cached_count: z.int().optional(),
   prompt_eval_duration: z.int().optional(),
   eval_count: z.int().optional(),
   eval_duration: z.int().optional(),

@@ -180,7 +180,10 @@ export interface WireToolCall {
 export interface Metrics {
   total_duration?: number;
   load_duration?: number;
+  /** The whole prompt, cached tokens included (Ollama's count since it runs llama-server). */
   prompt_eval_count?: number;
+  /** Of those, the tokens served from the prompt cache; absent when none were. */
+  prompt_eval_cached_count?: number;
   prompt_eval_duration?: number;
   eval_count?: number;
   eval_duration?: number;
