@@ -29,6 +29,11 @@ const CONTEXT_SIZE = 1024;
 
 /** Streams each target serves before it is measured: the first allocate buffers, page the weights in and let V8 optimise modelhost's JavaScript. */
 const WARM_UP_STREAMS = 4;
+/**
+ * Tokens of each warm-up stream: enough for V8 to have compiled the per-token path (a few hundred
+ * tokens in all), few enough that a real-shape model (~30 tokens/s) does not spend minutes on it.
+ */
+const WARM_UP_TOKENS = 32;
 
 async function streams(target: Target, model: string, count: number, tokens: number): Promise<{ samples: StreamSample[]; wallMs: number }> {
   const started = performance.now();
@@ -54,10 +59,10 @@ export async function benchDecode(run: ModelRun, options: DecodeOptions): Promis
       let promptTokens = 0;
       for (const target of targets) {
         for (let i = 0; i < WARM_UP_STREAMS; i++) {
-          const [sample] = (await streams(target, run.preset, 1, options.tokens)).samples;
+          const [sample] = (await streams(target, run.preset, 1, WARM_UP_TOKENS)).samples;
           if (target.key === "modelhost") promptTokens = sample!.promptTokens ?? 0;
         }
-        await streams(target, run.preset, count, options.tokens);
+        await streams(target, run.preset, count, WARM_UP_TOKENS);
       }
       const rounds = new Map<TargetKey, { samples: StreamSample[]; wallMs: number }[]>(targets.map((t) => [t.key, []]));
       const raw: number[][] = [];

@@ -13,14 +13,16 @@
 //                                     workload), and an f16 KV cache's size for its slots × context.
 // Real shapes: --models qwen2.5-0.5b-q4_k_m,llama3.2-1b-q4_k_m --embeddings nomic-embed-f16.
 //
-// Counts, full run (sized for under an hour on 2 cores with those three models; --quick in brackets,
-// about 5 minutes):
-//   decode      1, 4, 8, 16 streams (1, 4), 256 tokens (64), median of 2 rounds (1);
-//   prefill     512, 2,048, 4,096-token prompts (512, 2,048), median of 2 rounds (1);
-//   agent       8 conversations on 4 slots, 10 turns (3), ~1,500-token system prompt, ~150 tokens a turn, 100 generated (32), 1 round;
-//   load        4 slots, 20 requests a rate (10), prompts of 128/512/1,024/2,048 tokens (128/512), 128 generated (32),
-//               rates 0.5×, 1× and 1.5× the saturation estimated from decode ×4 and prefill p512, 1 round;
-//   embeddings  2,000 passages (256) of ~200 tokens in batches of 64, 4 slots, 1 round.
+// Counts, full run (--quick in brackets), sized from the real shapes' speed on 2 cores (Qwen2.5-0.5B
+// Q4_K_M: ~29 tok/s decoding one stream, ~160 prompt tok/s; Llama-3.2-1B Q4_K_M ~16 tok/s;
+// nomic-embed F16 ~540 tok/s) so that a full run of the three stays under an hour, both servers
+// included; one round each (--runs N for more):
+//   decode      1, 4, 8, 16 streams (1, 4), 128 tokens (64) each;
+//   prefill     512, 2,048, 4,096-token prompts (512, 2,048), and a stream beside the longest;
+//   agent       8 conversations on 4 slots, 10 turns (3), ~1,500-token system prompt, ~150 tokens a turn, 100 generated (32);
+//   load        4 slots, 16 requests a rate (10), prompts of 128/256/512/1,024 tokens (128/512), 64 generated (32),
+//               rates 0.5×, 1× and 1.5× the saturation estimated from decode ×4 and prefill p512;
+//   embeddings  500 passages (128) of ~200 tokens in batches of 64, 4 slots.
 // Writes a Markdown summary, bench/results/latest.json (--quick: quick.json, not committed) with
 // stable names per figure (bench/metrics.ts) and a chart beside it (.svg): aggregate tok/s against
 // concurrency, TTFT p50 per agent turn.
@@ -70,14 +72,14 @@ const list = (text: string) =>
     .filter(Boolean);
 const numbers = (text: string) => list(text).map(Number);
 const workloads = new Set(list(args.workloads));
-const rounds = Number(args.runs ?? (quick ? 1 : 2));
+const rounds = Number(args.runs ?? 1);
 const counts = {
   concurrencies: numbers(args.concurrency ?? (quick ? "1,4" : "1,4,8,16")),
-  tokens: Number(args.tokens ?? (quick ? 64 : 256)),
+  tokens: Number(args.tokens ?? (quick ? 64 : 128)),
   prefill: quick ? [512, 2048] : [512, 2048, 4096],
   agent: { conversations: 8, slots: 4, turns: quick ? 3 : 10, systemTokens: 1500, turnTokens: 150, generated: quick ? 32 : 100 },
-  load: { slots: 4, requests: quick ? 10 : 20, promptMix: quick ? [128, 512] : [128, 512, 1024, 2048], generated: quick ? 32 : 128 },
-  embeddings: { passages: quick ? 256 : 2000, passageTokens: 200, batch: 64, slots: 4 },
+  load: { slots: 4, requests: quick ? 10 : 16, promptMix: quick ? [128, 512] : [128, 256, 512, 1024], generated: quick ? 32 : 64 },
+  embeddings: { passages: quick ? 128 : 500, passageTokens: 200, batch: 64, slots: 4 },
 };
 const jsonFile = path.resolve(args.json ?? path.join(import.meta.dirname, "results", quick ? "quick.json" : "latest.json"));
 
