@@ -41,6 +41,9 @@ const PLAIN_KV_ARCHITECTURES = new Set([
   "stablelm",
 ]);
 
+/** Tokens a prompt must drop from a sequence before its state is saved: more than a template's end-of-turn differences. */
+const MIN_DROPPED_TO_SAVE = 64;
+
 /**
  * The prompt cache beyond the slots, as llama-server's `--cache-ram` (server_prompt_cache): when
  * a sequence is about to be given to another conversation, its KV state is copied to host memory,
@@ -50,9 +53,17 @@ const PLAIN_KV_ARCHITECTURES = new Set([
  * system prompt, decodes only the rest. One cache for the engine: the budget is the process's, over
  * every loaded model, least recently used entries out first.
  *
- * Saved when the sequence would lose more than half of what it holds (llama-server's f_keep < 0.5
- * rule): a conversation's next turn drops only the few tokens its template renders differently,
- * and saving then would copy the whole state for nothing. An entry is kept after a restore (unlike
+ * Saved when the prompt would drop more than a sixteenth of what the sequence holds, and more than
+ * 64 tokens. A save copies the whole state, ~40 µs a token (45 ms for 1,121 tokens on the bench
+ * model), where decoding a token again costs 1–6 ms (the bench model reads ~1,000 prompt tokens/s,
+ * the Qwen2.5-0.5B shape ~160 on 2 cores): it pays back once the part dropped is over ~1/25 of the
+ * state and comes back; a sixteenth leaves room for states that never do. A conversation's next
+ * turn drops only the few tokens its template renders differently, under 64, and saves nothing.
+ * llama-server saves only when a sequence keeps less than half (f_keep < 0.5); with 8 agents on 4
+ * slots sharing a 1,500-token system prompt, a conversation of up to ~3,000 tokens keeps that half
+ * when another takes its sequence, so its own turns were lost and decoded again (bench/agents.ts on
+ * that shape: 108,604 prompt tokens restored and 52,672 decoded over 81 requests, where the
+ * system prompt alone is ~1,650 of each). An entry is kept after a restore (unlike
  * llama-server, which moves it out), so that prefixes such as a system prompt with tool definitions
  * go on serving other conversations; a later save that contains an entry whole replaces it.
  */
@@ -96,7 +107,8 @@ export class PromptCache {
     const kept = Math.min(sequence.commonPrefix(tokens), keepAtMost);
     const found = this.#longest(decoder, tokens, keepAtMost);
     const best = found && found.length > kept ? found : undefined;
-    if (kept < sequence.tokens.length / 2) await this.#save(decoder, sequence, best?.entry);
+    const dropped = sequence.tokens.length - kept;
+    if (dropped > MIN_DROPPED_TO_SAVE && dropped * 16 > sequence.tokens.length) await this.#save(decoder, sequence, best?.entry);
     if (best && (await decoder.restore(sequence, best.entry.checkpoint, best.entry.tokens, best.length))) {
       this.#counters.promptTokensRestored += best.length;
       this.#touch(best.entry);

@@ -89,6 +89,18 @@ describe("prompt cache beyond the slots (--cache-ram)", () => {
     expect(withCache.first.reply).toBe(withoutCache.first.reply);
   });
 
+  it("saves a conversation that keeps half its sequence, a shared system prompt, when another takes it, and restores its own turns", async () => {
+    // Both share a long system prompt: B keeps it (more than half of what A's sequence holds) and drops A's own turn.
+    const system: Message = { role: "system", content: Array.from({ length: 100 }, (_, i) => `rule${i}`).join(" ") };
+    const a: Message[] = [system, userMessage("ledger", 40)];
+    const first = await turn(cached, a);
+    await turn(cached, [system, userMessage("atlas", 40)]);
+    a.push(userMessage("keeper", 20));
+    const second = await turn(cached, a);
+    // Its own turn and reply came back, not only the system prompt it shares with B.
+    expect(second.cachedTokens).toBeGreaterThanOrEqual(first.promptTokens);
+  });
+
   it("reports what was restored in every format's usage: Messages cache_read_input_tokens, Ollama prompt_eval_cached_count", async () => {
     // A's first turn, then B's (A goes to host memory), then A's second turn in the format checked.
     const evicted = async (topic: string) => {
