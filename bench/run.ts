@@ -15,8 +15,8 @@
 //
 // Counts, full run (--quick in brackets), sized from the real shapes' speed on 2 cores (Qwen2.5-0.5B
 // Q4_K_M: ~29 tok/s decoding one stream, ~160 prompt tok/s; Llama-3.2-1B Q4_K_M ~16 tok/s;
-// nomic-embed F16 ~540 tok/s) so that a full run of the three stays under an hour, both servers
-// included; one round each (--runs N for more):
+// nomic-embed F16 ~540 tok/s); one round each (--runs N for more). A full run of the three took 77
+// minutes, 42 of them the agent workload at the issue's 8 conversations × 10 turns:
 //   decode      1, 4, 8, 16 streams (1, 4), 128 tokens (64) each;
 //   prefill     512, 2,048, 4,096-token prompts (512, 2,048), and a stream beside the longest;
 //   agent       8 conversations on 4 slots, 10 turns (3), ~1,500-token system prompt, ~150 tokens a turn, 100 generated (32);
