@@ -44,6 +44,11 @@ const PLAIN_KV_ARCHITECTURES = new Set([
 /** Tokens a prompt must drop from a sequence before its state is saved: more than a template's end-of-turn differences. */
 const MIN_DROPPED_TO_SAVE = 64;
 
+/** Whether a state of `held` tokens is worth keeping for the `dropped` of them nothing else holds (see PromptCache). */
+function worthSaving(dropped: number, held: number): boolean {
+  return dropped > MIN_DROPPED_TO_SAVE && dropped * 16 > held;
+}
+
 /**
  * The prompt cache beyond the slots, as llama-server's `--cache-ram` (server_prompt_cache): when
  * a sequence is about to be given to another conversation, its KV state is copied to host memory,
@@ -65,7 +70,8 @@ const MIN_DROPPED_TO_SAVE = 64;
  * that shape: 108,604 prompt tokens restored and 52,672 decoded over 81 requests, where the
  * system prompt alone is ~1,650 of each). An entry is kept after a restore (unlike
  * llama-server, which moves it out), so that prefixes such as a system prompt with tool definitions
- * go on serving other conversations; a later save that contains an entry whole replaces it.
+ * go on serving other conversations; a later save that holds all of an entry but a tail too short
+ * to be worth a save of its own replaces it, so a conversation keeps one state, not one a turn.
  */
 export class PromptCache {
   readonly #llama: Llama;
@@ -107,8 +113,7 @@ export class PromptCache {
     const kept = Math.min(sequence.commonPrefix(tokens), keepAtMost);
     const found = this.#longest(decoder, tokens, keepAtMost);
     const best = found && found.length > kept ? found : undefined;
-    const dropped = sequence.tokens.length - kept;
-    if (dropped > MIN_DROPPED_TO_SAVE && dropped * 16 > sequence.tokens.length) await this.#save(decoder, sequence, best?.entry);
+    if (worthSaving(sequence.tokens.length - kept, sequence.tokens.length)) await this.#save(decoder, sequence, best?.entry);
     if (best && (await decoder.restore(sequence, best.entry.checkpoint, best.entry.tokens, best.length))) {
       this.#counters.promptTokensRestored += best.length;
       this.#touch(best.entry);
@@ -151,9 +156,12 @@ export class PromptCache {
       checkpoint.dispose();
       return;
     }
-    // Entries this one contains whole are of no more use.
+    // Entries this one contains, but for a tail too short to have been worth a save of its own (a
+    // reply the next turn re-tokenizes differently, say), are of no more use: a conversation keeps
+    // one state, not one a turn.
     for (const entry of this.#entries.filter(
-      (each) => each !== spare && each.owner === owner && commonPrefix(each.tokens, tokens) === each.tokens.length,
+      (each) =>
+        each !== spare && each.owner === owner && !worthSaving(each.tokens.length - commonPrefix(each.tokens, tokens), each.tokens.length),
     ))
       this.#remove(entry);
     while (this.#bytes + bytes > this.#budget) this.#remove(this.#entries.find((entry) => entry !== spare)!);

@@ -101,6 +101,26 @@ describe("prompt cache beyond the slots (--cache-ram)", () => {
     expect(second.cachedTokens).toBeGreaterThanOrEqual(first.promptTokens);
   });
 
+  it("keeps one state a conversation: a later save that holds all of an entry but a short tail replaces it", async () => {
+    const bytes = async () => (await health(cached)).promptCacheBytes;
+    const a: Message[] = [userMessage("compass", 60)];
+    const b: Message[] = [userMessage("anchor", 60)];
+    await turn(cached, a);
+    const before = await bytes();
+    await turn(cached, b); // saves A's first turn
+    const firstA = (await bytes()) - before;
+    // The client sends back another text than the reply (trimmed, thoughts left out, …): A's next
+    // state holds the first one but for its reply.
+    a[a.length - 1] = { role: "assistant", content: "Noted." };
+    a.push(userMessage("keeper", 20));
+    await turn(cached, a); // saves B, restores A
+    const withB = await bytes();
+    b.push(userMessage("sailor", 20));
+    await turn(cached, b); // saves A's second turn; its first goes
+    // Without the replacement both of A's states would stay: growth by the whole second one, more than the first.
+    expect((await bytes()) - withB).toBeLessThan(firstA);
+  });
+
   it("reports what was restored in every format's usage: Messages cache_read_input_tokens, Ollama prompt_eval_cached_count", async () => {
     // A's first turn, then B's (A goes to host memory), then A's second turn in the format checked.
     const evicted = async (topic: string) => {
