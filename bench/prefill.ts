@@ -25,18 +25,22 @@ const TEMPLATE_ROOM = 48;
 /** Tokens generated: a few, so the first one with text arrives even when one is only part of a character. */
 const GENERATED = 4;
 
+/** One request with a fresh `length`-token prompt (template included), streamed for a few tokens. */
+function promptRequest(run: ModelRun, prompts: PromptText, target: { url: string }, length: number, label: string) {
+  return timeHttpStream(target.url, {
+    model: run.preset,
+    messages: [{ role: "user", content: prompts.text(length - TEMPLATE_ROOM, label) }],
+    max_tokens: GENERATED,
+    temperature: 0,
+    ignore_eos: true,
+  });
+}
+
 export async function benchPrefill(run: ModelRun, prompts: PromptText, options: PrefillOptions): Promise<void> {
   const { figures } = run;
   const longest = Math.max(...options.lengths);
   await withTargets(run, "prefill", { parallel: 1, contextSize: longest + GENERATED }, async (targets) => {
-    const request = (target: { url: string }, length: number, label: string) =>
-      timeHttpStream(target.url, {
-        model: run.preset,
-        messages: [{ role: "user", content: prompts.text(length - TEMPLATE_ROOM, label) }],
-        max_tokens: GENERATED,
-        temperature: 0,
-        ignore_eos: true,
-      });
+    const request = (target: { url: string }, length: number, label: string) => promptRequest(run, prompts, target, length, label);
     for (const target of targets) await request(target, options.lengths[0]!, "Warm-up.");
     const samples = new Map<TargetKey, Map<number, { ttftMs: number; promptTokens: number }[]>>(
       targets.map((t) => [t.key, new Map(options.lengths.map((length) => [length, []]))]),
@@ -117,13 +121,7 @@ async function benchStreamsDuringPrefill(run: ModelRun, prompts: PromptText, len
         await decoding;
         await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
         const sent = performance.now();
-        const long = await timeHttpStream(target.url, {
-          model: run.preset,
-          messages: [{ role: "user", content: prompts.text(length - TEMPLATE_ROOM, `Document beside ${round}-${target.key}.`) }],
-          max_tokens: GENERATED,
-          temperature: 0,
-          ignore_eos: true,
-        });
+        const long = await promptRequest(run, prompts, target, length, `Document beside ${round}-${target.key}.`);
         const read = sent + long.ttftMs;
         stop.abort();
         await running;
