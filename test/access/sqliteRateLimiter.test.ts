@@ -6,7 +6,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { LimitPolicy, RateLimiter } from "../../src/access/RateLimiter.js";
 import { SqliteRateLimiter } from "../../src/access/SqliteRateLimiter.js";
-import { admitted, describeRateLimiterContract, sleep, type Backend } from "../support/rateLimiterContract.js";
+import { admitted, describeRateLimiterContract, type Backend } from "../support/rateLimiterContract.js";
 
 /**
  * SQLite with the default minute on an injected clock, which starts 36 s into a minute: a fixed
@@ -109,13 +109,13 @@ describe("SQLite rate limiter shared by two processes", () => {
     const limiter = SqliteRateLimiter.open(file);
     try {
       const child = await childAdmitter(file);
-      // The start leaves the child time to read its orders, even on a loaded machine; the race is
-      // long enough (~1 s) that a process stalled for a moment at its start (a loaded machine, other
-      // test files beside this one) still meets the other on most keys: with 5,000 attempts one side
-      // sometimes got none.
-      const run: Race = { keys: 2_000, attempts: 20_000, policy: { requestsPerMinute: 3 }, startAt: Date.now() + 200 };
+      // A handshake, not a wall-clock start, sets them off: the child admits its first, then this
+      // process admits its own and lets the child go on. Each is sure of a share however loaded the
+      // machine is (a start 200 ms ahead once left the child stalled until this side had taken every
+      // key), and from there both walk the same keys at once, ~1 s each.
+      const run: Race = { keys: 2_000, attempts: 20_000, policy: { requestsPerMinute: 3 } };
       const childAllowed = child.race(run);
-      const allowed = await raceThroughKeys(limiter, run);
+      const allowed = await raceThroughKeys(limiter, run, child.firstAdmitted, child.goOn);
 
       // Both got a share: their admits really interleaved, each waiting for the other's lock.
       expect(allowed).toBeGreaterThan(0);
@@ -128,21 +128,27 @@ describe("SQLite rate limiter shared by two processes", () => {
 });
 
 /**
- * `attempts` admits round-robin over `keys` keys, one at a time, from `startAt` (ms since the
- * epoch): both processes start together and walk the keys in the same order, so they meet on each.
+ * `attempts` admits round-robin over `keys` keys, one at a time: both processes walk the keys in
+ * the same order, so they meet on each.
  */
 interface Race {
   keys: number;
   attempts: number;
   policy: LimitPolicy;
-  startAt: number;
 }
 
-async function raceThroughKeys(limiter: RateLimiter, { keys, attempts, policy, startAt }: Race): Promise<number> {
-  await sleep(startAt - Date.now());
+/** This process's side: its first admit waits for the child's first, then lets the child go on. */
+async function raceThroughKeys(
+  limiter: RateLimiter,
+  { keys, attempts, policy }: Race,
+  childFirst: Promise<void>,
+  letChildGoOn: () => void,
+): Promise<number> {
+  await childFirst;
   let allowed = 0;
   for (let i = 0; i < attempts; i++) {
     if ((await limiter.admit(`shared-${i % keys}`, policy, 1)).allowed) allowed++;
+    if (i === 0) letChildGoOn();
     await new Promise(setImmediate);
   }
   return allowed;
@@ -151,22 +157,26 @@ async function raceThroughKeys(limiter: RateLimiter, { keys, attempts, policy, s
 /**
  * Another Node process with a limiter on the same file. It opens the file first (tsx takes a
  * moment to start), then `race` sends it the race, which it runs contending with this process for
- * the file's lock, and resolves with how many it was allowed.
+ * the file's lock, and resolves with how many it was allowed. `firstAdmitted` settles when its first
+ * admit is done, and `goOn` lets it past.
  */
-async function childAdmitter(file: string): Promise<{ race(run: Race): Promise<number> }> {
+async function childAdmitter(file: string): Promise<{ race(run: Race): Promise<number>; firstAdmitted: Promise<void>; goOn(): void }> {
   const limiterModule = new URL("../../src/access/SqliteRateLimiter.ts", import.meta.url).href;
   const script = `
-    import { once } from "node:events";
+    import { createInterface } from "node:readline";
     import { SqliteRateLimiter } from ${JSON.stringify(limiterModule)};
     const limiter = SqliteRateLimiter.open(${JSON.stringify(file)});
     console.log("ready");
-    const [line] = await once(process.stdin, "data");
-    // raceThroughKeys, in the child.
-    const { keys, attempts, policy, startAt } = JSON.parse(String(line));
-    await new Promise((resolve) => setTimeout(resolve, startAt - Date.now()));
+    const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+    // raceThroughKeys, in the child: it admits first, then waits for the parent's first.
+    const { keys, attempts, policy } = JSON.parse((await lines.next()).value);
     let allowed = 0;
     for (let i = 0; i < attempts; i++) {
       if ((await limiter.admit(\`shared-\${i % keys}\`, policy, 1)).allowed) allowed++;
+      if (i === 0) {
+        console.log("first");
+        await lines.next();
+      }
       await new Promise(setImmediate);
     }
     await limiter.close();
@@ -180,13 +190,18 @@ async function childAdmitter(file: string): Promise<{ race(run: Race): Promise<n
   const exited = new Promise<void>((resolve, reject) => {
     child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`child exited with ${code}: ${output}`))));
   });
-  const ready = new Promise<void>((resolve) => child.stdout.on("data", () => output.startsWith("ready\n") && resolve()));
-  await Promise.race([ready, exited]);
+  const printed = (prefix: string) => {
+    const seen = new Promise<void>((resolve) => child.stdout.on("data", () => output.startsWith(prefix) && resolve()));
+    return Promise.race([seen, exited.then(() => Promise.reject(new Error(`child exited before printing ${prefix}`)))]);
+  };
+  await printed("ready\n");
   return {
     async race(run) {
       child.stdin.write(`${JSON.stringify(run)}\n`);
       await exited;
-      return Number(output.trim().split("\n")[1]);
+      return Number(output.trim().split("\n")[2]);
     },
+    firstAdmitted: printed("ready\nfirst\n"),
+    goOn: () => child.stdin.write("go\n"),
   };
 }
