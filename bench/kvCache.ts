@@ -1,4 +1,15 @@
+import type { KvCacheType } from "../src/core/KvCacheType.js";
 import { readGgufHeader, type GgufMetadataValue } from "../src/gguf/GgufReader.js";
+
+/** Bytes a value takes in each type the bench runs: f16, and ggml's 32-value blocks of q8_0 (34 bytes) and q4_0 (18). */
+const BYTES_PER_VALUE: Partial<Record<KvCacheType, number>> = { f16: 2, q8_0: 34 / 32, q4_0: 18 / 32 };
+
+/** A KV cache in `type` over one in f16 (q8_0: 0.53). */
+export function kvCacheScale(type: KvCacheType): number {
+  const bytes = BYTES_PER_VALUE[type];
+  if (bytes === undefined) throw new Error(`the bench knows no size for a ${type} KV cache: f16, q8_0 or q4_0`);
+  return bytes / 2;
+}
 
 /** The largest of a per-layer array, or the value itself. */
 function largest(value: GgufMetadataValue | undefined): number | undefined {

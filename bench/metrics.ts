@@ -7,11 +7,21 @@ export type TargetKey = "modelhost" | "llama_server" | "baseline";
 export type AgentStat = "ttft_p50" | "ttft_p90" | "wall";
 export type LoadStat = "rate_rps" | "ttft_p50_ms" | "ttft_p99_ms" | "itl_p50_ms" | "itl_p99_ms" | "goodput_rps";
 
+/**
+ * A decode run's name: `c<streams>`, and `_kv_<type>` when both servers ran with keys and values
+ * in `type` (--cache-type-k, --cache-type-v) rather than the default f16.
+ */
+export function decodeRun(streams: number, cacheType?: string): string {
+  return `c${streams}${cacheType === undefined ? "" : `_kv_${cacheType}`}`;
+}
+
 export const names = {
   /** modelhost's aggregate tokens/s over llama-server's, `streams` concurrent streams: the goal is ≥ 1. */
-  decodeRatio: (streams: number) => `decode.c${streams}.ratio`,
-  decodeAggregate: (streams: number, target: TargetKey) => `decode.c${streams}.${target}.aggregate_tok_s`,
-  decodePerStream: (streams: number, target: TargetKey) => `decode.c${streams}.${target}.per_stream_tok_s`,
+  decodeRatio: (streams: number, cacheType?: string) => `decode.${decodeRun(streams, cacheType)}.ratio`,
+  decodeAggregate: (streams: number, target: TargetKey, cacheType?: string) =>
+    `decode.${decodeRun(streams, cacheType)}.${target}.aggregate_tok_s`,
+  decodePerStream: (streams: number, target: TargetKey, cacheType?: string) =>
+    `decode.${decodeRun(streams, cacheType)}.${target}.per_stream_tok_s`,
   /** llama-bench's tg figure (`-p 0`), the raw engine's single stream. */
   decodeRaw: () => "decode.c1.llama_bench.tok_s",
   /** The same with the chat prompt in llama-bench's cache (`-d`): every step of a server's stream attends to it. */
@@ -39,8 +49,10 @@ export const names = {
   /** modelhost's peak RSS minus llama-server's, in MiB: ≤ 150. */
   memoryDelta: (workload: string) => `memory.${workload}.rss_delta_mib`,
   memory: (workload: string, target: TargetKey) => `memory.${workload}.${target}.peak_rss_mib`,
-  /** An f16 KV cache for the workload's slots × context, in MiB: its share of each peak. */
+  /** The workload's KV cache (slots × context, in its type), in MiB: its share of each peak. */
   memoryKvCache: (workload: string) => `memory.${workload}.kv_cache_mib`,
+  /** A server's peak RSS with an f16 KV cache minus its peak with a quantized one (`workload`), in MiB. */
+  memorySaving: (workload: string, target: TargetKey) => `memory.${workload}.${target}.saving_mib`,
 };
 
 /** Issue 32's goal for a name, when it has one. */
@@ -50,7 +62,7 @@ export interface Goal {
 }
 
 export function goalOf(name: string): Goal | undefined {
-  if (/^(decode\.c\d+|prefill\.p\d+|load\.goodput\.r\d+)\.ratio$|^embeddings\.ratio$/.test(name))
+  if (/^(decode\.c\d+(_kv_\w+)?|prefill\.p\d+|load\.goodput\.r\d+)\.ratio$|^embeddings\.ratio$/.test(name))
     return { text: "≥ 1.0", met: (value) => value >= 1 };
   if (name === names.agentRatio("ttft_p50")) return { text: "≤ 0.8", met: (value) => value <= 0.8 };
   if (/^memory\.[\w-]+\.rss_delta_mib$/.test(name)) return { text: "≤ 150", met: (value) => value <= 150 };

@@ -1,28 +1,32 @@
 // npm run bench [-- --quick] [--models bench,tiny] [--embeddings embed-tiny] [--llama-server build|PATH]
 //                  [--workloads decode,prefill,agent,load,embeddings] [--threads 2] [--engine auto]
 //                  [--runs N] [--tokens N] [--concurrency 1,4,8,16] [--ttft-target MS] [--itl-target MS]
-//                  [--baseline DIR] [--json FILE]
+//                  [--kv-types q8_0] [--baseline DIR] [--json FILE]
 //
 // Issue 32's workloads, each against llama-server (--llama-server) on the same file, threads,
 // context and slots, in the same run, the servers taking turns (bench/targets.ts), each reporting
 // modelhost's ratio to llama-server:
-//   decode (bench/decode.ts)          every model of --models;
+//   decode (bench/decode.ts)          every model of --models; the first's most streams again with
+//                                     each of --kv-types (q8_0; none with --quick) as its KV cache;
 //   prefill, agent, load              the first model of --models;
 //   embeddings (bench/embeddings.ts)  every model of --embeddings;
 //   memory                            each server's peak RSS per model and workload (servers start afresh per
-//                                     workload), and an f16 KV cache's size for its slots × context.
+//                                     workload), and the KV cache's size for its slots × context.
 // Real shapes: --models qwen2.5-0.5b-q4_k_m,llama3.2-1b-q4_k_m --embeddings nomic-embed-f16.
 //
 // Counts, full run (--quick in brackets), sized from the real shapes' speed on 2 cores (Qwen2.5-0.5B
 // Q4_K_M: ~29 tok/s decoding one stream, ~160 prompt tok/s; Llama-3.2-1B Q4_K_M ~16 tok/s;
-// nomic-embed F16 ~540 tok/s); one round each (--runs N for more). A full run of the three took 77
-// minutes, 42 of them the agent workload at the issue's 8 conversations × 10 turns:
-//   decode      1, 4, 8, 16 streams (1, 4), 128 tokens (64) each;
+// nomic-embed F16 ~540 tok/s) to keep a full run of the three under an hour; one round each (--runs N
+// for more). The issue's agents (10 turns, 100 generated) took 42 of a 77-minute run, llama-server
+// about 21 of them: it decodes every returning turn again but the system prompt. 8 turns of 64
+// tokens keep its pattern (8 conversations on 4 slots, every turn evicted) at half the time.
+//   decode      1, 4, 8, 16 streams (1, 4), 128 tokens (64) each; 16 again with a q8_0 KV cache (none);
 //   prefill     512, 2,048, 4,096-token prompts (512, 2,048), and a stream beside the longest;
-//   agent       8 conversations on 4 slots, 10 turns (3), ~1,500-token system prompt, ~150 tokens a turn, 100 generated (32);
+//   agent       8 conversations on 4 slots (4 on 2), 8 turns (3), ~1,500-token system prompt, ~150 tokens a turn, 64 generated (32);
 //   load        4 slots, 16 requests a rate (10), prompts of 128/256/512/1,024 tokens (128/512), 64 generated (32),
 //               rates 0.5×, 1× and 1.5× the saturation estimated from decode ×4 and prefill p512;
-//   embeddings  500 passages (128) of ~200 tokens in batches of 64, 4 slots.
+//   embeddings  320 passages (128) of ~200 tokens in batches of 64, 4 slots.
+// minutesTaken in the JSON gives each workload's minutes.
 // Writes a Markdown summary, bench/results/latest.json (--quick: quick.json, not committed) with
 // stable names per figure (bench/metrics.ts) and a chart beside it (.svg): aggregate tok/s against
 // concurrency, TTFT p50 per agent turn.
@@ -30,6 +34,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { KV_CACHE_TYPES, type KvCacheType } from "../src/core/KvCacheType.js";
 import { loadLlama, type EngineChoice } from "../src/engine/loadLlama.js";
 import { testModelPath, type CachedTestModelPreset } from "../test/support/testModels.js";
 import { benchAgents } from "./agents.js";
@@ -59,6 +64,7 @@ const { values: args } = parseArgs({
     "llama-server": { type: "string" },
     "ttft-target": { type: "string" },
     "itl-target": { type: "string" },
+    "kv-types": { type: "string" },
     baseline: { type: "string" },
     json: { type: "string" },
   },
@@ -77,10 +83,17 @@ const counts = {
   concurrencies: numbers(args.concurrency ?? (quick ? "1,4" : "1,4,8,16")),
   tokens: Number(args.tokens ?? (quick ? 64 : 128)),
   prefill: quick ? [512, 2048] : [512, 2048, 4096],
-  agent: { conversations: 8, slots: 4, turns: quick ? 3 : 10, systemTokens: 1500, turnTokens: 150, generated: quick ? 32 : 100 },
+  agent: quick
+    ? { conversations: 4, slots: 2, turns: 3, systemTokens: 1500, turnTokens: 150, generated: 32 }
+    : { conversations: 8, slots: 4, turns: 8, systemTokens: 1500, turnTokens: 150, generated: 64 },
   load: { slots: 4, requests: quick ? 10 : 16, promptMix: quick ? [128, 512] : [128, 256, 512, 1024], generated: quick ? 32 : 64 },
-  embeddings: { passages: quick ? 128 : 500, passageTokens: 200, batch: 64, slots: 4 },
+  embeddings: { passages: quick ? 128 : 320, passageTokens: 200, batch: 64, slots: 4 },
 };
+/** KV cache types the first model's widest decode runs with again: memory saved and speed. */
+const cacheTypes = list(args["kv-types"] ?? (quick ? "" : "q8_0")).map((type) => {
+  if (!(KV_CACHE_TYPES as readonly string[]).includes(type)) throw new Error(`--kv-types: no KV cache type ${type}`);
+  return type as KvCacheType;
+});
 const jsonFile = path.resolve(args.json ?? path.join(import.meta.dirname, "results", quick ? "quick.json" : "latest.json"));
 
 const llamaCpp = args["llama-server"] ? await llamaCppTools(args["llama-server"]) : undefined;
@@ -115,29 +128,52 @@ async function withModel(preset: string, body: (run: ModelRun, prompts: PromptTe
 }
 
 const started = performance.now();
+/** Minutes each workload took, per model, both servers and llama.cpp's tools included: what sizes the counts. */
+const minutesTaken: Record<string, number> = {};
+async function timed(what: string, body: () => Promise<void>): Promise<void> {
+  const start = performance.now();
+  await body();
+  minutesTaken[what] = Number(((performance.now() - start) / 60_000).toFixed(1));
+  console.log(`
+(${what}: ${minutesTaken[what]} minutes)`);
+}
+
 const models = list(args.models);
 for (const [index, preset] of models.entries()) {
   await withModel(preset, async (run, prompts) => {
     if (workloads.has("decode"))
-      await benchDecode(run, { concurrencies: counts.concurrencies, tokens: counts.tokens, rounds, choices: !quick });
+      await timed(`${preset} decode`, () =>
+        benchDecode(run, {
+          concurrencies: counts.concurrencies,
+          tokens: counts.tokens,
+          rounds,
+          choices: !quick,
+          cacheTypes: index === 0 ? cacheTypes : [],
+        }),
+      );
     if (index > 0) return;
-    if (workloads.has("prefill")) await benchPrefill(run, prompts, { lengths: counts.prefill, rounds });
+    if (workloads.has("prefill")) await timed(`${preset} prefill`, () => benchPrefill(run, prompts, { lengths: counts.prefill, rounds }));
     if (workloads.has("agent"))
-      await benchAgents(run, prompts, { ...counts.agent, contextSize: Math.min(6144, 1500 + counts.agent.turns * 300 + 512) });
+      await timed(`${preset} agent`, () =>
+        benchAgents(run, prompts, { ...counts.agent, contextSize: Math.min(6144, 1500 + counts.agent.turns * 300 + 512) }),
+      );
     if (workloads.has("load"))
-      await benchLoad(run, prompts, {
-        ...counts.load,
-        rateFactors: [0.5, 1, 1.5],
-        targets: {
-          ...(args["ttft-target"] ? { ttftMs: Number(args["ttft-target"]) } : {}),
-          ...(args["itl-target"] ? { itlMs: Number(args["itl-target"]) } : {}),
-        },
-        seed: 32,
-      });
+      await timed(`${preset} load`, () =>
+        benchLoad(run, prompts, {
+          ...counts.load,
+          rateFactors: [0.5, 1, 1.5],
+          targets: {
+            ...(args["ttft-target"] ? { ttftMs: Number(args["ttft-target"]) } : {}),
+            ...(args["itl-target"] ? { itlMs: Number(args["itl-target"]) } : {}),
+          },
+          seed: 32,
+        }),
+      );
   });
 }
 if (workloads.has("embeddings"))
-  for (const preset of list(args.embeddings)) await withModel(preset, (run, prompts) => benchEmbeddings(run, prompts, counts.embeddings));
+  for (const preset of list(args.embeddings))
+    await withModel(preset, (run, prompts) => timed(`${preset} embeddings`, () => benchEmbeddings(run, prompts, counts.embeddings)));
 await llama.dispose();
 const minutes = (performance.now() - started) / 60_000;
 
@@ -177,7 +213,8 @@ const header = {
   llamaServer: llamaCpp?.server,
   baseline: baseline ? { name: baseline.name, flagChanges: baseline.flagChanges } : undefined,
   minutes: Number(minutes.toFixed(1)),
-  counts: { rounds, ...counts },
+  minutesTaken,
+  counts: { rounds, ...counts, cacheTypes },
   models,
   embeddingModels: list(args.embeddings),
 };

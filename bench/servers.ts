@@ -4,6 +4,7 @@ import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import path from "node:path";
 import { promisify } from "node:util";
+import type { KvCacheType } from "../src/core/KvCacheType.js";
 
 export interface RunningProcess {
   url: string;
@@ -67,6 +68,13 @@ export interface ServerOptions {
   threads: number;
   parallel: number;
   contextSize: number;
+  /** Keys and values in this type (--cache-type-k, --cache-type-v; both servers spell them alike), or the default f16. */
+  cacheType?: KvCacheType;
+}
+
+/** The KV cache's flags, when a type other than the default is asked for. */
+function cacheTypeFlags(options: ServerOptions): string[] {
+  return options.cacheType === undefined ? [] : ["--cache-type-k", options.cacheType, "--cache-type-v", options.cacheType];
 }
 
 /** The flags the bench serves modelhost with, the same for every checkout. */
@@ -87,7 +95,12 @@ export async function startModelhost(options: ServerOptions & { engine: string; 
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [path.join(options.checkout ?? repo, "bin/modelhost.cjs"), "serve", ...Object.entries(modelhostFlags(options, port)).flat()],
+    [
+      path.join(options.checkout ?? repo, "bin/modelhost.cjs"),
+      "serve",
+      ...Object.entries(modelhostFlags(options, port)).flat(),
+      ...cacheTypeFlags(options),
+    ],
     { stdio: ["ignore", "inherit", "inherit"] },
   );
   const url = `http://127.0.0.1:${port}`;
@@ -160,6 +173,7 @@ export async function startLlamaServer(binary: string, options: ServerOptions, e
       "--n-gpu-layers",
       "0",
       "--no-webui",
+      ...cacheTypeFlags(options),
       ...extraArgs,
     ],
     { stdio: ["ignore", "ignore", "ignore"] },

@@ -1,5 +1,7 @@
 // The servers a workload measures, started alike (same file, threads, context and slots), and the
 // alternation that has them take turns.
+import type { KvCacheType } from "../src/core/KvCacheType.js";
+import { kvCacheScale } from "./kvCache.js";
 import { names, type ModelFigures, type TargetKey } from "./metrics.js";
 import { startLlamaServer, startModelhost, type RunningProcess, type ServerOptions } from "./servers.js";
 
@@ -96,15 +98,22 @@ async function recordMemory(run: ModelRun, workload: string, targets: readonly T
   if (ours !== undefined && theirs !== undefined) run.figures.set(names.memoryDelta(workload), ours - theirs);
   const shown = targets.map((t) => `${t.label} ${run.figures.get(names.memory(workload, t.key))?.toFixed(0)} MiB`).join(", ");
   if (kvCacheMiB !== undefined) run.figures.set(names.memoryKvCache(workload), kvCacheMiB);
-  const kv = kvCacheMiB === undefined ? "" : `; f16 KV cache of the context, ${kvCacheMiB.toFixed(0)} MiB in each`;
+  const kv = kvCacheMiB === undefined ? "" : `; KV cache of the context, ${kvCacheMiB.toFixed(0)} MiB in each`;
   console.log(`peak RSS (VmHWM), ${workload}: ${shown}${kv}`);
 }
 
-/** Starts the targets, runs `body`, records their memory under `workload`, and stops them. */
+/** Starts the targets, runs `body`, records their memory under `workload` (unless `memory` is false), and stops them. */
 export async function withTargets(
   run: ModelRun,
   workload: string,
-  options: { parallel: number; contextSize: number; llamaServerArgs?: readonly string[]; kvCache?: boolean },
+  options: {
+    parallel: number;
+    contextSize: number;
+    cacheType?: KvCacheType;
+    llamaServerArgs?: readonly string[];
+    kvCache?: boolean;
+    memory?: boolean;
+  },
   body: (targets: Target[]) => Promise<void>,
 ): Promise<void> {
   const targets = await startTargets(
@@ -114,10 +123,11 @@ export async function withTargets(
   );
   try {
     await body(targets);
+    if (options.memory === false) return;
     const kvCacheMiB =
       options.kvCache === false || run.kvBytesPerToken === undefined
         ? undefined
-        : (run.kvBytesPerToken * options.contextSize * options.parallel) / 2 ** 20;
+        : (run.kvBytesPerToken * kvCacheScale(options.cacheType ?? "f16") * options.contextSize * options.parallel) / 2 ** 20;
     await recordMemory(run, workload, targets, kvCacheMiB);
   } finally {
     await stopTargets(targets);

@@ -13,6 +13,9 @@ describe("bench figure names", () => {
     expect(names.decodeAggregate(4, "llama_server")).toBe("decode.c4.llama_server.aggregate_tok_s");
     expect(names.agentTurn(3, "ttft_p90", "modelhost")).toBe("agent.turn3.modelhost.ttft_p90_ms");
     expect(names.load(1, "modelhost", "goodput_rps")).toBe("load.r1.modelhost.goodput_rps");
+    expect(names.decodeRatio(16, "q8_0")).toBe("decode.c16_kv_q8_0.ratio");
+    expect(names.decodeAggregate(16, "modelhost", "q8_0")).toBe("decode.c16_kv_q8_0.modelhost.aggregate_tok_s");
+    expect(names.memorySaving("decode_c16_kv_q8_0", "llama_server")).toBe("memory.decode_c16_kv_q8_0.llama_server.saving_mib");
   });
 
   it("knows each goal and whether a value meets it", () => {
@@ -25,6 +28,9 @@ describe("bench figure names", () => {
     expect(goalOf("memory.decode_c16.rss_delta_mib")!.met(151)).toBe(false);
     expect(goalOf("agent.wall.ratio")).toBeUndefined();
     expect(goalOf("decode.c4.modelhost.aggregate_tok_s")).toBeUndefined();
+    expect(goalOf("decode.c16_kv_q8_0.ratio")!.met(0.99)).toBe(false);
+    expect(goalOf("memory.decode_c16_kv_q8_0.rss_delta_mib")!.met(150)).toBe(true);
+    expect(goalOf("memory.decode_c16_kv_q8_0.modelhost.saving_mib")).toBeUndefined();
   });
 
   it("keeps finite figures, computes ratios, and tabulates ratios and memory only", () => {
