@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeSteps, type NativeGenerate, type NativeSteps } from "../../src/engine/llamaInternals.js";
 import { loadLlama } from "../../src/engine/loadLlama.js";
-import { llamaDir, patchSgemmSource, SGEMM_FILE, unpatchSgemmSource } from "../../src/engine/native/addonPatch.js";
+import { llamaDir } from "../../src/engine/native/addonPatch.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { startTestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
@@ -45,22 +45,7 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     const addonDir = path.join(llamaDir(), "addon");
     expect(await readFile(path.join(addonDir, "addon.cpp"), "utf8")).not.toMatch(/modelhost/);
     expect(await readFile(path.join(addonDir, "AddonContext.cpp"), "utf8")).not.toMatch(/modelhost/);
-    expect(await readFile(path.join(llamaDir(), SGEMM_FILE), "utf8")).not.toMatch(/modelhost/);
     expect((await readdir(addonDir)).filter((file) => /modelhost/i.test(file))).toEqual([]);
-  });
-
-  it("leaves llama.cpp's small Q8_0 batches to ggml's own dot products, in a patch that comes out exactly", async () => {
-    // The build put llama.cpp's source in node-llama-cpp's llama/llama.cpp (from its bundle).
-    const original = await readFile(path.join(llamaDir(), SGEMM_FILE), "utf8");
-    const result = patchSgemmSource(original);
-    if (!("patched" in result)) throw new Error(result.skipped);
-    expect(result.patched.split("if (n < 8)")).toHaveLength(original.split("if (n < 8)").length + 1);
-    // Only in the x86 branch of the Q8_0 case, before its tinyBLAS.
-    const at = result.patched.indexOf("// modelhost:");
-    expect(result.patched.lastIndexOf("case GGML_TYPE_", at)).toBe(result.patched.lastIndexOf("case GGML_TYPE_Q8_0", at));
-    expect(result.patched.slice(at).split("\n")[3]).toMatch(/^\s*tinyBLAS_Q0_AVX<block_q8_0, block_q8_0, float> tb\{$/);
-    expect(unpatchSgemmSource(result.patched)).toBe(original);
-    expect(unpatchSgemmSource(original)).toBe(original);
   });
 
   it("is what `engine status` reports and what --engine native loads", async () => {

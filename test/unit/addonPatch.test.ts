@@ -10,7 +10,6 @@ import {
   PATCHED_NODE_LLAMA_CPP_VERSION,
   patchAddonSource,
   patchContextSource,
-  patchSgemmSource,
   unpatchAddonSource,
   unpatchContextSource,
 } from "../../src/engine/native/addonPatch.js";
@@ -53,9 +52,6 @@ describe("the decode-and-sample addon patch", () => {
     expect(patchAddonSource("int main() {}\n")).toEqual({ skipped: "addon.cpp is not laid out as expected" });
     expect(patchContextSource('#include "AddonContext.h"\nint main() {}\n')).toEqual({
       skipped: "AddonContext.cpp is not laid out as expected",
-    });
-    expect(patchSgemmSource("bool llamafile_sgemm() { return false; }\n")).toEqual({
-      skipped: "llama.cpp's sgemm.cpp is not laid out as expected",
     });
   });
 });

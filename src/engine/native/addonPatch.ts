@@ -13,9 +13,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
  * exports' property list), plus the new file, which the addon's CMakeLists compiles with every
  * addon/*.cpp, plus two changes to llama/addon/AddonContext.cpp: its one llama_decode call becomes
  * modelhostDecode, which runs it on the decode thread that all the process's decodes share (see
- * decodeAndSample.cpp), after a declaration of it; plus one line in llama.cpp's
- * ggml/src/ggml-cpu/llamafile/sgemm.cpp (see patchSgemmSource). It is checked against the pinned
- * node-llama-cpp: on another version, or if the anchors are not each found exactly once, the
+ * decodeAndSample.cpp), after a declaration of it. llama.cpp's own sources are built as bundled,
+ * as llama-server is. It is checked against the pinned node-llama-cpp: on another version, or if the anchors are not each found exactly once, the
  * build goes ahead without it and says why.
  */
 
@@ -74,32 +73,6 @@ export function unpatchContextSource(text: string): string {
   return text.replace(DECODE_DECLARATION, "").replace(REDIRECTED_CALL, DECODE_CALL);
 }
 
-const Q8_0_GEMM_ANCHOR = `#if defined(__AVX2__) || defined(__AVX512F__) || defined(__AVX__)
-        tinyBLAS_Q0_AVX<block_q8_0, block_q8_0, float> tb{`;
-const Q8_0_SMALL_BATCHES = `
-        // modelhost: batches of under 8 rows go to ggml's own dot products (see addonPatch.ts)
-        if (n < 8)
-            return false;`;
-
-/**
- * sgemm.cpp with llamafile's x86 Q8_0 matrix multiplication left to batches of 8 rows or more, or
- * why it cannot be. llamafile takes every batch of 2 rows or more; ggml's own dot products (which
- * a batch of one always gets) are faster below 8. Decoding 2-4 sequences together on the bench
- * model (Q8_0), 2 threads, `llama-batched-bench -npp 56 -ntg 128 -npl 1,2,3,4`: 186 / 223 / 259
- * tokens/s for 2 / 3 / 4 sequences with llamafile, 224 / 280 / 320 without (one sequence alone:
- * 270). At 8 rows llamafile is ahead (487 against 435), and prompts, read in chunks of hundreds of
- * rows, keep it: it reads them at ~1,140 tokens/s, ggml's own path at ~640.
- */
-export function patchSgemmSource(original: string): { patched: string } | { skipped: string } {
-  const patched = insertOnce(original, Q8_0_GEMM_ANCHOR, (anchor) => anchor.replace("\n", `${Q8_0_SMALL_BATCHES}\n`));
-  return patched ? { patched } : { skipped: "llama.cpp's sgemm.cpp is not laid out as expected" };
-}
-
-/** sgemm.cpp as llama.cpp ships it, also when a build cut off left the patch in. */
-export function unpatchSgemmSource(text: string): string {
-  return text.replace(Q8_0_SMALL_BATCHES, "");
-}
-
 /** One of node-llama-cpp's files the patch changes. */
 interface SourcePatch {
   file: string;
@@ -107,13 +80,9 @@ interface SourcePatch {
   unpatch(text: string): string;
 }
 
-/** Where llama.cpp's llamafile kernels are, in llamaDir(). */
-export const SGEMM_FILE = "llama.cpp/ggml/src/ggml-cpu/llamafile/sgemm.cpp";
-
 const SOURCE_PATCHES: SourcePatch[] = [
   { file: "addon/addon.cpp", patch: patchAddonSource, unpatch: unpatchAddonSource },
   { file: "addon/AddonContext.cpp", patch: patchContextSource, unpatch: unpatchContextSource },
-  { file: SGEMM_FILE, patch: patchSgemmSource, unpatch: unpatchSgemmSource },
 ];
 
 /**
