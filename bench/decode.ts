@@ -66,23 +66,28 @@ export async function benchDecode(run: ModelRun, options: DecodeOptions): Promis
     );
   const most = Math.max(...options.concurrencies);
   for (const cacheType of options.cacheTypes) {
-    await decodeAt(run, options, most, cacheType);
+    const quantizedWorkload = await decodeAt(run, options, most, cacheType);
     const lines: string[] = [];
     for (const key of ["modelhost", "llama_server"] as const) {
-      const f16 = run.figures.get(names.memory(`decode_${decodeRun(most)}`, key));
-      const quantized = run.figures.get(names.memory(`decode_${decodeRun(most, cacheType)}`, key));
+      const f16 = run.figures.get(names.memory(decodeWorkload(most), key));
+      const quantized = run.figures.get(names.memory(quantizedWorkload, key));
       if (f16 === undefined || quantized === undefined) continue;
-      run.figures.set(names.memorySaving(`decode_${decodeRun(most, cacheType)}`, key), f16 - quantized);
+      run.figures.set(names.memorySaving(quantizedWorkload, key), f16 - quantized);
       lines.push(`${key} ${(f16 - quantized).toFixed(0)} MiB`);
     }
     if (lines.length > 0) console.log(`peak RSS saved by a ${cacheType} KV cache, ${most} streams: ${lines.join(", ")}`);
   }
 }
 
-/** `count` streams on `count` slots, the KV cache in `cacheType` (default f16). */
-async function decodeAt(run: ModelRun, options: DecodeOptions, count: number, cacheType?: KvCacheType): Promise<void> {
+/** The workload name a decode run's memory is recorded under: `decode_c16`, `decode_c16_kv_q8_0`. */
+function decodeWorkload(count: number, cacheType?: KvCacheType): string {
+  return `decode_${decodeRun(count, cacheType)}`;
+}
+
+/** `count` streams on `count` slots, the KV cache in `cacheType` (default f16); resolves to the run's workload name. */
+async function decodeAt(run: ModelRun, options: DecodeOptions, count: number, cacheType?: KvCacheType): Promise<string> {
   const { figures } = run;
-  const workload = `decode_${decodeRun(count, cacheType)}`;
+  const workload = decodeWorkload(count, cacheType);
   await withTargets(run, workload, { parallel: count, contextSize: CONTEXT_SIZE, cacheType }, async (targets) => {
     // The chat prompt as modelhost counts it, for llama-bench's figure at that depth.
     let promptTokens = 0;
@@ -133,4 +138,5 @@ async function decodeAt(run: ModelRun, options: DecodeOptions, count: number, ca
     const ratio = figures.get(names.decodeRatio(count, cacheType));
     if (ratio !== undefined) console.log(`\nmodelhost ÷ llama-server, aggregate: ${ratio.toFixed(3)}×`);
   });
+  return workload;
 }

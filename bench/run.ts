@@ -34,14 +34,14 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { KV_CACHE_TYPES, type KvCacheType } from "../src/core/KvCacheType.js";
+import type { KvCacheType } from "../src/core/KvCacheType.js";
 import { loadLlama, type EngineChoice } from "../src/engine/loadLlama.js";
 import { testModelPath, type CachedTestModelPreset } from "../test/support/testModels.js";
 import { benchAgents } from "./agents.js";
 import { svgChart, type Series } from "./chart.js";
 import { benchDecode } from "./decode.js";
 import { benchEmbeddings } from "./embeddings.js";
-import { kvCacheBytesPerToken } from "./kvCache.js";
+import { kvCacheBytesPerToken, kvCacheScale } from "./kvCache.js";
 import { llamaCppTools } from "./llamaCpp.js";
 import { benchLoad } from "./load.js";
 import { ModelFigures, names, summaryTable, type TargetKey } from "./metrics.js";
@@ -90,8 +90,9 @@ const counts = {
   embeddings: { passages: quick ? 128 : 320, passageTokens: 200, batch: 64, slots: 4 },
 };
 /** KV cache types the first model's widest decode runs with again: memory saved and speed. */
+// Checked here, by the size the memory figures need, rather than after the runs that use them.
 const cacheTypes = list(args["kv-types"] ?? (quick ? "" : "q8_0")).map((type) => {
-  if (!(KV_CACHE_TYPES as readonly string[]).includes(type)) throw new Error(`--kv-types: no KV cache type ${type}`);
+  kvCacheScale(type as KvCacheType);
   return type as KvCacheType;
 });
 const jsonFile = path.resolve(args.json ?? path.join(import.meta.dirname, "results", quick ? "quick.json" : "latest.json"));
