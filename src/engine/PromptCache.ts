@@ -68,10 +68,12 @@ function worthSaving(dropped: number, held: number): boolean {
  * slots sharing a 1,500-token system prompt, a conversation of up to ~3,000 tokens keeps that half
  * when another takes its sequence, so its own turns were lost and decoded again (bench/agents.ts on
  * that shape: 108,604 prompt tokens restored and 52,672 decoded over 81 requests, where the
- * system prompt alone is ~1,650 of each). An entry is kept after a restore (unlike
- * llama-server, which moves it out), so that prefixes such as a system prompt with tool definitions
- * go on serving other conversations; a later save that holds all of an entry but a tail too short
- * to be worth a save of its own replaces it, so a conversation keeps one state, not one a turn.
+ * system prompt alone is ~1,650 of each). An entry that a restore takes only the start of is kept,
+ * so that prefixes such as a system prompt with tool definitions go on serving other conversations;
+ * one it takes all of but a tail too short to be worth a save of its own moves out, as
+ * llama-server's does, since the sequence now holds it (8 agents on 4 slots: ~4 states in host
+ * memory instead of 8); and a later save that holds all of an entry but such a tail replaces it,
+ * so a conversation keeps one state, not one a turn.
  */
 export class PromptCache {
   readonly #llama: Llama;
@@ -116,7 +118,11 @@ export class PromptCache {
     if (worthSaving(sequence.tokens.length - kept, sequence.tokens.length)) await this.#save(decoder, sequence, best?.entry);
     if (best && (await decoder.restore(sequence, best.entry.checkpoint, best.entry.tokens, best.length))) {
       this.#counters.promptTokensRestored += best.length;
-      this.#touch(best.entry);
+      // Its own conversation is back: the sequence now holds the entry but for a tail not worth
+      // keeping, and saves it again, grown, when another prompt takes the sequence. Kept, it would be
+      // a second copy of a state a sequence holds (llama-server moves a restored entry out too).
+      if (worthSaving(best.entry.tokens.length - best.length, best.entry.tokens.length)) this.#touch(best.entry);
+      else this.#remove(best.entry);
     }
     return decoder.keepPrefix(sequence, tokens, keepAtMost);
   }

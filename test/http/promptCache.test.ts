@@ -121,6 +121,25 @@ describe("prompt cache beyond the slots (--cache-ram)", () => {
     expect((await bytes()) - withB).toBeLessThan(firstA);
   });
 
+  it("moves a state out once its conversation is back in a sequence: host memory holds only the conversations not in one", async () => {
+    const server = await oneSlotServer({});
+    try {
+      const bytes = async () => (await health(server)).promptCacheBytes;
+      const a: Message[] = [userMessage("beacon", 120)];
+      const first = await turn(server, a);
+      await turn(server, [userMessage("quarry", 120)]); // saves A
+      const withA = await bytes();
+      a.push(userMessage("keeper", 20));
+      const second = await turn(server, a); // saves B, restores all of A
+      expect(second.cachedTokens).toBeGreaterThanOrEqual(first.promptTokens);
+      // B's state alone (the same length as A's), not A's and B's.
+      expect(withA).toBeGreaterThan(0);
+      expect(await bytes()).toBeLessThan(1.5 * withA);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("reports what was restored in every format's usage: Messages cache_read_input_tokens, Ollama prompt_eval_cached_count", async () => {
     // A's first turn, then B's (A goes to host memory), then A's second turn in the format checked.
     const evicted = async (topic: string) => {
