@@ -14,7 +14,7 @@ import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
-import { contextMemoryBytes, createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf } from "./llamaInternals.js";
+import { contextMemoryBytes, createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf, trimMemory } from "./llamaInternals.js";
 import { PromptCache } from "./PromptCache.js";
 import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
@@ -131,6 +131,10 @@ export class LoadedModel {
       modelPath: info.path,
       ...(metadataOverrides ? { metadataOverrides: metadataOverrides as never } : {}),
     });
+    // Before the context takes its memory: node-llama-cpp read the file's metadata and vocabulary
+    // twice over on a libuv thread and freed most of it, and that arena would keep the pages. On
+    // the Qwen2.5-0.5B shape, serving 4 streams, peak RSS went from 797 MiB to 742-755.
+    trimMemory(llama);
     try {
       if (!canChat) return new LoadedModel(info, model, undefined, options);
       const contextSize = Math.min(options.contextSize, model.trainContextSize);
@@ -470,6 +474,7 @@ export class LoadedModel {
     if (this.#decoder) this.#promptCache?.forget(this.#decoder);
     // Disposing the model disposes its contexts (chat and embedding) with it.
     await this.#model.dispose();
+    trimMemory(this.#model.llama);
   }
 }
 

@@ -1,5 +1,5 @@
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from "node-llama-cpp";
-import { DECODE_AND_SAMPLE, GENERATE } from "./native/addonPatch.js";
+import { DECODE_AND_SAMPLE, GENERATE, TRIM_MEMORY } from "./native/addonPatch.js";
 
 /**
  * node-llama-cpp's native objects, which the batch decoder drives directly (see BatchDecoder for
@@ -176,6 +176,16 @@ export function nativeSteps(llama: Llama): NativeSteps | undefined {
   const generate = bindings?.[GENERATE];
   if (typeof decodeAndSample !== "function" || typeof generate !== "function") return undefined;
   return { decodeAndSample: decodeAndSample as DecodeAndSample, generate: generate as NativeGenerate };
+}
+
+/**
+ * Gives the free memory of the process's malloc arenas back to the system, with modelhost's native
+ * build (modelhostTrimMemory in native/decodeAndSample.cpp); resolves whether it could. After a
+ * model loads or unloads: what it freed on a libuv thread's arena otherwise stays resident.
+ */
+export function trimMemory(llama: Llama): boolean {
+  const trim = (llama as unknown as LlamaInternals)._bindings?.[TRIM_MEMORY];
+  return typeof trim === "function" ? (trim as () => boolean)() : false;
 }
 
 /** The id llama.cpp knows the sequence by (its seq_id in batches and memory calls). */

@@ -23,7 +23,8 @@ export const PATCHED_NODE_LLAMA_CPP_VERSION = "3.22.1";
 /** The functions' names on node-llama-cpp's bindings object. */
 export const DECODE_AND_SAMPLE = "modelhostDecodeAndSample";
 export const GENERATE = "modelhostGenerate";
-const FUNCTIONS = [DECODE_AND_SAMPLE, GENERATE];
+export const TRIM_MEMORY = "modelhostTrimMemory";
+const FUNCTIONS = [DECODE_AND_SAMPLE, GENERATE, TRIM_MEMORY];
 
 const SOURCE = path.resolve(import.meta.dirname, "../../../src/engine/native/decodeAndSample.cpp");
 const COPIED_NAME = "ModelhostDecodeAndSample.cpp";
