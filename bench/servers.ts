@@ -101,11 +101,23 @@ export async function startModelhost(options: ServerOptions & { engine: string; 
       ...Object.entries(modelhostFlags(options, port)).flat(),
       ...cacheTypeFlags(options),
     ],
-    { stdio: ["ignore", "inherit", "inherit"] },
+    { stdio: ["ignore", "inherit", "inherit"], env: userEnvironment() },
   );
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, child, options.checkout ? `modelhost in ${options.checkout}` : "modelhost");
   return running(url, child);
+}
+
+/**
+ * The bench's environment without what `npm run bench` sets for the bench itself
+ * (UV_THREADPOOL_SIZE=1): the server runs with libuv's default pool, as users start it. With one
+ * pool thread, node-llama-cpp's model load and the context after it shared one malloc arena, and
+ * the context reused what the load had freed; with the default four they did not, and peak RSS
+ * was 50-70 MiB higher, which the bench did not see.
+ */
+function userEnvironment(): NodeJS.ProcessEnv {
+  const { UV_THREADPOOL_SIZE: _bench, ...env } = process.env;
+  return env;
 }
 
 /** `serve`'s flags and their defaults, from its --help. */
