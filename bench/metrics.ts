@@ -5,7 +5,8 @@
 export type TargetKey = "modelhost" | "llama_server" | "baseline";
 
 export type AgentStat = "ttft_p50" | "ttft_p90" | "wall";
-export type LoadStat = "rate_rps" | "ttft_p50_ms" | "ttft_p99_ms" | "itl_p50_ms" | "itl_p99_ms" | "goodput_rps";
+export type LoadStat =
+  "rate_rps" | "ttft_p50_ms" | "ttft_p99_ms" | "ttft_mean_ms" | "itl_p50_ms" | "itl_p99_ms" | "itl_mean_ms" | "goodput_rps" | "span_s";
 
 /**
  * A decode run's name: `c<streams>`, and `_kv_<type>` when both servers ran with keys and values

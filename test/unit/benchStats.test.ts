@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { goodput, interTokenLatency, median, percentile, poissonArrivals, seededRandom } from "../../bench/stats.js";
+import { goodput, interTokenLatency, mean, median, percentile, poissonArrivals, seededRandom } from "../../bench/stats.js";
 import { saturationRate } from "../../bench/load.js";
 
 describe("bench statistics", () => {
@@ -10,7 +10,10 @@ describe("bench statistics", () => {
     expect(percentile(values, 99)).toBe(10);
     expect(percentile(values, 0)).toBe(1);
     expect(median(values)).toBe(5.5);
+    expect(mean(values)).toBe(5.5);
+    expect(mean([1, 1, 10])).toBe(4);
     expect(percentile([], 50)).toBeNaN();
+    expect(mean([])).toBeNaN();
   });
 
   it("draws the same Poisson arrivals from the same seed, and others from another", () => {
