@@ -71,9 +71,9 @@ function worthSaving(dropped: number, held: number): boolean {
  * system prompt alone is ~1,650 of each). An entry that a restore takes only the start of is kept,
  * so that prefixes such as a system prompt with tool definitions go on serving other conversations;
  * one it takes all of but a tail too short to be worth a save of its own moves out, as
- * llama-server's does, since the sequence now holds it (8 agents on 4 slots: ~4 states in host
- * memory instead of 8); and a later save that holds all of an entry but such a tail replaces it,
- * so a conversation keeps one state, not one a turn.
+ * llama-server's does, since the sequence now holds it (host memory then holds the conversations
+ * that are not in a sequence, not every one); and a later save that holds all of an entry but such
+ * a tail replaces it, so a conversation keeps one state, not one a turn.
  */
 export class PromptCache {
   readonly #llama: Llama;

@@ -180,7 +180,7 @@ export function nativeSteps(llama: Llama): NativeSteps | undefined {
 
 /**
  * Gives the free memory of the process's malloc arenas back to the system, with modelhost's native
- * build (modelhostTrimMemory in native/decodeAndSample.cpp); resolves whether it could. After a
+ * build (modelhostTrimMemory in native/decodeAndSample.cpp); returns whether it could. After a
  * model loads or unloads: what it freed on a libuv thread's arena otherwise stays resident.
  */
 export function trimMemory(llama: Llama): boolean {
