@@ -9,10 +9,16 @@ import {
   llamaDir,
   PATCHED_NODE_LLAMA_CPP_VERSION,
   patchAddonSource,
+  patchCMakeLists,
   patchContextSource,
   unpatchAddonSource,
+  unpatchCMakeLists,
   unpatchContextSource,
   TRIM_MEMORY,
+  MULTIMODAL_EVALUATE,
+  MULTIMODAL_FREE,
+  MULTIMODAL_LOAD,
+  MULTIMODAL_TOKENIZE,
 } from "../../src/engine/native/addonPatch.js";
 
 describe("the decode-and-sample addon patch", () => {
@@ -25,11 +31,19 @@ describe("the decode-and-sample addon patch", () => {
     const original = await readFile(path.join(llamaDir(), "addon/addon.cpp"), "utf8");
     const result = patchAddonSource(original);
     if (!("patched" in result)) throw new Error(result.skipped);
-    for (const name of [DECODE_AND_SAMPLE, GENERATE, TRIM_MEMORY]) {
+    for (const name of [
+      DECODE_AND_SAMPLE,
+      GENERATE,
+      TRIM_MEMORY,
+      MULTIMODAL_LOAD,
+      MULTIMODAL_TOKENIZE,
+      MULTIMODAL_EVALUATE,
+      MULTIMODAL_FREE,
+    ]) {
       expect(result.patched.split(`Napi::Value ${name}(const Napi::CallbackInfo& info);`)).toHaveLength(2);
       expect(result.patched.split(`Napi::PropertyDescriptor::Function("${name}", ${name})`)).toHaveLength(2);
     }
-    expect(result.patched.length - original.length).toBeLessThan(600);
+    expect(result.patched.length - original.length).toBeLessThan(1200);
     expect(unpatchAddonSource(result.patched)).toBe(original);
     // A build cut off before the restore left the patch in: the next one starts from the original.
     expect(unpatchAddonSource(original)).toBe(original);
@@ -47,6 +61,22 @@ describe("the decode-and-sample addon patch", () => {
     );
     expect(unpatchContextSource(result.patched)).toBe(original);
     expect(unpatchContextSource(original)).toBe(original);
+  });
+
+  it("builds llama.cpp's mtmd without its ffmpeg video path and links it into the addon, and comes out exactly", async () => {
+    const original = await readFile(path.join(llamaDir(), "CMakeLists.txt"), "utf8");
+    const result = patchCMakeLists(original);
+    if (!("patched" in result)) throw new Error(result.skipped);
+    const lines = result.patched.split("\n");
+    // Set before llama.cpp's folder is added (its option() takes the value), linked after the addon's own libraries.
+    expect(lines.indexOf("set(LLAMA_BUILD_MTMD ON)")).toBeLessThan(lines.indexOf('add_subdirectory("llama.cpp")'));
+    expect(lines).toContain('set(MTMD_VIDEO OFF CACHE BOOL "" FORCE)');
+    expect(lines.indexOf('target_link_libraries(${PROJECT_NAME} "mtmd")')).toBe(
+      lines.indexOf('target_link_libraries(${PROJECT_NAME} "llama-common")') + 1,
+    );
+    expect(unpatchCMakeLists(result.patched)).toBe(original);
+    expect(unpatchCMakeLists(original)).toBe(original);
+    expect(patchCMakeLists("project(x)\n")).toEqual({ skipped: "CMakeLists.txt is not laid out as expected" });
   });
 
   it("leaves files of another layout alone", () => {

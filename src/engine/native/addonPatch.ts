@@ -24,7 +24,11 @@ export const PATCHED_NODE_LLAMA_CPP_VERSION = "3.22.1";
 export const DECODE_AND_SAMPLE = "modelhostDecodeAndSample";
 export const GENERATE = "modelhostGenerate";
 export const TRIM_MEMORY = "modelhostTrimMemory";
-const FUNCTIONS = [DECODE_AND_SAMPLE, GENERATE, TRIM_MEMORY];
+export const MULTIMODAL_LOAD = "modelhostMultimodalLoad";
+export const MULTIMODAL_TOKENIZE = "modelhostMultimodalTokenize";
+export const MULTIMODAL_EVALUATE = "modelhostMultimodalEvaluate";
+export const MULTIMODAL_FREE = "modelhostMultimodalFree";
+const FUNCTIONS = [DECODE_AND_SAMPLE, GENERATE, TRIM_MEMORY, MULTIMODAL_LOAD, MULTIMODAL_TOKENIZE, MULTIMODAL_EVALUATE, MULTIMODAL_FREE];
 
 const SOURCE = path.resolve(import.meta.dirname, "../../../src/engine/native/decodeAndSample.cpp");
 const COPIED_NAME = "ModelhostDecodeAndSample.cpp";
@@ -74,6 +78,25 @@ export function unpatchContextSource(text: string): string {
   return text.replace(DECODE_DECLARATION, "").replace(REDIRECTED_CALL, DECODE_CALL);
 }
 
+const COMMON_ANCHOR = "set(LLAMA_BUILD_COMMON ON)\n";
+// llama.cpp's switch for building tools/mtmd alone, for bindings; without MTMD_VIDEO, an image
+// stb_image cannot decode is refused instead of being handed to an ffmpeg subprocess.
+const MTMD_OPTIONS = 'set(LLAMA_BUILD_MTMD ON)\nset(MTMD_VIDEO OFF CACHE BOOL "" FORCE)\n';
+const LINK_ANCHOR = 'target_link_libraries(${PROJECT_NAME} "llama-common")\n';
+const MTMD_LINK = 'target_link_libraries(${PROJECT_NAME} "mtmd")\n';
+
+/** node-llama-cpp's CMakeLists.txt building llama.cpp's mtmd and linking it into the addon, or why it cannot be. */
+export function patchCMakeLists(original: string): { patched: string } | { skipped: string } {
+  const built = insertOnce(original, COMMON_ANCHOR, (anchor) => anchor + MTMD_OPTIONS);
+  const linked = built && insertOnce(built, LINK_ANCHOR, (anchor) => anchor + MTMD_LINK);
+  return linked ? { patched: linked } : { skipped: "CMakeLists.txt is not laid out as expected" };
+}
+
+/** CMakeLists.txt as node-llama-cpp ships it, also when a build cut off left the patch in. */
+export function unpatchCMakeLists(text: string): string {
+  return text.replace(MTMD_OPTIONS, "").replace(MTMD_LINK, "");
+}
+
 /** One of node-llama-cpp's files the patch changes. */
 interface SourcePatch {
   file: string;
@@ -84,6 +107,7 @@ interface SourcePatch {
 const SOURCE_PATCHES: SourcePatch[] = [
   { file: "addon/addon.cpp", patch: patchAddonSource, unpatch: unpatchAddonSource },
   { file: "addon/AddonContext.cpp", patch: patchContextSource, unpatch: unpatchContextSource },
+  { file: "CMakeLists.txt", patch: patchCMakeLists, unpatch: unpatchCMakeLists },
 ];
 
 /**

@@ -50,8 +50,10 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,6 +62,8 @@
 #include "AddonContext.h"
 #include "AddonModel.h"
 #include "AddonSampler.h"
+#include "mtmd-helper.h"
+#include "mtmd.h"
 
 namespace {
 
@@ -537,4 +541,261 @@ Napi::Value modelhostTrimMemory(const Napi::CallbackInfo& info) {
 #else
     return Napi::Boolean::New(info.Env(), false);
 #endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Images: llama.cpp's tools/mtmd (a vision model's projector file, `mmproj-*.gguf`), linked into
+// the addon by the build's CMakeLists patch (addonPatch.ts).
+//
+// modelhostMultimodalLoad(model: AddonModel, projectorPath: string, threads: number, marker: string)
+//   -> Promise<External>: loads the projector for the model, on the decode thread (mtmd runs a
+//   warm-up encode with ggml, whose OpenMP team is the decode thread's). Rejects with mtmd's reason
+//   logged and a message here when mtmd returns none (a projector for another model, say).
+// modelhostMultimodalTokenize(projector, text: string, images: Uint8Array[])
+//   -> Promise<{ chunks: External, parts: Array<Int32Array | { id: string, tokens: number, positions: number }> }>
+//   On a libuv pool thread: decodes each image (stb_image, as llama-server does; its id is the
+//   SHA-256 of its bytes) and splits the text at each marker into text tokens and image chunks.
+// modelhostMultimodalEvaluate(context: AddonContext, projector, chunks, index: number,
+//                             sequenceId: number, position: number, batchSize: number) -> Promise<number>
+//   On the decode thread: encodes image chunk `index` and decodes its embeddings into the sequence
+//   from `position`; resolves to the position after it.
+// modelhostMultimodalFree(projector): frees the projector now (before its model goes), on the decode thread.
+
+namespace {
+
+// A loaded projector. Tasks hold it by shared_ptr, so it outlives any task that uses it; `ctx`
+// goes (mtmd_free) when JavaScript frees it, under the write lock, which waits for a tokenize in
+// flight (a pool thread, under the read lock): an evaluation runs on the decode thread, as the free does.
+struct Projector {
+    std::shared_mutex lock;
+    mtmd_context* ctx = nullptr;
+    ~Projector() {
+        if (ctx != nullptr) mtmd_free(ctx);
+    }
+};
+
+struct Chunks {
+    mtmd_input_chunks* chunks = mtmd_input_chunks_init();
+    ~Chunks() { mtmd_input_chunks_free(chunks); }
+};
+
+template <typename T>
+Napi::Value toExternal(Napi::Env env, std::shared_ptr<T> value) {
+    return Napi::External<std::shared_ptr<T>>::New(env, new std::shared_ptr<T>(std::move(value)),
+                                                   [](Napi::Env, std::shared_ptr<T>* held) { delete held; });
+}
+
+template <typename T>
+std::shared_ptr<T> fromExternal(const Napi::Value& value, Napi::Env env, const char* what) {
+    if (!value.IsExternal()) throw Napi::TypeError::New(env, std::string("Not ") + what);
+    return *value.As<Napi::External<std::shared_ptr<T>>>().Data();
+}
+
+class MultimodalLoadTask : public DecodeTask {
+    public:
+        MultimodalLoadTask(const Napi::Env& env, AddonModel* model, std::string path, int threads, std::string marker)
+            : DecodeTask(env, "ModelhostMultimodalLoad"), model(model), path(std::move(path)), threads(threads), marker(std::move(marker)) {
+            model->Ref();
+        }
+        ~MultimodalLoadTask() override { model->Unref(); }
+
+    protected:
+        AddonModel* model;
+        std::string path;
+        int threads;
+        std::string marker;
+        std::shared_ptr<Projector> projector = std::make_shared<Projector>();
+
+        void execute() override {
+            if (model->disposed || model->model == nullptr) return fail("The model is disposed");
+            mtmd_context_params params = mtmd_context_params_default();
+            params.use_gpu = model->model_params.n_gpu_layers != 0;
+            params.print_timings = false;
+            params.n_threads = threads;
+            params.media_marker = marker.c_str();
+            projector->ctx = mtmd_init_from_file(path.c_str(), model->model, params);
+            if (projector->ctx == nullptr) fail("llama.cpp could not load the projector for this model (its log says why)");
+        }
+        Napi::Value result(Napi::Env env) override { return toExternal(env, projector); }
+};
+
+class MultimodalTokenizeWorker : public Napi::AsyncWorker {
+    public:
+        MultimodalTokenizeWorker(const Napi::Env& env, std::shared_ptr<Projector> projector, std::string text,
+                                 std::vector<std::vector<unsigned char>> images)
+            : Napi::AsyncWorker(env, "ModelhostMultimodalTokenize"),
+              deferred(Napi::Promise::Deferred::New(env)),
+              projector(std::move(projector)),
+              text(std::move(text)),
+              images(std::move(images)) {}
+
+        Napi::Promise promise() { return deferred.Promise(); }
+
+    protected:
+        Napi::Promise::Deferred deferred;
+        std::shared_ptr<Projector> projector;
+        std::string text;
+        std::vector<std::vector<unsigned char>> images;
+        std::shared_ptr<Chunks> chunks = std::make_shared<Chunks>();
+
+        void Execute() override {
+            std::shared_lock<std::shared_mutex> reading(projector->lock);
+            if (projector->ctx == nullptr) return SetError("The projector is freed");
+            std::vector<mtmd_bitmap*> bitmaps;
+            struct FreeBitmaps {
+                std::vector<mtmd_bitmap*>& bitmaps;
+                ~FreeBitmaps() {
+                    for (mtmd_bitmap* bitmap : bitmaps) mtmd_bitmap_free(bitmap);
+                }
+            } freeBitmaps{bitmaps};
+            for (size_t i = 0; i < images.size(); i++) {
+                mtmd_helper_bitmap_wrapper decoded =
+                    mtmd_helper_bitmap_init_from_buf(projector->ctx, images[i].data(), images[i].size(), false, mtmd_helper_init_opt_default());
+                if (decoded.bitmap == nullptr) return SetError("image " + std::to_string(i) + " could not be decoded");
+                bitmaps.push_back(decoded.bitmap);
+            }
+            mtmd_input_text input{text.c_str(), text.size(), true, true};
+            int32_t r = mtmd_tokenize(projector->ctx, chunks->chunks, &input, bitmaps.data(), bitmaps.size());
+            if (r == 1) return SetError("the prompt's image markers and its images differ in number");
+            if (r != 0) return SetError("an image could not be prepared for the model");
+        }
+
+        void OnOK() override {
+            Napi::Env env = Env();
+            Napi::Array parts = Napi::Array::New(env);
+            const size_t n = mtmd_input_chunks_size(chunks->chunks);
+            for (size_t i = 0; i < n; i++) {
+                const mtmd_input_chunk* chunk = mtmd_input_chunks_get(chunks->chunks, i);
+                if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
+                    size_t count = 0;
+                    const llama_token* tokens = mtmd_input_chunk_get_tokens_text(chunk, &count);
+                    parts.Set(static_cast<uint32_t>(i), toInt32Array(env, tokens, count));
+                } else {
+                    Napi::Object part = Napi::Object::New(env);
+                    const char* id = mtmd_input_chunk_get_id(chunk);
+                    part.Set("id", Napi::String::New(env, id != nullptr ? id : ""));
+                    part.Set("tokens", Napi::Number::New(env, static_cast<double>(mtmd_input_chunk_get_n_tokens(chunk))));
+                    part.Set("positions", Napi::Number::New(env, static_cast<double>(mtmd_input_chunk_get_n_pos(chunk))));
+                    parts.Set(static_cast<uint32_t>(i), part);
+                }
+            }
+            Napi::Object result = Napi::Object::New(env);
+            result.Set("chunks", toExternal(env, chunks));
+            result.Set("parts", parts);
+            deferred.Resolve(result);
+        }
+        void OnError(const Napi::Error& error) override { deferred.Reject(error.Value()); }
+};
+
+class MultimodalEvaluateTask : public DecodeTask {
+    public:
+        MultimodalEvaluateTask(const Napi::Env& env, AddonContext* ctx, std::shared_ptr<Projector> projector, std::shared_ptr<Chunks> chunks,
+                               size_t index, int32_t sequenceId, int32_t position, int32_t batchSize)
+            : DecodeTask(env, "ModelhostMultimodalEvaluate"),
+              ctx(ctx),
+              projector(std::move(projector)),
+              chunks(std::move(chunks)),
+              index(index),
+              sequenceId(sequenceId),
+              position(position),
+              batchSize(batchSize) {
+            ctx->Ref();
+        }
+        ~MultimodalEvaluateTask() override { ctx->Unref(); }
+
+    protected:
+        AddonContext* ctx;
+        std::shared_ptr<Projector> projector;
+        std::shared_ptr<Chunks> chunks;
+        size_t index;
+        int32_t sequenceId;
+        llama_pos position;
+        int32_t batchSize;
+
+        void execute() override {
+            if (ctx->disposed) return fail("The context is disposed");
+            if (projector->ctx == nullptr) return fail("The projector is freed");
+            const mtmd_input_chunk* chunk = mtmd_input_chunks_get(chunks->chunks, index);
+            if (chunk == nullptr || mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) return fail("Not an image chunk");
+            llama_pos next = position;
+            // Its own batches, straight to llama_decode: this is the decode thread.
+            int32_t r = mtmd_helper_eval_chunk_single(projector->ctx, ctx->ctx, chunk, position, sequenceId, batchSize, false, &next);
+            if (r != 0) return fail("The image could not be evaluated");
+            position = next;
+        }
+        Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, position); }
+};
+
+class MultimodalFreeTask : public DecodeTask {
+    public:
+        MultimodalFreeTask(const Napi::Env& env, std::shared_ptr<Projector> projector)
+            : DecodeTask(env, "ModelhostMultimodalFree"), projector(std::move(projector)) {}
+
+    protected:
+        std::shared_ptr<Projector> projector;
+
+        void execute() override {
+            std::unique_lock<std::shared_mutex> writing(projector->lock);
+            if (projector->ctx != nullptr) mtmd_free(projector->ctx);
+            projector->ctx = nullptr;
+        }
+        Napi::Value result(Napi::Env env) override { return env.Undefined(); }
+};
+
+}  // namespace
+
+Napi::Value modelhostMultimodalLoad(const Napi::CallbackInfo& info) {
+    const char* usage = "modelhostMultimodalLoad(model: AddonModel, projectorPath: string, threads: number, marker: string)";
+    Napi::Env env = info.Env();
+    if (info.Length() != 4 || !info[0].IsObject() || !info[1].IsString() || !info[2].IsNumber() || !info[3].IsString()) {
+        throw Napi::TypeError::New(env, usage);
+    }
+    AddonModel* model = Napi::ObjectWrap<AddonModel>::Unwrap(info[0].As<Napi::Object>());
+    return (new MultimodalLoadTask(env, model, info[1].As<Napi::String>().Utf8Value(), info[2].As<Napi::Number>().Int32Value(),
+                                   info[3].As<Napi::String>().Utf8Value()))
+        ->start();
+}
+
+Napi::Value modelhostMultimodalTokenize(const Napi::CallbackInfo& info) {
+    const char* usage = "modelhostMultimodalTokenize(projector, text: string, images: Uint8Array[])";
+    Napi::Env env = info.Env();
+    if (info.Length() != 3 || !info[1].IsString() || !info[2].IsArray()) throw Napi::TypeError::New(env, usage);
+    std::shared_ptr<Projector> projector = fromExternal<Projector>(info[0], env, "a projector");
+    Napi::Array array = info[2].As<Napi::Array>();
+    std::vector<std::vector<unsigned char>> images;
+    for (uint32_t i = 0; i < array.Length(); i++) {
+        Napi::Value value = array.Get(i);
+        if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, usage);
+        Napi::Uint8Array bytes = value.As<Napi::Uint8Array>();
+        images.emplace_back(bytes.Data(), bytes.Data() + bytes.ElementLength());
+    }
+    auto* worker = new MultimodalTokenizeWorker(env, std::move(projector), info[1].As<Napi::String>().Utf8Value(), std::move(images));
+    Napi::Promise promise = worker->promise();
+    worker->Queue();
+    return promise;
+}
+
+Napi::Value modelhostMultimodalEvaluate(const Napi::CallbackInfo& info) {
+    const char* usage =
+        "modelhostMultimodalEvaluate(context: AddonContext, projector, chunks, index: number, sequenceId: number, position: number, batchSize: number)";
+    Napi::Env env = info.Env();
+    if (info.Length() != 7 || !info[0].IsObject() || !info[3].IsNumber() || !info[4].IsNumber() || !info[5].IsNumber() || !info[6].IsNumber()) {
+        throw Napi::TypeError::New(env, usage);
+    }
+    AddonContext* ctx = Napi::ObjectWrap<AddonContext>::Unwrap(info[0].As<Napi::Object>());
+    if (ctx->disposed) throw Napi::Error::New(env, "The context is disposed");
+    std::shared_ptr<Projector> projector = fromExternal<Projector>(info[1], env, "a projector");
+    std::shared_ptr<Chunks> chunks = fromExternal<Chunks>(info[2], env, "chunks");
+    const int64_t index = info[3].As<Napi::Number>().Int64Value();
+    if (index < 0 || static_cast<size_t>(index) >= mtmd_input_chunks_size(chunks->chunks)) throw Napi::RangeError::New(env, "No such chunk");
+    return (new MultimodalEvaluateTask(env, ctx, std::move(projector), std::move(chunks), static_cast<size_t>(index),
+                                       info[4].As<Napi::Number>().Int32Value(), info[5].As<Napi::Number>().Int32Value(),
+                                       info[6].As<Napi::Number>().Int32Value()))
+        ->start();
+}
+
+Napi::Value modelhostMultimodalFree(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() != 1) throw Napi::TypeError::New(env, "modelhostMultimodalFree(projector)");
+    return (new MultimodalFreeTask(env, fromExternal<Projector>(info[0], env, "a projector")))->start();
 }
