@@ -181,7 +181,8 @@ function readWebp(b: Uint8Array): ImageInfo | { refused: string } {
     return { format: "webp", width: (bits & 0x3fff) + 1, height: ((bits >>> 14) & 0x3fff) + 1 };
   }
   if (chunk === "VP8 ") {
-    if (b[23] !== 0x9d || b[24] !== 0x01 || b[25] !== 0x2a) return { refused: "it is not a valid WebP (a lossy frame without its start code)" };
+    if (b[23] !== 0x9d || b[24] !== 0x01 || b[25] !== 0x2a)
+      return { refused: "it is not a valid WebP (a lossy frame without its start code)" };
     return { format: "webp", width: u16le(b, 26) & 0x3fff, height: u16le(b, 28) & 0x3fff };
   }
   return { refused: "it is not a valid WebP (an unknown first chunk)" };

@@ -5,11 +5,19 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { nativeSteps, type NativeGenerate, type NativeSteps } from "../../src/engine/llamaInternals.js";
+import { nativeContextOf, nativeSteps, type NativeGenerate, type NativeSteps } from "../../src/engine/llamaInternals.js";
 import { loadLlama } from "../../src/engine/loadLlama.js";
-import { llamaDir } from "../../src/engine/native/addonPatch.js";
+import {
+  llamaDir,
+  MULTIMODAL_EVALUATE,
+  MULTIMODAL_FREE,
+  MULTIMODAL_LOAD,
+  MULTIMODAL_TOKENIZE,
+} from "../../src/engine/native/addonPatch.js";
+import { projectorWriter } from "../../src/testmodels/projectorWriter.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { startTestServer } from "../support/startTestServer.js";
+import { encodePng } from "../support/images.js";
 import { testModelPath } from "../support/testModels.js";
 import { generateNatively, GREEDY } from "./generateNatively.js";
 
@@ -45,6 +53,7 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     const addonDir = path.join(llamaDir(), "addon");
     expect(await readFile(path.join(addonDir, "addon.cpp"), "utf8")).not.toMatch(/modelhost/);
     expect(await readFile(path.join(addonDir, "AddonContext.cpp"), "utf8")).not.toMatch(/modelhost/);
+    expect(await readFile(path.join(llamaDir(), "CMakeLists.txt"), "utf8")).not.toMatch(/mtmd|MTMD/);
     expect((await readdir(addonDir)).filter((file) => /modelhost/i.test(file))).toEqual([]);
   });
 
@@ -206,6 +215,76 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
       // 2-10 MiB on the tiny model (its metadata and vocabulary, read twice over and freed); ~50 on
       // the Qwen2.5-0.5B shape.
       if (trimmed) expect(before - after).toBeGreaterThan(1);
+    }
+  });
+
+  it("loads a vision projector, splits a prompt at its image marker into text and image chunks, and evaluates the image into a sequence (llama.cpp's mtmd)", async () => {
+    const projectorPath = path.join(modelsDir, "mmproj-tiny.gguf");
+    // 32 × 32 pixels in patches of 8: 16 image tokens, projected to tiny's 64 dimensions.
+    const shape = {
+      projectorType: "mlp",
+      imageSize: 32,
+      patchSize: 8,
+      embeddingLength: 32,
+      headCount: 2,
+      feedForwardLength: 48,
+      blockCount: 2,
+    } as const;
+    await projectorWriter({ ...shape, textEmbeddingLength: 64 }, 7).write(projectorPath);
+    const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
+    type Part = Int32Array | { id: string; tokens: number; positions: number };
+    const bindings = (llama as unknown as { _bindings: Record<string, (...args: unknown[]) => Promise<unknown>> })._bindings;
+    const native = (name: string) => {
+      const fn = bindings[name];
+      if (!fn) throw new Error(`the native build has no ${name}`);
+      return fn;
+    };
+    const [load, tokenize, evaluate, free] = [
+      native(MULTIMODAL_LOAD),
+      native(MULTIMODAL_TOKENIZE),
+      native(MULTIMODAL_EVALUATE),
+      native(MULTIMODAL_FREE),
+    ];
+    try {
+      const model = await llama.loadModel({ modelPath: path.join(modelsDir, "tiny.gguf") });
+      const marker = "<__media_1f3a__>";
+      const projector = await load((model as unknown as { _model: unknown })._model, projectorPath, 2, marker);
+      const image = (color: readonly [number, number, number]) =>
+        new Uint8Array(encodePng(48, 40, (x, y) => ((x + y) % 7 ? color : [0, 0, 0])));
+      const ids: string[] = [];
+      for (const color of [
+        [255, 0, 0],
+        [0, 0, 255],
+      ] as const) {
+        const { chunks, parts } = (await tokenize(projector, `USER: ${marker} describe it`, [image(color)])) as {
+          chunks: unknown;
+          parts: Part[];
+        };
+        expect(parts).toHaveLength(3);
+        expect(parts[0]).toBeInstanceOf(Int32Array);
+        expect(parts[2]).toBeInstanceOf(Int32Array);
+        const picture = parts[1] as Exclude<Part, Int32Array>;
+        expect(picture).toMatchObject({ tokens: 16, positions: 16 });
+        ids.push(picture.id);
+        const context = await model.createContext({ sequences: 1, contextSize: 256, batchSize: 64 });
+        try {
+          // Into sequence 0 after the first text chunk's positions.
+          const start = (parts[0] as Int32Array).length;
+          expect(await evaluate(nativeContextOf(context), projector, chunks, 1, 0, start, 64)).toBe(start + 16);
+        } finally {
+          await context.dispose();
+        }
+      }
+      // An image's id is the SHA-256 of its bytes, as llama-server's.
+      expect(ids[0]).toMatch(/^[0-9a-f]{64}$/);
+      expect(ids[0]).not.toBe(ids[1]);
+      await expect(tokenize(projector, `x ${marker}`, [new Uint8Array([1, 2, 3])])).rejects.toThrow("image 0 could not be decoded");
+      await expect(tokenize(projector, `x ${marker} ${marker}`, [image([1, 1, 1])])).rejects.toThrow();
+      await free(projector);
+      await expect(tokenize(projector, "x", [])).rejects.toThrow("The projector is freed");
+      await model.dispose();
+    } finally {
+      await llama.dispose();
     }
   });
 

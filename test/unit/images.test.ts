@@ -62,7 +62,9 @@ describe("image checks, from the bytes, before any decoder", () => {
     const svg = Buffer.from('<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>');
     expect(refusal(() => checkImage(svg, "image/svg+xml", limits, "image"))).toMatch(/SVG is not an image format models read/);
     expect(refusal(() => checkImage(Buffer.from("  <svg></svg>"), undefined, limits, "image"))).toMatch(/SVG/);
-    expect(refusal(() => checkImage(Buffer.from("%PDF-1.7\n"), undefined, limits, "image"))).toMatch(/not a PNG, JPEG, GIF, BMP or WebP image/);
+    expect(refusal(() => checkImage(Buffer.from("%PDF-1.7\n"), undefined, limits, "image"))).toMatch(
+      /not a PNG, JPEG, GIF, BMP or WebP image/,
+    );
     expect(refusal(() => checkImage(samples[0].bytes, "image/jpeg", limits, "image"))).toMatch(
       /declared as image\/jpeg, but its bytes are a PNG image/,
     );
@@ -70,7 +72,16 @@ describe("image checks, from the bytes, before any decoder", () => {
     expect(refusal(() => checkImage(big, undefined, { maxBytes: 1000, maxPixels: 1 << 24 }, "image"))).toMatch(
       /it is about \d+ KiB, and images may be at most 1 KiB \(--max-image-bytes\)/,
     );
-    expect(refusal(() => checkImage(encodePng(4, 0, () => [0, 0, 0]), undefined, limits, "image"))).toMatch(/no pixels \(4 × 0\)/);
+    expect(
+      refusal(() =>
+        checkImage(
+          encodePng(4, 0, () => [0, 0, 0]),
+          undefined,
+          limits,
+          "image",
+        ),
+      ),
+    ).toMatch(/no pixels \(4 × 0\)/);
   });
 
   it("never throws on arbitrary bytes, whole or as the start of an image", () => {
@@ -96,7 +107,9 @@ describe("base64 and data URLs", () => {
     expect(decodeBase64("QUJDA", limits.maxBytes)).toEqual({ refused: "it is not valid base64" });
     expect(decodeBase64("QQ==QUJD", limits.maxBytes)).toEqual({ refused: "it is not valid base64" });
     // Too long is refused from the length, before decoding.
-    expect(decodeBase64("A".repeat(4000), 1000)).toEqual({ refused: "it is about 3 KiB, and images may be at most 1 KiB (--max-image-bytes)" });
+    expect(decodeBase64("A".repeat(4000), 1000)).toEqual({
+      refused: "it is about 3 KiB, and images may be at most 1 KiB (--max-image-bytes)",
+    });
   });
 
   it("parses base64 data URLs and their media type, and nothing else", () => {
