@@ -62,6 +62,7 @@
 #include "AddonContext.h"
 #include "AddonModel.h"
 #include "AddonSampler.h"
+#include "globals/addonLog.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
 
@@ -608,6 +609,9 @@ class MultimodalLoadTask : public DecodeTask {
 
         void execute() override {
             if (model->disposed || model->model == nullptr) return fail("The model is disposed");
+            // mtmd and its helpers log to stderr unless told otherwise: through node-llama-cpp's
+            // logger instead, as llama.cpp's own lines go, at the level the server logs at.
+            mtmd_helper_log_set(addonLlamaCppLogCallback, nullptr);
             mtmd_context_params params = mtmd_context_params_default();
             params.use_gpu = model->model_params.n_gpu_layers != 0;
             params.print_timings = false;
