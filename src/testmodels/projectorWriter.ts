@@ -6,8 +6,13 @@ import { bool, constantTensor, f32, text, u32 } from "./modelWriterParts.js";
 import { randomTensor } from "./randomTensor.js";
 
 export interface ProjectorShape {
-  /** clip.projector_type: LLaVA-1.5's two-layer MLP. */
-  projectorType: "mlp";
+  /**
+   * clip.projector_type: "mlp", LLaVA-1.5's two-layer MLP over the penultimate layer's patches; or
+   * "gemma3", Gemma 3's SigLIP: every layer, then an average pool of `mergeFactor`² patches, an RMS
+   * norm and one projection (mtmd wraps its tokens in <start_of_image> … <end_of_image> and decodes
+   * them with non-causal attention).
+   */
+  projectorType: "mlp" | "gemma3";
   /** The square the image is resized to, and the patches it is cut into: (imageSize / patchSize)² image tokens. */
   imageSize: number;
   patchSize: number;
@@ -18,6 +23,8 @@ export interface ProjectorShape {
   blockCount: number;
   /** The text model's embedding size, which the projector's output must match. */
   textEmbeddingLength: number;
+  /** gemma3 only: patches averaged into one image token, per side (clip.vision.projector.scale_factor). */
+  mergeFactor?: number;
 }
 
 const STD = 0.5;
@@ -25,7 +32,11 @@ const STD = 0.5;
 export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter {
   const { embeddingLength: e, feedForwardLength: f, patchSize: p, textEmbeddingLength: t } = shape;
   if (f === e) throw new Error("the feed-forward size must differ from the width (clip.cpp swaps up and down when they are equal)");
-  const patches = (shape.imageSize / p) ** 2;
+  const side = shape.imageSize / p;
+  const patches = side ** 2;
+  const merge = shape.mergeFactor ?? 4;
+  if (shape.projectorType === "gemma3" && side % merge !== 0)
+    throw new Error("the patches per side must be a multiple of the merge factor");
   const writer = new GgufWriter()
     .set("general.architecture", text("clip"))
     .set("general.name", text(`modelhost tiny ${shape.projectorType} projector`))
@@ -42,13 +53,13 @@ export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter
     .set("clip.vision.block_count", u32(shape.blockCount))
     .set("clip.vision.image_mean", { type: "array", itemType: "float32", values: [0.5, 0.5, 0.5] })
     .set("clip.vision.image_std", { type: "array", itemType: "float32", values: [0.5, 0.5, 0.5] });
+  if (shape.projectorType === "gemma3") writer.set("clip.vision.projector.scale_factor", u32(merge));
   const random = (name: string, dims: number[]) => randomTensor(name, dims, "F32", STD / Math.sqrt(dims[0]!), seed);
   const tensors: GgufTensor[] = [
     random("v.patch_embd.weight", [p, p, 3, e]),
     constantTensor("v.patch_embd.bias", e, 0),
     random("v.position_embd.weight", [e, patches]),
-    constantTensor("v.pre_ln.weight", e, 1),
-    constantTensor("v.pre_ln.bias", e, 0),
+    ...(shape.projectorType === "mlp" ? [constantTensor("v.pre_ln.weight", e, 1), constantTensor("v.pre_ln.bias", e, 0)] : []),
   ];
   for (let block = 0; block < shape.blockCount; block++) {
     const name = (part: string) => `v.blk.${block}.${part}`;
@@ -64,13 +75,23 @@ export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter
       constantTensor(name("ffn_down.bias"), e, 0),
     );
   }
-  // LLaVA's projector: mm.2(gelu(mm.0(x))); no mm.3 (that would make it MLP_NORM).
-  tensors.push(
-    random("mm.0.weight", [e, t]),
-    constantTensor("mm.0.bias", t, 0),
-    random("mm.2.weight", [t, t]),
-    constantTensor("mm.2.bias", t, 0),
-  );
+  if (shape.projectorType === "mlp") {
+    // LLaVA's projector: mm.2(gelu(mm.0(x))); no mm.3 (that would make it MLP_NORM).
+    tensors.push(
+      random("mm.0.weight", [e, t]),
+      constantTensor("mm.0.bias", t, 0),
+      random("mm.2.weight", [t, t]),
+      constantTensor("mm.2.bias", t, 0),
+    );
+  } else {
+    // The soft embedding norm's weight as Gemma's converter stores it (the value plus one): ones are no scaling.
+    tensors.push(
+      constantTensor("v.post_ln.weight", e, 1),
+      constantTensor("v.post_ln.bias", e, 0),
+      constantTensor("mm.soft_emb_norm.weight", e, 1),
+      random("mm.input_projection.weight", [t, e]),
+    );
+  }
   for (const tensor of tensors) writer.addTensor(tensor);
   return writer;
 }

@@ -218,75 +218,84 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     }
   });
 
-  it("loads a vision projector, splits a prompt at its image marker into text and image chunks, and evaluates the image into a sequence (llama.cpp's mtmd)", async () => {
-    const projectorPath = path.join(modelsDir, "mmproj-tiny.gguf");
-    // 32 × 32 pixels in patches of 8: 16 image tokens, projected to tiny's 64 dimensions.
-    const shape = {
-      projectorType: "mlp",
+  // 16 image tokens from each, projected to tiny's 64 dimensions: 32 × 32 pixels in patches of 8
+  // (LLaVA's mlp), or in patches of 4 averaged 2 × 2 (Gemma 3's, whose tokens mtmd wraps in
+  // <start_of_image> … <end_of_image> text and decodes with non-causal attention).
+  const projectors = [
+    { projectorType: "mlp", imageSize: 32, patchSize: 8, embeddingLength: 32, headCount: 2, feedForwardLength: 48, blockCount: 2 },
+    {
+      projectorType: "gemma3",
       imageSize: 32,
-      patchSize: 8,
+      patchSize: 4,
+      mergeFactor: 2,
       embeddingLength: 32,
       headCount: 2,
       feedForwardLength: 48,
       blockCount: 2,
-    } as const;
-    await projectorWriter({ ...shape, textEmbeddingLength: 64 }, 7).write(projectorPath);
-    const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
-    type Part = Int32Array | { id: string; tokens: number; positions: number };
-    const bindings = (llama as unknown as { _bindings: Record<string, (...args: unknown[]) => Promise<unknown>> })._bindings;
-    const native = (name: string) => {
-      const fn = bindings[name];
-      if (!fn) throw new Error(`the native build has no ${name}`);
-      return fn;
-    };
-    const [load, tokenize, evaluate, free] = [
-      native(MULTIMODAL_LOAD),
-      native(MULTIMODAL_TOKENIZE),
-      native(MULTIMODAL_EVALUATE),
-      native(MULTIMODAL_FREE),
-    ];
-    try {
-      const model = await llama.loadModel({ modelPath: path.join(modelsDir, "tiny.gguf") });
-      const marker = "<__media_1f3a__>";
-      const projector = await load((model as unknown as { _model: unknown })._model, projectorPath, 2, marker);
-      const image = (color: readonly [number, number, number]) =>
-        new Uint8Array(encodePng(48, 40, (x, y) => ((x + y) % 7 ? color : [0, 0, 0])));
-      const ids: string[] = [];
-      for (const color of [
-        [255, 0, 0],
-        [0, 0, 255],
-      ] as const) {
-        const { chunks, parts } = (await tokenize(projector, `USER: ${marker} describe it`, [image(color)])) as {
-          chunks: unknown;
-          parts: Part[];
-        };
-        expect(parts).toHaveLength(3);
-        expect(parts[0]).toBeInstanceOf(Int32Array);
-        expect(parts[2]).toBeInstanceOf(Int32Array);
-        const picture = parts[1] as Exclude<Part, Int32Array>;
-        expect(picture).toMatchObject({ tokens: 16, positions: 16 });
-        ids.push(picture.id);
-        const context = await model.createContext({ sequences: 1, contextSize: 256, batchSize: 64 });
-        try {
-          // Into sequence 0 after the first text chunk's positions.
-          const start = (parts[0] as Int32Array).length;
-          expect(await evaluate(nativeContextOf(context), projector, chunks, 1, 0, start, 64)).toBe(start + 16);
-        } finally {
-          await context.dispose();
+    },
+  ] as const;
+  it.each(projectors)(
+    "loads a $projectorType vision projector, splits a prompt at its image marker into text and image chunks, and evaluates the image into a sequence (llama.cpp's mtmd)",
+    async (shape) => {
+      const projectorPath = path.join(modelsDir, `mmproj-tiny-${shape.projectorType}.gguf`);
+      await projectorWriter({ ...shape, textEmbeddingLength: 64 }, 7).write(projectorPath);
+      const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
+      type Part = Int32Array | { id: string; tokens: number; positions: number };
+      const bindings = (llama as unknown as { _bindings: Record<string, (...args: unknown[]) => Promise<unknown>> })._bindings;
+      const native = (name: string) => {
+        const fn = bindings[name];
+        if (!fn) throw new Error(`the native build has no ${name}`);
+        return fn;
+      };
+      const [load, tokenize, evaluate, free] = [
+        native(MULTIMODAL_LOAD),
+        native(MULTIMODAL_TOKENIZE),
+        native(MULTIMODAL_EVALUATE),
+        native(MULTIMODAL_FREE),
+      ];
+      try {
+        const model = await llama.loadModel({ modelPath: path.join(modelsDir, "tiny.gguf") });
+        const marker = "<__media_1f3a__>";
+        const projector = await load((model as unknown as { _model: unknown })._model, projectorPath, 2, marker);
+        const image = (color: readonly [number, number, number]) =>
+          new Uint8Array(encodePng(48, 40, (x, y) => ((x + y) % 7 ? color : [0, 0, 0])));
+        const ids: string[] = [];
+        for (const color of [
+          [255, 0, 0],
+          [0, 0, 255],
+        ] as const) {
+          const { chunks, parts } = (await tokenize(projector, `USER: ${marker} describe it`, [image(color)])) as {
+            chunks: unknown;
+            parts: Part[];
+          };
+          expect(parts).toHaveLength(3);
+          expect(parts[0]).toBeInstanceOf(Int32Array);
+          expect(parts[2]).toBeInstanceOf(Int32Array);
+          const picture = parts[1] as Exclude<Part, Int32Array>;
+          expect(picture).toMatchObject({ tokens: 16, positions: 16 });
+          ids.push(picture.id);
+          const context = await model.createContext({ sequences: 1, contextSize: 256, batchSize: 64 });
+          try {
+            // Into sequence 0 after the first text chunk's positions.
+            const start = (parts[0] as Int32Array).length;
+            expect(await evaluate(nativeContextOf(context), projector, chunks, 1, 0, start, 64)).toBe(start + 16);
+          } finally {
+            await context.dispose();
+          }
         }
+        // An image's id is the SHA-256 of its bytes, as llama-server's.
+        expect(ids[0]).toMatch(/^[0-9a-f]{64}$/);
+        expect(ids[0]).not.toBe(ids[1]);
+        await expect(tokenize(projector, `x ${marker}`, [new Uint8Array([1, 2, 3])])).rejects.toThrow("image 0 could not be decoded");
+        await expect(tokenize(projector, `x ${marker} ${marker}`, [image([1, 1, 1])])).rejects.toThrow();
+        await free(projector);
+        await expect(tokenize(projector, "x", [])).rejects.toThrow("The projector is freed");
+        await model.dispose();
+      } finally {
+        await llama.dispose();
       }
-      // An image's id is the SHA-256 of its bytes, as llama-server's.
-      expect(ids[0]).toMatch(/^[0-9a-f]{64}$/);
-      expect(ids[0]).not.toBe(ids[1]);
-      await expect(tokenize(projector, `x ${marker}`, [new Uint8Array([1, 2, 3])])).rejects.toThrow("image 0 could not be decoded");
-      await expect(tokenize(projector, `x ${marker} ${marker}`, [image([1, 1, 1])])).rejects.toThrow();
-      await free(projector);
-      await expect(tokenize(projector, "x", [])).rejects.toThrow("The projector is freed");
-      await model.dispose();
-    } finally {
-      await llama.dispose();
-    }
-  });
+    },
+  );
 
   it("keeps the decode thread for a whole generation while nothing else waits for it, and lets another model in after a slice", async () => {
     const { llama } = await loadLlama({ engine: "native", gpu: "off", threads: 2 });
