@@ -13,8 +13,9 @@ import { fileURLToPath, pathToFileURL } from "node:url";
  * exports' property list), plus the new file, which the addon's CMakeLists compiles with every
  * addon/*.cpp, plus two changes to llama/addon/AddonContext.cpp: its one llama_decode call becomes
  * modelhostDecode, which runs it on the decode thread that all the process's decodes share (see
- * decodeAndSample.cpp), after a declaration of it. llama.cpp's own sources are built as bundled,
- * as llama-server is. It is checked against the pinned node-llama-cpp: on another version, or if the anchors are not each found exactly once, the
+ * decodeAndSample.cpp), after a declaration of it; and two to node-llama-cpp's CMakeLists.txt, which
+ * build llama.cpp's tools/mtmd (images, through a vision model's projector) and link it into the
+ * addon. llama.cpp's own sources are built as bundled, as llama-server is. It is checked against the pinned node-llama-cpp: on another version, or if the anchors are not each found exactly once, the
  * build goes ahead without it and says why.
  */
 
