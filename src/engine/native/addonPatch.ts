@@ -41,62 +41,71 @@ export function llamaDir(): string {
   return path.resolve(path.dirname(fileURLToPath(import.meta.resolve("node-llama-cpp"))), "../llama");
 }
 
-function insertOnce(text: string, anchor: string, insert: (anchor: string) => string): string | undefined {
-  const at = text.indexOf(anchor);
-  if (at === -1 || text.indexOf(anchor, at + 1) !== -1) return undefined;
-  return text.slice(0, at) + insert(anchor) + text.slice(at + anchor.length);
+/** One edit of a file: `from`, found exactly once, becomes `to` (an insertion keeps `from` inside `to`). */
+interface Edit {
+  from: string;
+  to: string;
+}
+
+/** `text` with each edit made in turn, or why it cannot be (an anchor missing or found twice). */
+function applyEdits(text: string, edits: readonly Edit[], file: string): { patched: string } | { skipped: string } {
+  let result = text;
+  for (const { from, to } of edits) {
+    const at = result.indexOf(from);
+    if (at === -1 || result.indexOf(from, at + 1) !== -1) return { skipped: `${file} is not laid out as expected` };
+    result = result.slice(0, at) + to + result.slice(at + from.length);
+  }
+  return { patched: result };
+}
+
+/** `text` with the edits undone, also when a build cut off (killed) left them in; the original is left as it is. */
+function revertEdits(text: string, edits: readonly Edit[]): string {
+  return edits.reduceRight((result, { from, to }) => result.replace(to, from), text);
 }
 
 const DECLARATION = `${FUNCTIONS.map((name) => `Napi::Value ${name}(const Napi::CallbackInfo& info);\n`).join("")}\n`;
 const EXPORT = FUNCTIONS.map((name) => `        Napi::PropertyDescriptor::Function("${name}", ${name}),\n`).join("");
 
-/** addon.cpp with the functions declared and exported, or why it cannot be. */
-export function patchAddonSource(original: string): { patched: string } | { skipped: string } {
-  const declared = insertOnce(original, REGISTER_ANCHOR, (anchor) => DECLARATION + anchor);
-  const exported = declared && insertOnce(declared, LAST_EXPORT_ANCHOR, (anchor) => anchor + EXPORT);
-  return exported ? { patched: exported } : { skipped: "addon.cpp is not laid out as expected" };
-}
-
-/** addon.cpp as node-llama-cpp ships it, also when a build cut off (killed) left the patch in. */
-export function unpatchAddonSource(text: string): string {
-  return text.replace(DECLARATION, "").replace(EXPORT, "");
-}
+/** addon.cpp: the functions declared, and exported after node-llama-cpp's last export. */
+const ADDON_EDITS: Edit[] = [
+  { from: REGISTER_ANCHOR, to: DECLARATION + REGISTER_ANCHOR },
+  { from: LAST_EXPORT_ANCHOR, to: LAST_EXPORT_ANCHOR + EXPORT },
+];
 
 const DECODE_CALL = "int r = llama_decode(ctx->ctx, ctx->batch);";
-const REDIRECTED_CALL = "int r = modelhostDecode(ctx->ctx, ctx->batch);";
 const CONTEXT_INCLUDE_ANCHOR = '#include "AddonContext.h"\n';
-const DECODE_DECLARATION = "int modelhostDecode(llama_context* ctx, llama_batch batch);\n";
 
-/** AddonContext.cpp with its decode going through modelhostDecode, or why it cannot be. */
-export function patchContextSource(original: string): { patched: string } | { skipped: string } {
-  const declared = insertOnce(original, CONTEXT_INCLUDE_ANCHOR, (anchor) => anchor + DECODE_DECLARATION);
-  const redirected = declared && insertOnce(declared, DECODE_CALL, () => REDIRECTED_CALL);
-  return redirected ? { patched: redirected } : { skipped: "AddonContext.cpp is not laid out as expected" };
-}
-
-/** AddonContext.cpp as node-llama-cpp ships it, also when a build cut off left the patch in. */
-export function unpatchContextSource(text: string): string {
-  return text.replace(DECODE_DECLARATION, "").replace(REDIRECTED_CALL, DECODE_CALL);
-}
+/** AddonContext.cpp: its one decode goes through modelhostDecode, declared after its include. */
+const CONTEXT_EDITS: Edit[] = [
+  { from: CONTEXT_INCLUDE_ANCHOR, to: `${CONTEXT_INCLUDE_ANCHOR}int modelhostDecode(llama_context* ctx, llama_batch batch);\n` },
+  { from: DECODE_CALL, to: "int r = modelhostDecode(ctx->ctx, ctx->batch);" },
+];
 
 const COMMON_ANCHOR = "set(LLAMA_BUILD_COMMON ON)\n";
-// llama.cpp's switch for building tools/mtmd alone, for bindings; without MTMD_VIDEO, an image
-// stb_image cannot decode is refused instead of being handed to an ffmpeg subprocess.
-const MTMD_OPTIONS = 'set(LLAMA_BUILD_MTMD ON)\nset(MTMD_VIDEO OFF CACHE BOOL "" FORCE)\n';
 const LINK_ANCHOR = 'target_link_libraries(${PROJECT_NAME} "llama-common")\n';
-const MTMD_LINK = 'target_link_libraries(${PROJECT_NAME} "mtmd")\n';
 
+/**
+ * CMakeLists.txt: llama.cpp's switch for building tools/mtmd alone, for bindings, and mtmd linked
+ * into the addon. Without MTMD_VIDEO, an image stb_image cannot decode is refused instead of being
+ * handed to an ffmpeg subprocess.
+ */
+const CMAKE_EDITS: Edit[] = [
+  { from: COMMON_ANCHOR, to: `${COMMON_ANCHOR}set(LLAMA_BUILD_MTMD ON)\nset(MTMD_VIDEO OFF CACHE BOOL "" FORCE)\n` },
+  { from: LINK_ANCHOR, to: `${LINK_ANCHOR}target_link_libraries(\${PROJECT_NAME} "mtmd")\n` },
+];
+
+/** addon.cpp with the functions declared and exported, or why it cannot be. */
+export const patchAddonSource = (original: string) => applyEdits(original, ADDON_EDITS, "addon.cpp");
+/** addon.cpp as node-llama-cpp ships it. */
+export const unpatchAddonSource = (text: string) => revertEdits(text, ADDON_EDITS);
+/** AddonContext.cpp with its decode going through modelhostDecode, or why it cannot be. */
+export const patchContextSource = (original: string) => applyEdits(original, CONTEXT_EDITS, "AddonContext.cpp");
+/** AddonContext.cpp as node-llama-cpp ships it. */
+export const unpatchContextSource = (text: string) => revertEdits(text, CONTEXT_EDITS);
 /** node-llama-cpp's CMakeLists.txt building llama.cpp's mtmd and linking it into the addon, or why it cannot be. */
-export function patchCMakeLists(original: string): { patched: string } | { skipped: string } {
-  const built = insertOnce(original, COMMON_ANCHOR, (anchor) => anchor + MTMD_OPTIONS);
-  const linked = built && insertOnce(built, LINK_ANCHOR, (anchor) => anchor + MTMD_LINK);
-  return linked ? { patched: linked } : { skipped: "CMakeLists.txt is not laid out as expected" };
-}
-
-/** CMakeLists.txt as node-llama-cpp ships it, also when a build cut off left the patch in. */
-export function unpatchCMakeLists(text: string): string {
-  return text.replace(MTMD_OPTIONS, "").replace(MTMD_LINK, "");
-}
+export const patchCMakeLists = (original: string) => applyEdits(original, CMAKE_EDITS, "CMakeLists.txt");
+/** CMakeLists.txt as node-llama-cpp ships it. */
+export const unpatchCMakeLists = (text: string) => revertEdits(text, CMAKE_EDITS);
 
 /** One of node-llama-cpp's files the patch changes. */
 interface SourcePatch {
