@@ -116,6 +116,13 @@ export async function serveWith(
     trustProxy: config.trustProxy,
     models,
     bodyLimit: config.bodyLimit,
+    images: {
+      maxImages: config.maxImages,
+      maxBytes: config.maxImageBytes,
+      maxPixels: config.maxImagePixels,
+      fetchUrls: config.imageUrls,
+      fetchTimeoutMs: config.imageUrlTimeout,
+    },
     connections: { headersTimeout, requestTimeout, idleTimeout, maxConnections },
     corsOrigins: config.corsOrigins,
     hosts: { listen: config.host, allowed: config.allowedHosts },

@@ -415,6 +415,50 @@ export const settings = {
     schema: integer(0),
     commands: ["serve"],
   }),
+  maxImages: setting({
+    flag: "max-images",
+    env: "MODELHOST_MAX_IMAGES",
+    default: "8",
+    description:
+      "The most images one request may show a vision model, across its messages; more get 400. Each costs the model its image tokens (576 for LLaVA 1.5, 256 for Gemma 3) and an encode.",
+    schema: integer(0, 1000),
+    commands: ["serve"],
+  }),
+  maxImageBytes: setting({
+    flag: "max-image-bytes",
+    env: "MODELHOST_MAX_IMAGE_BYTES",
+    default: "10mb",
+    description:
+      "Largest image accepted, encoded (base64 images count their decoded bytes; the request body must fit --body-limit too). llama-server's limit for images it downloads.",
+    schema: byteSize,
+    commands: ["serve"],
+  }),
+  maxImagePixels: setting({
+    flag: "max-image-pixels",
+    env: "MODELHOST_MAX_IMAGE_PIXELS",
+    default: "16777216",
+    description:
+      "Most pixels an image may declare (width × height in its header, checked before any decoding: a small file that declares a huge image is refused, not decoded). The default, 4096 × 4096, decodes to 48 MiB of RGB; projectors scale every image to a few hundred pixels a side.",
+    schema: integer(1),
+    commands: ["serve"],
+  }),
+  imageUrls: setting({
+    flag: "image-urls",
+    env: "MODELHOST_IMAGE_URLS",
+    default: "false",
+    description:
+      "Fetch images that requests give by http(s) URL. Off: only data: URLs and base64 are taken, since the server would fetch whatever address a client names (its own network included).",
+    schema: boolean,
+    commands: ["serve"],
+  }),
+  imageUrlTimeout: setting({
+    flag: "image-url-timeout",
+    env: "MODELHOST_IMAGE_URL_TIMEOUT",
+    default: "10s",
+    description: "With --image-urls, the longest fetching one image may take (llama-server's limit).",
+    schema: timeout,
+    commands: ["serve"],
+  }),
   shutdownGrace: setting({
     flag: "shutdown-grace",
     env: "MODELHOST_SHUTDOWN_GRACE",

@@ -1,7 +1,14 @@
+import type { ImageInput } from "./images.js";
+
 /** A conversation turn as the engine sees it: protocol-neutral and already validated. */
 export type ChatMessage =
   | { role: "system"; content: string }
-  | { role: "user"; content: string }
+  | {
+      role: "user";
+      content: string;
+      /** Images the message shows, in order, each where it stands in the text (a vision model's only). */
+      images?: readonly MessageImage[];
+    }
   | {
       role: "assistant";
       content: string;
@@ -9,6 +16,27 @@ export type ChatMessage =
       /** The thought the reply began with, for templates that print it. */ reasoning?: string;
     }
   | { role: "tool"; content: string; toolCallId: string };
+
+/**
+ * An image in a user message. The wire formats place it among the message's text parts; here it is
+ * where it stands in `content`, so every reader of the text alone (counting, logging, templates of
+ * text models) reads the text as it is.
+ */
+export interface MessageImage {
+  /** Its place in the message's `content`: a UTF-16 offset (0: before all the text). */
+  at: number;
+  /** The request field it came from (`messages[0].content[1]`), which an error about it names. */
+  param: string;
+  source: ImageSource;
+}
+
+/**
+ * An image as the client gave it: base64 bytes (a data URL's or a bare field's, with the media type
+ * the client declared, if any) or a URL to fetch; `checked` once the server has its bytes and
+ * checked them (core/images.ts checkImage), the only kind the engine takes.
+ */
+export type ImageSource =
+  { type: "base64"; data: string; mediaType?: string } | { type: "url"; url: string } | { type: "checked"; image: ImageInput };
 
 export interface ToolCall {
   id: string;

@@ -33,6 +33,11 @@ export interface ModelInfo {
    * describes them); `thinking`, its template has a thought section split from replies.
    */
   templateFeatures?: ReadonlyArray<"tools" | "thinking">;
+  /**
+   * The vision projector paired with a chat model (an mmproj GGUF: named in models.json, or found
+   * beside the model by name): the model reads images through it.
+   */
+  projector?: string;
   /** The pooling the file declares for embeddings (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
   poolingType?: number;
 }

@@ -13,6 +13,8 @@ export interface Sampled {
 export interface GenerationSetup {
   /** Configured for this generation; it keeps the penalty history and grammar state as it samples. */
   sampler: NativeSampler;
+  /** The images among the input. */
+  images?: PromptImages | undefined;
   /** Ask for each token's probability, and with `probabilities` the whole distribution. */
   metadata?: { probabilities: boolean };
   /** True for a token after which nothing more is decoded: the end of the turn. */
@@ -32,6 +34,33 @@ export interface GenerationSetup {
    * `endTokens`, or a native loop would sample on past it before this is called.
    */
   sampled?(token: Token): boolean;
+}
+
+/**
+ * The images of a prompt. In token lists an image stands as one pseudo-token per position it takes,
+ * negative (no vocabulary has such ids) and derived from its content (imageTokens), so prefix
+ * matching, slot choice and the prompt cache treat a conversation's images as they treat its text:
+ * the same image at the same place matches, another does not.
+ */
+export interface PromptImages {
+  /** The image whose pseudo-tokens begin with `token`: how many positions it takes, and its evaluation into a sequence at `position`. */
+  at(token: Token): { length: number; evaluate(sequenceId: number, position: number): Promise<void> } | undefined;
+}
+
+/** The pseudo-tokens of an image: `length` consecutive negative ids from the first 28 bits of its content's hash (hex). */
+export function imageTokens(hash: string, length: number): Token[] {
+  const base = Number.parseInt(hash.slice(0, 7), 16);
+  return Array.from({ length }, (_, i) => -(2 + base + i) as Token);
+}
+
+/**
+ * `length` made to end outside any image of `tokens`: a cut inside one moves back to its start
+ * (a cache holds an image whole or not at all; llama-server refuses such a cut too).
+ */
+export function wholeImages(tokens: readonly Token[], length: number): number {
+  let end = length;
+  while (end > 0 && end < tokens.length && tokens[end]! < 0 && tokens[end - 1] === tokens[end]! + 1) end--;
+  return end;
 }
 
 /** One sequence of the context: what its cache holds, position by position. */
@@ -68,6 +97,8 @@ interface Job {
   input: Token[];
   /** Sample after the input's last token (a generation step), or after every token (scoring). */
   sampleAt: "none" | "last" | "every";
+  /** The images among the input (runs of negative pseudo-tokens), each evaluated alone, between two batches. */
+  images?: PromptImages | undefined;
   sampler?: NativeSampler;
   metadata?: { probabilities: boolean };
   signal: AbortSignal | undefined;
@@ -172,7 +203,7 @@ export class BatchDecoder {
    */
   keepPrefix(sequence: DecoderSequence, tokens: readonly Token[], keepAtMost = tokens.length): Promise<number> {
     return this.#edit(() => {
-      const keep = Math.min(sequence.commonPrefix(tokens), keepAtMost);
+      const keep = wholeImages(tokens, Math.min(sequence.commonPrefix(tokens), keepAtMost));
       if (keep < sequence.tokens.length) this.#truncate(sequence, keep);
       return sequence.tokens.length;
     });
@@ -214,11 +245,11 @@ export class BatchDecoder {
     });
   }
 
-  /** Decodes `tokens` after what the sequence holds, in the batches of the other sequences' steps. */
-  evaluate(sequence: DecoderSequence, tokens: readonly Token[], signal?: AbortSignal): Promise<void> {
+  /** Decodes `tokens` after what the sequence holds, in the batches of the other sequences' steps (`images`: those among them). */
+  evaluate(sequence: DecoderSequence, tokens: readonly Token[], signal?: AbortSignal, images?: PromptImages): Promise<void> {
     if (tokens.length === 0) return Promise.resolve();
     return new Promise((resolve, reject) =>
-      this.#enqueue({ sequence, input: [...tokens], sampleAt: "none", signal, done: () => resolve(), fail: reject }),
+      this.#enqueue({ sequence, input: [...tokens], sampleAt: "none", images, signal, done: () => resolve(), fail: reject }),
     );
   }
 
@@ -386,6 +417,10 @@ export class BatchDecoder {
    * its front, ahead of later arrivals.
    */
   async #step(): Promise<void> {
+    // An image next in a prompt is evaluated in a step of its own: its embeddings cannot share a
+    // decode with tokens, and mtmd may switch the context to non-causal attention for it (Gemma 3).
+    const image = this.#ready.find((job) => job.input[0]! < 0);
+    if (image) return this.#evaluateImage(image);
     const batch: BatchItem[] = [];
     let size = 0;
     const order = [...this.#ready.filter((job) => job.input.length === 1), ...this.#ready.filter((job) => job.input.length > 1)];
@@ -395,7 +430,9 @@ export class BatchDecoder {
         job.fail(job.signal.reason);
         continue;
       }
-      const count = Math.min(job.input.length, this.#batchSize - size);
+      // Text up to the next image: that image has a step of its own.
+      const imageAt = job.images ? job.input.findIndex((token) => token < 0) : -1;
+      const count = Math.min(imageAt === -1 ? job.input.length : imageAt, this.#batchSize - size);
       if (count <= 0) break;
       const finishes = count === job.input.length;
       const logitIndexes =
@@ -470,6 +507,26 @@ export class BatchDecoder {
       if (!Array.isArray(outcome)) job.fail(outcome.error);
       else if (job.input.length === 0 || job.sampleAt === "every") job.done(outcome);
     });
+  }
+
+  /** Evaluates the image the job's input begins with into its sequence; the job goes on with what follows it. */
+  async #evaluateImage(job: Job): Promise<void> {
+    this.#take(job);
+    if (job.signal?.aborted) return job.fail(job.signal.reason);
+    const image = job.images?.at(job.input[0]!);
+    if (!image || job.input.length < image.length) return job.fail(new Error("A prompt's image pseudo-tokens name no image of it."));
+    const position = job.sequence.tokens.length;
+    try {
+      await image.evaluate(job.sequence.id, position);
+    } catch (error) {
+      // What the failed evaluation left of the image in the cache is unknown: it goes.
+      this.#truncate(job.sequence, position);
+      return job.fail(error);
+    }
+    job.sequence.tokens.push(...job.input.splice(0, image.length));
+    if (job.input.length > 0) this.#ready.unshift(job);
+    else if (job.sampleAt === "none") job.done([]);
+    else job.fail(new Error("The prompt ends with an image: the model has no text after it to answer from."));
   }
 
   /**
@@ -621,6 +678,7 @@ class Generation {
       sequence,
       input: [...input],
       sampleAt: "last",
+      images: setup.images,
       sampler: setup.sampler,
       ...(setup.metadata ? { metadata: setup.metadata } : {}),
       signal,

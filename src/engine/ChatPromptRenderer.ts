@@ -5,7 +5,10 @@ import type { ChatRequest, PromptOverride, ToolDefinition } from "../core/ChatRe
 import { ServerError } from "../core/ServerError.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import type { RenderedPrompt } from "./prompts/PromptSource.js";
-import { TemplatePrompts } from "./prompts/TemplatePrompts.js";
+import { TemplatePrompts, withoutAddedBos } from "./prompts/TemplatePrompts.js";
+import type { NativeContext } from "./llamaInternals.js";
+import type { VisionProjector } from "./VisionProjector.js";
+import type { ImageInput } from "../core/images.js";
 import { WrapperPrompts } from "./prompts/WrapperPrompts.js";
 import type { ToolCallPlan } from "./streamCompletion.js";
 import { continuesLastMessage } from "./toChatHistory.js";
@@ -41,6 +44,55 @@ export class ChatPromptRenderer {
     // or an error in its code where jinja2 fails too: Command R+'s tool_use without tools) is the
     // client's error, in the protocol's shape: no other format stands in for the model's own.
     return this.#template.render(request, tools, continuing);
+  }
+
+  /**
+   * Renders a conversation whose user messages show images, for a vision model: the template renders
+   * the projector's marker where each image is, and the projector tokenizes the text around them
+   * and prepares each image (evaluated later into a sequence of `context`).
+   */
+  async renderWithImages(
+    request: ChatRequest,
+    tools: readonly ToolDefinition[],
+    projector: VisionProjector,
+    context: NativeContext,
+  ): Promise<RenderedPrompt> {
+    const images = request.messages.flatMap((message) =>
+      message.role === "user" ? [...(message.images ?? [])].sort((a, b) => a.at - b.at) : [],
+    );
+    if (!this.#template) {
+      throw new ServerError("invalid_request", {
+        param: images[0]?.param ?? "messages",
+        message: `The model \`${request.model}\` has no chat template (or none this server can read) to place images in.`,
+      });
+    }
+    const continuing = continuesLastMessage(request.messages, request.continueLastMessage);
+    const rendered = this.#template.renderText(request, tools, continuing, projector.marker);
+    const shown = rendered.text.split(projector.marker).length - 1;
+    if (shown !== images.length) {
+      throw new ServerError("invalid_request", {
+        param: images[0]?.param ?? "messages",
+        message: `The model's chat template shows ${shown} of the request's ${images.length} images: it leaves out a message that holds one.`,
+      });
+    }
+    const inputs = images.map(({ source }): ImageInput => {
+      if (source.type !== "checked") throw new Error("An image reached the engine unchecked (see http/imageInput.ts).");
+      return source.image;
+    });
+    const split = await projector.tokenize(
+      withoutAddedBos(this.#model, rendered.text),
+      inputs,
+      images.map((image) => image.param),
+      context,
+    );
+    if (split.tokens.at(-1)! < 0) {
+      throw new ServerError("invalid_request", {
+        param: images.at(-1)!.param,
+        message:
+          "The prompt ends with an image: the model's template writes nothing after it for the model to answer from. Add text after the image.",
+      });
+    }
+    return { ...rendered, tokens: split.tokens, images: split.images, continued: (content, opener) => split.continued(content + opener) };
   }
 
   #wrapperPrompts(): WrapperPrompts {

@@ -19,7 +19,8 @@ export class IncrementalDetokenizer {
   constructor(model: LlamaModel, precedingTokens: readonly Token[] = [], specialTokens = false) {
     this.#model = model;
     this.#specialTokens = specialTokens;
-    this.#context = precedingTokens.slice(-CONTEXT_TOKENS);
+    // An image's pseudo-tokens (negative) are no text to read spacing from.
+    this.#context = precedingTokens.filter((token) => token >= 0).slice(-CONTEXT_TOKENS);
   }
 
   /** The text this token completes, possibly empty while a character is incomplete. */

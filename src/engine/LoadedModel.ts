@@ -14,7 +14,16 @@ import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
-import { contextMemoryBytes, createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf, trimMemory } from "./llamaInternals.js";
+import {
+  contextMemoryBytes,
+  createNativeSampler,
+  nativeContextOf,
+  nativeMultimodal,
+  nativeSteps,
+  sequenceIdOf,
+  trimMemory,
+  type NativeContext,
+} from "./llamaInternals.js";
 import { PromptCache } from "./PromptCache.js";
 import { RankingRunner } from "./RankingRunner.js";
 import { SequenceLease } from "./SequenceLease.js";
@@ -23,6 +32,7 @@ import { streamCompletion, tokenAlternative } from "./streamCompletion.js";
 import { TokenBytes } from "./TokenBytes.js";
 import { Utf8Tables } from "./Utf8Guard.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
+import { VisionProjector } from "./VisionProjector.js";
 
 export interface ModelRuntimeOptions {
   /** Context length per sequence; capped at the model's trained length. */
@@ -56,6 +66,9 @@ export class LoadedModel {
   readonly #model: LlamaModel;
   /** Decodes the chat context's sequences; absent for models that only embed. */
   readonly #decoder: BatchDecoder | undefined;
+  readonly #nativeContext: NativeContext | undefined;
+  /** How the model reads images: its projector, or why it cannot (no projector, or none that loads). */
+  readonly #vision: VisionProjector | { problem: string };
   readonly #pool: SlotPool<DecoderSequence>;
   /** The engine's prompt cache, for models whose sequences it can save whole (PromptCache.supports). */
   readonly #promptCache: PromptCache | undefined;
@@ -78,9 +91,16 @@ export class LoadedModel {
   #onActivity: () => void = () => {};
 
   /** `context` is absent for models that only embed; disposing the model disposes it. */
-  private constructor(info: ModelInfo, model: LlamaModel, context: LlamaContext | undefined, options: ModelRuntimeOptions) {
+  private constructor(
+    info: ModelInfo,
+    model: LlamaModel,
+    context: LlamaContext | undefined,
+    options: ModelRuntimeOptions,
+    vision: VisionProjector | { problem: string },
+  ) {
     this.info = info;
     this.#model = model;
+    this.#vision = vision;
     this.#options = options;
     this.contextSize = context?.contextSize ?? Math.min(options.contextSize, model.trainContextSize);
     this.#kvCache = context
@@ -89,8 +109,9 @@ export class LoadedModel {
     // node-llama-cpp's sequence objects are taken only for their ids (and kept, so that it never
     // reclaims them); the decoder does all decoding on the context.
     const sequences = context ? Array.from({ length: options.parallel }, () => context.getSequence()) : [];
-    this.#decoder = context
-      ? new BatchDecoder(nativeContextOf(context), {
+    this.#nativeContext = context ? nativeContextOf(context) : undefined;
+    this.#decoder = this.#nativeContext
+      ? new BatchDecoder(this.#nativeContext, {
           batchSize: options.batchSize,
           threads: options.threads,
           holdMs: options.streamHoldMs,
@@ -135,8 +156,11 @@ export class LoadedModel {
     // twice over on a libuv thread and freed most of it, and that arena would keep the pages. On
     // the Qwen2.5-0.5B shape, serving 4 streams, peak RSS went from 797 MiB to 742-755.
     trimMemory(llama);
+    const noProjector = {
+      problem: `The model \`${info.id}\` does not read images: it has no vision projector (an mmproj GGUF file beside it, or named in models.json).`,
+    };
     try {
-      if (!canChat) return new LoadedModel(info, model, undefined, options);
+      if (!canChat) return new LoadedModel(info, model, undefined, options, noProjector);
       const contextSize = Math.min(options.contextSize, model.trainContextSize);
       checkCacheTypes(info, model, options);
       const context = await model
@@ -163,7 +187,8 @@ export class LoadedModel {
             cause: error,
           });
         });
-      return new LoadedModel(info, model, context, options);
+      const vision = info.projector === undefined ? noProjector : await loadProjector(llama, model, info, options);
+      return new LoadedModel(info, model, context, options, vision);
     } catch (error) {
       await model.dispose();
       throw error;
@@ -291,7 +316,7 @@ export class LoadedModel {
       });
     }
     checkTokenIds(this.#model, request.sampling.logitBias.keys(), "logit_bias");
-    const { tools, prompt } = this.#render(request);
+    const { tools, prompt } = await this.#render(request);
     if (prompt.tokens.length >= this.contextSize) {
       throw new ServerError("context_length_exceeded", {
         param: request.prompt ? "prompt" : "messages",
@@ -330,7 +355,7 @@ export class LoadedModel {
         promptLogprobs = await this.#scorePrompt(leader, tokens, request.logprobs!.top, signal);
         cachedTokens = 0;
       }
-      if (followers.length > 0) await this.#sharePrompt(leader, followers, tokens.slice(0, -1), signal, scorePrompt);
+      if (followers.length > 0) await this.#sharePrompt(leader, followers, tokens.slice(0, -1), signal, scorePrompt, prompt.images);
     } catch (error) {
       for (const sequence of sequences) this.#pool.release(sequence);
       ticket?.settle({ promptTokens: 0, completionTokens: 0 });
@@ -354,6 +379,7 @@ export class LoadedModel {
         sampling: { ...request.sampling, seed: choiceSeed(request.sampling.seed, choice) },
         textGrammar,
         tools: toolPlan,
+        images: prompt.images,
         ...(prompt.thought ? { thought: prompt.thought } : {}),
         ...(prompt.recipientFirst ? { textHeader: prompt.calls.textRecipient } : {}),
         signal,
@@ -399,13 +425,14 @@ export class LoadedModel {
     prefix: Token[],
     signal: AbortSignal,
     evaluated: boolean,
+    images: RenderedPrompt["images"],
   ): Promise<void> {
     const counters = this.#options.counters;
     const decoder = this.#decoder!;
     // Counted already when the prompt was scored.
     if (!evaluated) counters.promptEvaluations++;
     counters.promptTokensEvaluated += prefix.length - leader.tokens.length;
-    await decoder.evaluate(leader, prefix.slice(leader.tokens.length), signal);
+    await decoder.evaluate(leader, prefix.slice(leader.tokens.length), signal, images);
     for (const follower of followers) {
       await decoder.copy(follower, leader);
       counters.promptCopies++;
@@ -450,17 +477,21 @@ export class LoadedModel {
 
   /** The request's prompt, rendered as `chat` renders it: its tokens as text and their count; takes no decoding slot. */
   renderPrompt(request: ChatRequest, { admit }: RequestOptions): Promise<PromptPreview> {
-    return withoutTokens(admit, () => {
-      const { tokens, text } = this.#render(request).prompt;
+    return withoutTokens(admit, async () => {
+      const { tokens, text } = (await this.#render(request)).prompt;
       return { text: text ?? this.#tokenBytes.text(tokens), tokenCount: tokens.length };
     });
   }
 
-  #render(request: ChatRequest): { tools: ChatRequest["tools"]; prompt: RenderedPrompt } {
+  async #render(request: ChatRequest): Promise<{ tools: ChatRequest["tools"]; prompt: RenderedPrompt }> {
     // tool_choice "none" renders no tools: the model is not told of functions it may not call. A
     // prompt given as is has no template to show them in.
     const tools = request.toolChoice.type === "none" || request.prompt ? [] : request.tools;
-    return { tools, prompt: this.#prompts.render(request, tools) };
+    const [image] = request.prompt ? [] : request.messages.flatMap((message) => (message.role === "user" ? (message.images ?? []) : []));
+    if (image === undefined) return { tools, prompt: this.#prompts.render(request, tools) };
+    const vision = this.#vision;
+    if (!(vision instanceof VisionProjector)) throw new ServerError("invalid_request", { param: image.param, message: vision.problem });
+    return { tools, prompt: await this.#prompts.renderWithImages(request, tools, vision, this.#nativeContext!) };
   }
 
   /** Fails queued requests and frees the weights; requests still decoding end with an error. */
@@ -472,9 +503,35 @@ export class LoadedModel {
     // The step under way finishes first: llama.cpp must not free the context mid-decode.
     await this.#decoder?.close(unloading);
     if (this.#decoder) this.#promptCache?.forget(this.#decoder);
+    if (this.#vision instanceof VisionProjector) await this.#vision.free();
     // Disposing the model disposes its contexts (chat and embedding) with it.
     await this.#model.dispose();
     trimMemory(this.#model.llama);
+  }
+}
+
+/**
+ * The model's projector, loaded with the native build's mtmd binding; or why images cannot be read
+ * (the prebuilt binary has no mtmd; llama.cpp refused the file): text requests are served either way.
+ */
+async function loadProjector(
+  llama: Llama,
+  model: LlamaModel,
+  info: ModelInfo,
+  options: ModelRuntimeOptions,
+): Promise<VisionProjector | { problem: string }> {
+  const native = nativeMultimodal(llama);
+  if (!native) {
+    return {
+      problem: `The model \`${info.id}\` reads images only on the native engine: this server runs llama.cpp's prebuilt binary, which lacks its image support (mtmd). Run \`modelhost engine build\`, then restart the server.`,
+    };
+  }
+  try {
+    return await VisionProjector.load(native, model, info.projector!, { threads: options.threads, batchSize: options.batchSize });
+  } catch (error) {
+    return {
+      problem: `The model \`${info.id}\` cannot read images: llama.cpp could not load its projector ${info.projector!} (${(error as Error).message}).`,
+    };
   }
 }
 
@@ -509,10 +566,10 @@ async function* withEcho(
  * Runs `work`, which evaluates nothing (tokenizing, counting a prompt), admitted as a request that
  * uses no tokens: it counts against the caller's request limits, and the ledger records it.
  */
-async function withoutTokens<T>(admit: RequestOptions["admit"], work: () => T): Promise<T> {
+async function withoutTokens<T>(admit: RequestOptions["admit"], work: () => T | Promise<T>): Promise<T> {
   const ticket = await admit?.({ promptTokens: 0, maxOutputTokens: 0 });
   try {
-    return work();
+    return await work();
   } finally {
     ticket?.settle({ promptTokens: 0, completionTokens: 0 });
   }

@@ -11,11 +11,14 @@ import { checkModelFile } from "../models/checkModelFile.js";
 import { defaultModelId, isListedModelFile } from "../models/modelFiles.js";
 import { entryId, MANIFEST_FILE, readManifest, type ManifestEntry } from "../models/modelsManifest.js";
 
-type Metadata = Omit<ModelInfo, "id" | "aliases" | "path">;
+type Metadata = Omit<ModelInfo, "id" | "aliases" | "path" | "projector">;
+
+/** What a GGUF file in the folder is: a model, or a vision projector (an mmproj file) that a model reads images through. */
+type FileKind = { kind: "model"; metadata: Metadata } | { kind: "projector"; embeddingLength: number | undefined };
 
 interface CachedMetadata {
   key: string;
-  metadata: Metadata | Error;
+  metadata: FileKind | Error;
 }
 
 export interface RegistryLogger {
@@ -103,20 +106,39 @@ export class ModelRegistry {
   async #doScan(): Promise<ModelInfo[]> {
     const files = await this.#ggufFiles();
     const manifest = await this.#readManifest();
-    const named = new Map<string, { id: string; aliases: string[] }>();
+    const named = new Map<string, { id: string; aliases: string[]; projector?: string }>();
     for (const entry of manifest) {
-      named.set(path.resolve(this.directory, entry.file), { id: entryId(entry), aliases: entry.aliases });
+      named.set(path.resolve(this.directory, entry.file), {
+        id: entryId(entry),
+        aliases: entry.aliases,
+        ...(entry.projector === undefined ? {} : { projector: path.resolve(this.directory, entry.projector) }),
+      });
     }
 
-    const models: ModelInfo[] = [];
-    const byName = new Map<string, ModelInfo>();
+    const kinds = new Map<string, FileKind>();
     const paths = [...new Set([...files, ...named.keys()])].sort();
     for (const file of paths) {
       if (this.#stopped) throw new ServerError("engine_unavailable", { message: "The server is shutting down." });
-      const metadata = await this.#metadataOf(file);
-      if (!metadata) continue;
+      const kind = await this.#kindOf(file);
+      if (kind) kinds.set(file, kind);
+    }
+    const projectors = new Map<string, number | undefined>();
+    for (const [file, kind] of kinds) if (kind.kind === "projector") projectors.set(file, kind.embeddingLength);
+
+    const models: ModelInfo[] = [];
+    const byName = new Map<string, ModelInfo>();
+    for (const [file, kind] of kinds) {
+      if (kind.kind !== "model") continue;
+      const { metadata } = kind;
       const names = named.get(file) ?? { id: defaultModelId(file), aliases: [] };
-      const model: ModelInfo = { id: names.id, aliases: names.aliases, path: file, ...metadata };
+      const projector = metadata.capabilities.includes("chat") ? this.#projectorOf(file, names.projector, metadata, projectors) : undefined;
+      const model: ModelInfo = {
+        id: names.id,
+        aliases: names.aliases,
+        path: file,
+        ...metadata,
+        ...(projector === undefined ? {} : { projector }),
+      };
       if (byName.has(model.id)) {
         this.#logger.warn(`Two models are named "${model.id}"; ${file} is ignored. Give it another id in ${MANIFEST_FILE}.`);
         continue;
@@ -152,7 +174,34 @@ export class ModelRegistry {
     return entries;
   }
 
-  async #metadataOf(file: string): Promise<Metadata | undefined> {
+  /**
+   * The projector a chat model reads images through: the one its manifest entry names, or else the
+   * one found beside it by name (see projectorMatch) whose output is the width of the model's
+   * embeddings (llama.cpp refuses a pair whose widths differ).
+   */
+  #projectorOf(
+    file: string,
+    declared: string | undefined,
+    metadata: Metadata,
+    projectors: ReadonlyMap<string, number | undefined>,
+  ): string | undefined {
+    if (declared !== undefined) {
+      if (projectors.has(declared)) return declared;
+      this.#logger.warn(
+        `${MANIFEST_FILE} pairs ${file} with ${declared}, which is not a readable vision projector here; it is served without one.`,
+      );
+      return undefined;
+    }
+    let best: { file: string; length: number } | undefined;
+    for (const [projector, width] of projectors) {
+      if (width !== undefined && metadata.embeddingLength !== undefined && width !== metadata.embeddingLength) continue;
+      const length = projectorMatch(path.basename(file), path.basename(projector));
+      if (length > (best?.length ?? 0)) best = { file: projector, length };
+    }
+    return best?.file;
+  }
+
+  async #kindOf(file: string): Promise<FileKind | undefined> {
     let stats;
     try {
       stats = await stat(file);
@@ -163,9 +212,9 @@ export class ModelRegistry {
     const cached = this.#metadata.get(file);
     if (cached?.key === key) return cached.metadata instanceof Error ? undefined : cached.metadata;
 
-    let metadata: Metadata | Error;
+    let metadata: FileKind | Error;
     try {
-      metadata = await readMetadata(file, stats.size, stats.mtimeMs);
+      metadata = await readKind(file, stats.size, stats.mtimeMs);
     } catch (error) {
       metadata = error instanceof Error ? error : new Error(String(error));
       this.#logger.warn(`Skipping ${file}: not a readable GGUF model (${metadata.message})`);
@@ -181,9 +230,23 @@ export class ModelRegistry {
  * to node-llama-cpp's reader, which trusts the counts (an 88-byte file claiming 2^40 tensors made
  * it allocate without end, blocking the server).
  */
-async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): Promise<Metadata> {
+async function readKind(file: string, sizeBytes: number, mtimeMs: number): Promise<FileKind> {
   const header = await checkModelFile(file);
   const value = (key: string) => header.metadata.get(key);
+  // llama.cpp's converters write projectors as architecture "clip"; its loader reads the flag.
+  if (value("general.architecture") === "clip" || value("clip.has_vision_encoder") !== undefined) {
+    return { kind: "projector", embeddingLength: numberOrUndefined(value("clip.vision.projection_dim")) };
+  }
+  return { kind: "model", metadata: readMetadata(header.metadata, header.parameterCount, sizeBytes, mtimeMs) };
+}
+
+function readMetadata(
+  header: ReadonlyMap<string, GgufMetadataValue>,
+  parameterCount: number,
+  sizeBytes: number,
+  mtimeMs: number,
+): Metadata {
+  const value = (key: string) => header.get(key);
   const fileType = numberOrUndefined(value("general.file_type"));
   const architecture = String(value("general.architecture") ?? "unknown");
   const ofArchitecture = (key: string) => value(`${architecture}.${key}`);
@@ -196,7 +259,7 @@ async function readMetadata(file: string, sizeBytes: number, mtimeMs: number): P
     architecture,
     contextLength: numberOrUndefined(ofArchitecture("context_length")),
     embeddingLength: numberOrUndefined(ofArchitecture("embedding_length")),
-    parameterCount: header.parameterCount || undefined,
+    parameterCount: parameterCount || undefined,
     hasChatTemplate: typeof value("tokenizer.chat_template") === "string",
     quantization: fileType === undefined ? undefined : fileTypeName(fileType),
     // The current key names, and the older ones llama.cpp still reads.
@@ -223,6 +286,21 @@ function templateFeaturesOf(template: unknown, toolUse: unknown): ReadonlyArray<
     ...(templatePrintsTools(sources) ? (["tools"] as const) : []),
     ...(chatFormatOf(template).thought !== undefined ? (["thinking"] as const) : []),
   ];
+}
+
+/**
+ * How well a projector's file name names a model's: the length of the model's name that the
+ * projector's, without its `mmproj` prefix and its precision suffix, begins (case aside), or 0.
+ * `mmproj-gemma-3-4b-it-f16.gguf` pairs with `gemma-3-4b-it-Q4_K_M.gguf`; llama.cpp's converter
+ * and the Hugging Face repositories name them so.
+ */
+export function projectorMatch(model: string, projector: string): number {
+  const stem = (name: string) => name.replace(/\.gguf$/i, "").toLowerCase();
+  const core = stem(projector)
+    .replace(/^mmproj[-_.]?/, "")
+    .replace(/[-_.](f16|f32|bf16|q8_0|q6_k|q5_k_m|q4_k_m|q4_0)$/, "");
+  if (core.length < 3) return 0;
+  return stem(model).startsWith(core) ? core.length : 0;
 }
 
 /** llama.cpp's LLAMA_POOLING_TYPE_RANK: the file is a reranker (a cross-encoder with a classification head). */

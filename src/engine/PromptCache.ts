@@ -1,6 +1,6 @@
 import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import type { EngineCounters } from "../core/ModelInfo.js";
-import { commonPrefixLength as commonPrefix, type BatchDecoder, type DecoderSequence } from "./BatchDecoder.js";
+import { commonPrefixLength as commonPrefix, wholeImages, type BatchDecoder, type DecoderSequence } from "./BatchDecoder.js";
 import { createNativeCheckpoint, type NativeCheckpoint } from "./llamaInternals.js";
 
 /** One saved sequence: its tokens, and its state in host memory. */
@@ -112,7 +112,7 @@ export class PromptCache {
    * rest. Resolves to how many leading tokens of the prompt it then holds, at most `keepAtMost`.
    */
   async prepare(decoder: BatchDecoder, sequence: DecoderSequence, tokens: readonly Token[], keepAtMost: number): Promise<number> {
-    const kept = Math.min(sequence.commonPrefix(tokens), keepAtMost);
+    const kept = wholeImages(tokens, Math.min(sequence.commonPrefix(tokens), keepAtMost));
     const found = this.#longest(decoder, tokens, keepAtMost);
     const best = found && found.length > kept ? found : undefined;
     if (worthSaving(sequence.tokens.length - kept, sequence.tokens.length)) await this.#save(decoder, sequence, best?.entry);
@@ -136,7 +136,7 @@ export class PromptCache {
     let best: { entry: Entry; length: number } | undefined;
     for (const entry of this.#entries) {
       if (entry.owner !== owner) continue;
-      const length = Math.min(commonPrefix(entry.tokens, tokens), keepAtMost);
+      const length = wholeImages(tokens, Math.min(commonPrefix(entry.tokens, tokens), keepAtMost));
       if (length > (best?.length ?? 0)) best = { entry, length };
     }
     return best;

@@ -1,5 +1,13 @@
 import type { Llama, LlamaContext, LlamaContextSequence, LlamaGrammarEvaluationState, LlamaModel, Token } from "node-llama-cpp";
-import { DECODE_AND_SAMPLE, GENERATE, TRIM_MEMORY } from "./native/addonPatch.js";
+import {
+  DECODE_AND_SAMPLE,
+  GENERATE,
+  MULTIMODAL_EVALUATE,
+  MULTIMODAL_FREE,
+  MULTIMODAL_LOAD,
+  MULTIMODAL_TOKENIZE,
+  TRIM_MEMORY,
+} from "./native/addonPatch.js";
 
 /**
  * node-llama-cpp's native objects, which the batch decoder drives directly (see BatchDecoder for
@@ -176,6 +184,50 @@ export function nativeSteps(llama: Llama): NativeSteps | undefined {
   const generate = bindings?.[GENERATE];
   if (typeof decodeAndSample !== "function" || typeof generate !== "function") return undefined;
   return { decodeAndSample: decodeAndSample as DecodeAndSample, generate: generate as NativeGenerate };
+}
+
+/** A loaded vision projector, or a prompt's chunks, as the native build hands them out (opaque). */
+export type NativeHandle = { readonly __native: unique symbol };
+
+/** One part of a prompt split at its images: a text part's tokens, or an image chunk. */
+export type NativeMultimodalPart = Int32Array | { id: string; tokens: number; positions: number };
+
+/**
+ * modelhost's binding of llama.cpp's tools/mtmd (native/decodeAndSample.cpp), in binaries built by
+ * `modelhost engine build`: a vision model's projector loaded for its model, prompts split at an
+ * image marker into text tokens and image chunks (the images decoded by stb_image, as
+ * llama-server's are), and an image chunk evaluated into a sequence on the decode thread.
+ */
+export interface NativeMultimodal {
+  load(model: unknown, projectorPath: string, threads: number, marker: string): Promise<NativeHandle>;
+  tokenize(projector: NativeHandle, text: string, images: Uint8Array[]): Promise<{ chunks: NativeHandle; parts: NativeMultimodalPart[] }>;
+  evaluate(
+    context: NativeContext,
+    projector: NativeHandle,
+    chunks: NativeHandle,
+    index: number,
+    sequenceId: number,
+    position: number,
+    batchSize: number,
+  ): Promise<number>;
+  free(projector: NativeHandle): Promise<void>;
+}
+
+export function nativeMultimodal(llama: Llama): NativeMultimodal | undefined {
+  const bindings = (llama as unknown as LlamaInternals)._bindings;
+  const [load, tokenize, evaluate, free] = [MULTIMODAL_LOAD, MULTIMODAL_TOKENIZE, MULTIMODAL_EVALUATE, MULTIMODAL_FREE].map(
+    (name) => bindings?.[name],
+  );
+  if (typeof load !== "function" || typeof tokenize !== "function" || typeof evaluate !== "function" || typeof free !== "function")
+    return undefined;
+  return { load, tokenize, evaluate, free } as NativeMultimodal;
+}
+
+/** node-llama-cpp's AddonModel of a model (the native object mtmd loads a projector for). */
+export function nativeModelOf(model: LlamaModel): unknown {
+  const native = (model as unknown as ModelInternals)._model;
+  if (native === undefined) throw mismatch("LlamaModel._model");
+  return native;
 }
 
 /**

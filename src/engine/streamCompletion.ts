@@ -3,7 +3,7 @@ import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type T
 import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
 import type { EngineCounters } from "../core/ModelInfo.js";
-import type { BatchDecoder, DecoderSequence, Sampled } from "./BatchDecoder.js";
+import type { BatchDecoder, DecoderSequence, PromptImages, Sampled } from "./BatchDecoder.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { createNativeSampler, nativeGrammarState, type NativeSamplerConfig } from "./llamaInternals.js";
 import { ReplyStart } from "./ReplyStart.js";
@@ -40,7 +40,10 @@ export interface CompletionJob {
   /** Decodes the sequence, in batches shared with the context's other sequences. */
   decoder: BatchDecoder;
   sequence: DecoderSequence;
+  /** The prompt; an image's tokens are its pseudo-tokens (see PromptImages). */
   promptTokens: Token[];
+  /** The prompt's images, if it shows any. */
+  images?: PromptImages | undefined;
   /** How many leading prompt tokens the sequence already holds from an earlier request. */
   cachedTokens: number;
   /**
@@ -342,6 +345,7 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
     context.slice(held),
     {
       sampler,
+      images: job.images,
       ...(job.logprobs ? { metadata: { probabilities: job.logprobs.top > 0 } } : {}),
       isLast: isEnd,
       endTokens: [

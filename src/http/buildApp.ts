@@ -27,6 +27,7 @@ import { requestIdOf, returnRequestId } from "./requestId.js";
 import { answerErrorsIn, protocolScope } from "./errorShapes.js";
 import { guardPlayground } from "./playgroundGuard.js";
 import { requireAdmission } from "./requireAdmission.js";
+import { resolveImages, type ImagePolicy } from "./imageInput.js";
 import { requireRouteAccess } from "./routeAccess.js";
 import { authenticateCallers, guardMonitoring } from "./tokenGuards.js";
 import { anthropicRoutes } from "./routes/anthropicRoutes.js";
@@ -56,6 +57,8 @@ export interface AppOptions {
   /** Changes the installed models: the native API's copy, delete and pull (`POST /api/pull`). */
   models: ModelStore;
   bodyLimit: number;
+  /** What requests' images may be (--max-image*, --image-url*). */
+  images: ImagePolicy;
   connections: ConnectionLimits;
   corsOrigins: readonly string[];
   /**
@@ -156,7 +159,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   // Every generation is measured and logged once, whichever route asked (metrics.ts); in the hosted
   // profile the engine also refuses any call without admission: fail closed.
-  const observed = metrics.observe(options.engine);
+  const observed = metrics.observe(resolveImages(options.engine, options.images));
   const routeOptions = { ...options, engine: options.access ? requireAdmission(observed) : observed };
   if (options.access) {
     authenticateCallers(app, options.access);

@@ -19,6 +19,8 @@ const entrySchema = z.looseObject({
   file: z.string().min(1),
   id: z.string().min(1).optional(),
   aliases: z.array(z.string().min(1)).default([]),
+  /** The vision projector (mmproj GGUF) beside it that the model reads images through. */
+  projector: z.string().min(1).optional(),
   /** Where `pull` fetched the file from (`hf.co/OWNER/REPO/FILE.gguf` or a URL). */
   source: z.string().optional(),
   /** SHA-256 of the file (of the first part of a split model), hex, recorded by `pull`. */
@@ -79,6 +81,12 @@ function checkEntries(entries: ManifestEntry[]): ManifestRead {
       aliases: entry.aliases.filter((alias, aliasIndex) => nameIsValid(alias, `${where}.aliases.${aliasIndex}`, warnings)),
     };
     if (checked.id !== undefined && !nameIsValid(checked.id, `${where}.id`, warnings)) delete checked.id;
+    if (checked.projector !== undefined && !isPlainFileName(checked.projector)) {
+      warnings.push(
+        `${where}.projector is ignored: ${JSON.stringify(checked.projector.slice(0, 100))} is not a plain file name in the models directory.`,
+      );
+      delete checked.projector;
+    }
     kept.push(checked);
   }
   return warnings.length === 0 ? { entries: kept } : { entries: kept, warnings };

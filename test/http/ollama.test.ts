@@ -243,7 +243,7 @@ describe("native API (/api) with the ollama client", () => {
     const image = Buffer.from("not really a png").toString("base64");
     await expect(ollama.chat({ model: "tiny:1b", messages: [{ role: "user", content: "?", images: [image] }] })).rejects.toMatchObject({
       status_code: 400,
-      error: expect.stringMatching(/does not support images/),
+      error: expect.stringMatching(/does not read images: it has no vision projector/),
     });
     await expect(ollama.generate({ model: "tiny:1b", prompt: "?", images: [image] })).rejects.toMatchObject({ status_code: 400 });
     // A model that does not exist is the error, not what the request asks of it.

@@ -492,6 +492,16 @@ describe("Responses API", () => {
     [
       { model: "tiny", input: [{ role: "user", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] },
       400,
+      "input[0].content[0].image_url",
+    ],
+    [
+      { model: "tiny", input: [{ role: "user", content: [{ type: "input_image", file_id: "file_1" }] }] },
+      400,
+      "input[0].content[0].image_url",
+    ],
+    [
+      { model: "tiny", input: [{ role: "system", content: [{ type: "input_image", image_url: "data:," }] }] },
+      400,
       "input[0].content[0].type",
     ],
     [{ model: "tiny", input: [{ role: "user", content: [{ type: "input_text" }] }] }, 400, "input[0].content[0].text"],

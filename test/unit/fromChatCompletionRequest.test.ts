@@ -103,7 +103,17 @@ describe("fromChatCompletionRequest", () => {
       "Invalid value for 'messages[0].content': expected a string or an array of content parts.",
     ],
     [
-      { model: "m", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] },
+      { model: "m", messages: [{ role: "user", content: [{ type: "input_audio", input_audio: { data: "x", format: "wav" } }] }] },
+      "messages[0].content[0].type",
+      undefined,
+    ],
+    [
+      { model: "m", messages: [{ role: "user", content: [{ type: "image_url", image_url: {} }] }] },
+      "messages[0].content[0].image_url.url",
+      undefined,
+    ],
+    [
+      { model: "m", messages: [{ role: "system", content: [{ type: "image_url", image_url: { url: "data:," } }] }] },
       "messages[0].content[0].type",
       undefined,
     ],

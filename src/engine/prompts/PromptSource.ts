@@ -1,9 +1,13 @@
 import type { Token } from "node-llama-cpp";
 import type { CallSyntax, ThoughtMarkers } from "../../chatTemplates/chatFormats.js";
 import type { ChatRequest, ToolDefinition } from "../../core/ChatRequest.js";
+import type { PromptImages } from "../BatchDecoder.js";
 
 export interface RenderedPrompt {
+  /** The prompt's tokens; an image's as its pseudo-tokens (see PromptImages). */
   tokens: Token[];
+  /** The images among the tokens, for a vision model's prompt that shows any. */
+  images?: PromptImages;
   /**
    * The text the chat template rendered, as transformers renders it (POST /apply-template shows
    * it); absent where no Jinja template rendered the prompt: the tokens' text stands for it.

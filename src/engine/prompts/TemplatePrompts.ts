@@ -48,6 +48,22 @@ export class TemplatePrompts implements ConversationPrompts {
   }
 
   render(request: ChatRequest, tools: readonly ToolDefinition[], continuing: boolean): RenderedPrompt {
+    const rendered = this.renderText(request, tools, continuing);
+    const { text } = rendered;
+    return { ...rendered, tokens: this.#tokenize(text), continued: (content, opener) => this.#tokenize(text + content + opener) };
+  }
+
+  /**
+   * The prompt as text, and what goes with it, before tokenizing. `imageMarker`: the text each of
+   * the user messages' images stands as, where the message has it (a vision model's projector
+   * splits the text there); without one, the images are left out, as a text model's template shows none.
+   */
+  renderText(
+    request: ChatRequest,
+    tools: readonly ToolDefinition[],
+    continuing: boolean,
+    imageMarker?: string,
+  ): Omit<RenderedPrompt, "tokens" | "continued"> & { text: string } {
     const variant = tools.length > 0 ? this.#toolUse : this.#chat;
     const { capabilities, reads } = variant;
     const last = request.messages.at(-1);
@@ -57,7 +73,7 @@ export class TemplatePrompts implements ConversationPrompts {
     // An effort asked of a template that reads none but has a switch (DeepSeek R1's as llama.cpp
     // ships it: off unless told) is the request to think: the nearest the template can take.
     const thinking = request.thinking ?? (request.reasoningEffort !== undefined && !reads.reasoningEffort ? true : undefined);
-    const messages = this.#messages(request.messages, variant.format.calls?.callIdLength);
+    const messages = this.#messages(request.messages, variant.format.calls?.callIdLength, imageMarker);
     let text = variant.template.render({
       messages: tools.length > 0 && capabilities.systemTools ? withSystemTools(messages, tools) : messages,
       ...(tools.length > 0 ? { tools } : {}),
@@ -86,14 +102,12 @@ export class TemplatePrompts implements ConversationPrompts {
     const { textRecipient, sectionPrefix, prefix } = this.calls;
     const recipientFirst = prefill === undefined && textRecipient !== undefined && text.endsWith(sectionPrefix + prefix);
     return {
-      tokens: this.#tokenize(text),
       text,
       stopTokens: this.#stopTokens,
       stopTexts: thought?.markers.answerEnd !== undefined ? [thought.markers.answerEnd] : [],
       calls: this.calls,
       ...(recipientFirst ? { recipientFirst } : {}),
       ...(thought ? { thought } : {}),
-      continued: (content, opener) => this.#tokenize(text + content + opener),
     };
   }
 
@@ -103,15 +117,16 @@ export class TemplatePrompts implements ConversationPrompts {
    * the reference rendering; no text of ours is added to it (the tools a template reads from the
    * system message are put there by render).
    */
-  #messages(messages: readonly ChatMessage[], idLength: number | undefined): TemplateMessage[] {
+  #messages(messages: readonly ChatMessage[], idLength: number | undefined, imageMarker: string | undefined): TemplateMessage[] {
     // Tool results carry the name of the function they answer (Hermes, Llama 3.x and others print it).
     const names = new Map<string, string>();
     const idOf = idLength === undefined ? (id: string) => id : (id: string) => callIdOfLength(id, idLength);
     return messages.map((message): TemplateMessage => {
       switch (message.role) {
         case "system":
-        case "user":
           return { role: message.role, content: message.content };
+        case "user":
+          return { role: message.role, content: imageMarker === undefined ? message.content : withMarkers(message, imageMarker) };
         case "assistant": {
           for (const call of message.toolCalls ?? []) names.set(call.id, call.name);
           const toolCalls = message.toolCalls?.map((call) => ({ ...call, id: idOf(call.id) }));
@@ -137,10 +152,9 @@ export class TemplatePrompts implements ConversationPrompts {
    * vocabulary asks for added once (a template that writes it already gets no second one).
    */
   #tokenize(text: string): Token[] {
-    const { bos, bosString, shouldPrependBosToken } = this.#model.tokens;
+    const { bos, shouldPrependBosToken } = this.#model.tokens;
     if (!shouldPrependBosToken || bos === null) return this.#model.tokenize(text, true);
-    const body = bosString !== null && text.startsWith(bosString) ? text.slice(bosString.length) : text;
-    return [bos, ...this.#model.tokenize(body, true)];
+    return [bos, ...this.#model.tokenize(withoutAddedBos(this.#model, text), true)];
   }
 
   #variant(template: ChatTemplate): TemplateVariant {
@@ -166,6 +180,32 @@ export class TemplatePrompts implements ConversationPrompts {
     }
     return stops;
   }
+}
+
+/**
+ * The rendered text without the BOS the template wrote, where the vocabulary adds one itself (as
+ * llama-server's chat handling strips it, common/chat.cpp), so the prompt has one BOS.
+ */
+export function withoutAddedBos(model: LlamaModel, text: string): string {
+  const { bos, bosString, shouldPrependBosToken } = model.tokens;
+  if (!shouldPrependBosToken || bos === null || bosString === null) return text;
+  return text.startsWith(bosString) ? text.slice(bosString.length) : text;
+}
+
+/**
+ * A user message's text with `marker` where each of its images stands, as llama-server writes an
+ * image part into the text it gives the template (the projector adds the image's own begin and end
+ * tokens, so a template's image branch, which would add them again, is not used either).
+ */
+function withMarkers(message: ChatMessage & { role: "user" }, marker: string): string {
+  if (!message.images?.length) return message.content;
+  let text = "";
+  let from = 0;
+  for (const image of [...message.images].sort((a, b) => a.at - b.at)) {
+    text += message.content.slice(from, image.at) + marker;
+    from = image.at;
+  }
+  return text + message.content.slice(from);
 }
 
 /**

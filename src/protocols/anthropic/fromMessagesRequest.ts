@@ -3,6 +3,7 @@ import {
   thinkingOf,
   type ChatMessage,
   type ChatRequest,
+  type MessageImage,
   type ResponseFormat,
   type ToolChoice,
   type ToolDefinition,
@@ -11,6 +12,7 @@ import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkJsonDepth, checkSchema } from "../checkSchema.js";
 import { parseBody } from "../parseBody.js";
+import { joinContentParts, type ContentPart } from "../contentParts.js";
 import { formatParam, toInvalidRequestError } from "../toInvalidRequestError.js";
 import {
   contentBlockSchemas,
@@ -72,7 +74,7 @@ function toChatRequest(wire: CountTokensRequestBody, body: unknown): ChatRequest
     ...(wire.thinking?.type === "disabled" ? { thinking: false } : wire.thinking?.type === "enabled" ? { thinking: true } : {}),
     ...(effort != null && wire.thinking?.type !== "disabled" ? { reasoningEffort: thinkingOf(effort).reasoningEffort } : {}),
   };
-  const messages = toMessages(toTurns(wire.messages, wire.model, body));
+  const messages = toMessages(toTurns(wire.messages, body));
   const last = messages.at(-1);
   // A final assistant turn of text is a prefill: the reply continues it, and holds only what follows.
   const prefill = last?.role === "assistant" && last.content !== "" ? { continueLastMessage: true } : {};
@@ -105,13 +107,13 @@ interface Turn {
  * Consecutive messages of one role are one turn, as the API combines them (two user messages in a
  * row are one user turn), so templates that require alternating roles render any conversation.
  */
-function toTurns(messages: CountTokensRequestBody["messages"], model: string, body: unknown): Turn[] {
+function toTurns(messages: CountTokensRequestBody["messages"], body: unknown): Turn[] {
   const turns: Turn[] = [];
   messages.forEach((message, i) => {
     const blocks =
       typeof message.content === "string"
         ? [{ block: { type: "text" as const, text: message.content }, i, j: 0 }]
-        : message.content.map((block, j) => ({ block: toBlock(block, ["messages", i, "content", j], model, body), i, j }));
+        : message.content.map((block, j) => ({ block: toBlock(block, ["messages", i, "content", j], body), i, j }));
     const last = turns.at(-1);
     if (last?.role === message.role) last.blocks.push(...blocks);
     else turns.push({ role: message.role, blocks });
@@ -167,15 +169,25 @@ function toMessages(turns: readonly Turn[]): ChatMessage[] {
       });
     }
     answerable = new Set();
-    const text = textOf(blocks);
+    // The turn's text and images; a tool result's images are shown in it, first (a tool message holds text).
+    const parts = turn.blocks.flatMap(({ block, i, j }): ContentPart[] => {
+      const param = formatParam(["messages", i, "content", j]);
+      if (block.type === "text") return [{ text: block.text }];
+      if (block.type === "image") return [{ image: toImage(block, `${param}.source`) }];
+      if (block.type !== "tool_result" || !Array.isArray(block.content)) return [];
+      return block.content.flatMap((part, k) => (part.type === "image" ? [{ image: toImage(part, `${param}.content[${k}].source`) }] : []));
+    });
+    const message = joinContentParts(parts);
     // A turn of tool results only has no text of its own.
-    if (text !== "" || !blocks.some((block) => block.type === "tool_result")) result.push({ role: "user", content: text });
+    if (message.content !== "" || message.images || !blocks.some((block) => block.type === "tool_result")) {
+      result.push({ role: "user", ...message });
+    }
   }
   return result;
 }
 
 /** A block checked against its own type's schema; types this server cannot serve are refused by name. */
-function toBlock(block: { type: string }, path: Array<string | number>, model: string, body: unknown): WireContentBlock {
+function toBlock(block: { type: string }, path: Array<string | number>, body: unknown): WireContentBlock {
   const param = formatParam(path);
   if (!(contentBlockTypes as readonly string[]).includes(block.type)) {
     throw new ServerError("invalid_request", {
@@ -188,13 +200,7 @@ function toBlock(block: { type: string }, path: Array<string | number>, model: s
   if (!parsed.success) {
     throw toInvalidRequestError(new z.ZodError(parsed.error.issues.map((issue) => ({ ...issue, path: [...path, ...issue.path] }))), body);
   }
-  const wire = parsed.data as WireContentBlock;
-  if (wire.type === "image") throw noImages(param, model);
-  if (wire.type === "tool_result" && Array.isArray(wire.content)) {
-    const image = wire.content.findIndex((part) => part.type === "image");
-    if (image !== -1) throw noImages(`${param}.content[${image}]`, model);
-  }
-  return wire;
+  return parsed.data as WireContentBlock;
 }
 
 /** Text blocks read as separate paragraphs; earlier thoughts are not shown to the model again. */
@@ -205,11 +211,11 @@ function textOf(blocks: ReadonlyArray<{ type: string; text?: string }>): string 
     .join("\n");
 }
 
-function noImages(param: string, model: string): ServerError {
-  return new ServerError("invalid_request", {
-    param,
-    message: `Invalid value for '${param}': the model \`${model}\` does not support images: it is a text-only model (modelhost runs no vision models yet).`,
-  });
+function toImage(block: WireContentBlock & { type: "image" }, param: string): Omit<MessageImage, "at"> {
+  const { source } = block;
+  return source.type === "base64"
+    ? { param: `${param}.data`, source: { type: "base64", data: source.data, mediaType: source.media_type } }
+    : { param: `${param}.url`, source: { type: "url", url: source.url } };
 }
 
 function misplaced(i: number, j: number, type: string, role: string): ServerError {

@@ -13,8 +13,14 @@ const toolName = z.string().regex(/^[a-zA-Z0-9_-]{1,128}$/, "must be 1 to 128 le
 
 const textBlockSchema = z.object({ type: z.literal("text"), text: z.string() });
 
-/** Parsed for its shape only: no model here reads images, so the translator refuses it. */
-const imageBlockSchema = z.object({ type: z.literal("image"), source: z.looseObject({ type: z.string() }) });
+/** An image: base64 bytes with their media type, or a URL (fetched only where the server allows it). */
+const imageBlockSchema = z.object({
+  type: z.literal("image"),
+  source: z.discriminatedUnion("type", [
+    z.object({ type: z.literal("base64"), media_type: z.string(), data: z.string() }),
+    z.object({ type: z.literal("url"), url: z.string().min(1) }),
+  ]),
+});
 
 const toolUseBlockSchema = z.object({
   type: z.literal("tool_use"),
@@ -23,7 +29,7 @@ const toolUseBlockSchema = z.object({
   input: jsonSchemaObject,
 });
 
-/** A tool's result: text, or blocks (text; an image is refused by the translator). */
+/** A tool's result: text, or blocks (text and images). */
 const toolResultBlockSchema = z.object({
   type: z.literal("tool_result"),
   tool_use_id: z.string().min(1),

@@ -8,6 +8,7 @@ import {
   type ToolCall,
   type ToolChoice,
   type ToolDefinition,
+  type MessageImage,
 } from "../../core/ChatRequest.js";
 import type { EmbedRequest } from "../../core/EmbedRequest.js";
 import { ServerError } from "../../core/ServerError.js";
@@ -63,7 +64,7 @@ export function fromChatRequest(body: unknown): NativeGeneration {
   return {
     chat: {
       model: wire.model,
-      messages: toMessages(messages, wire.model),
+      messages: toMessages(messages),
       ...toLengthAndSampling(wire.options),
       tools,
       toolChoice: toNativeToolChoice(wire.tool_choice, tools),
@@ -87,7 +88,6 @@ function toNativeToolChoice(wire: ChatRequestBody["tool_choice"], tools: readonl
 /** POST /api/generate: a prompt rendered with the model's template, raw, or a fill-in-the-middle pair. */
 export function fromGenerateRequest(body: unknown): NativeGeneration {
   const wire = parse(generateRequestSchema, body);
-  refuseImages(wire.images, "images", wire.model);
   if (wire.template) {
     throw new ServerError("invalid_request", {
       param: "template",
@@ -100,7 +100,17 @@ export function fromGenerateRequest(body: unknown): NativeGeneration {
   if (wire.raw === true && system !== "") {
     throw new ServerError("invalid_request", { param: "raw", message: "raw mode does not support template, system, or context" });
   }
-  const messages: ChatMessage[] = [...(system ? [{ role: "system" as const, content: system }] : []), { role: "user", content: prompt }];
+  const images = toImages(wire.images, "images");
+  if (images && (wire.raw === true || (wire.suffix != null && wire.suffix !== ""))) {
+    throw new ServerError("invalid_request", {
+      param: "images",
+      message: "Images go into the model's chat template, so they cannot be sent with 'raw': true or a 'suffix'.",
+    });
+  }
+  const messages: ChatMessage[] = [
+    ...(system ? [{ role: "system" as const, content: system }] : []),
+    { role: "user", content: prompt, ...(images ? { images } : {}) },
+  ];
   const override: ChatRequest["prompt"] =
     wire.suffix != null && wire.suffix !== ""
       ? { type: "infill", prefix: prompt, suffix: wire.suffix }
@@ -123,7 +133,7 @@ export function fromGenerateRequest(body: unknown): NativeGeneration {
     keepAliveMs: parseKeepAlive(wire.keep_alive),
     // An empty prompt only loads (or unloads) the model, raw or not, as the reference server does;
     // fill-in-the-middle with a suffix but no prefix is a real request.
-    loadOnly: prompt === "" && override?.type !== "infill",
+    loadOnly: prompt === "" && override?.type !== "infill" && !images,
   };
 }
 
@@ -226,13 +236,13 @@ function toTool({ function: fn }: WireTool, i: number): ToolDefinition {
   return { name: fn.name, ...(fn.description == null ? {} : { description: fn.description }), parameters };
 }
 
-function refuseImages(images: readonly string[] | null | undefined, param: string, model: string): void {
-  if (images && images.length > 0) {
-    throw new ServerError("invalid_request", {
-      param,
-      message: `The model "${model}" does not support images: it is a text-only model (modelhost runs no vision models yet).`,
-    });
-  }
+/**
+ * A message's `images` (base64, Ollama's field), all before its text, where Ollama puts them (its
+ * prompt renderer writes each image's tag ahead of the message's content).
+ */
+function toImages(images: readonly string[] | null | undefined, param: string): MessageImage[] | undefined {
+  if (!images || images.length === 0) return undefined;
+  return images.map((data, j) => ({ at: 0, param: `${param}[${j}]`, source: { type: "base64", data } }));
 }
 
 /**
@@ -240,16 +250,24 @@ function refuseImages(images: readonly string[] | null | undefined, param: strin
  * call id, so it answers the first unanswered call of that name in the assistant message before it
  * (or the one with its `tool_call_id`, or the first unanswered one when it names none).
  */
-function toMessages(messages: readonly WireChatMessage[], model: string): ChatMessage[] {
+function toMessages(messages: readonly WireChatMessage[]): ChatMessage[] {
   let unanswered: ToolCall[] = [];
   return messages.map((message, i): ChatMessage => {
-    refuseImages(message.images, `messages[${i}].images`, model);
     const content = message.content ?? "";
+    const images = toImages(message.images, `messages[${i}].images`);
+    if (images && message.role !== "user") {
+      throw new ServerError("invalid_request", {
+        param: `messages[${i}].images`,
+        message: `Invalid value for 'messages[${i}].images': only user messages may show images; this one is from the ${message.role}.`,
+      });
+    }
     switch (message.role) {
       case "system":
-      case "user":
         unanswered = [];
         return { role: message.role, content };
+      case "user":
+        unanswered = [];
+        return { role: message.role, content, ...(images ? { images } : {}) };
       case "assistant": {
         const toolCalls = (message.tool_calls ?? []).map((call, j): ToolCall => ({
           id: call.id || `call_${i}_${j}`,

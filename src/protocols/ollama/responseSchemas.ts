@@ -106,7 +106,7 @@ export const showResponseSchema = z.object({
   template: z.string(),
   details,
   model_info: z.record(z.string(), z.unknown()),
-  capabilities: z.array(z.enum(["completion", "tools", "insert", "embedding", "thinking", "rerank"])),
+  capabilities: z.array(z.enum(["completion", "tools", "insert", "vision", "embedding", "thinking", "rerank"])),
   modified_at: z.string(),
 });
 

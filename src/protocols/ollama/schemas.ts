@@ -250,7 +250,7 @@ export interface RunningModel {
 }
 
 /** Ollama's names; "rerank" is ours (Ollama has no reranking), for the reranking models modelhost serves at /v1/rerank. */
-export type Capability = "completion" | "tools" | "insert" | "embedding" | "thinking" | "rerank";
+export type Capability = "completion" | "tools" | "insert" | "vision" | "embedding" | "thinking" | "rerank";
 
 export interface ShowResponse {
   modelfile: string;

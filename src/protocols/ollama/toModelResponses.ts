@@ -62,6 +62,8 @@ export function capabilitiesOf(model: ModelInfo, tools: boolean): Capability[] {
     ...(chat ? (["completion"] as const) : []),
     ...(chat && tools ? (["tools"] as const) : []),
     ...(chat && model.fillInTheMiddle ? (["insert"] as const) : []),
+    // It reads images through its projector (Ollama's word for it).
+    ...(chat && model.projector !== undefined ? (["vision"] as const) : []),
     // Encoders embed with their pooling, decoders by mean pooling; rerankers only rerank.
     ...(model.capabilities.includes("embeddings") ? (["embedding"] as const) : []),
     ...(model.capabilities.includes("rerank") ? (["rerank"] as const) : []),

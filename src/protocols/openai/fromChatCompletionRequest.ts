@@ -1,8 +1,9 @@
-import { thinkingOf, type ChatMessage, type ChatRequest, type ResponseFormat } from "../../core/ChatRequest.js";
+import { thinkingOf, type ChatMessage, type ChatRequest, type MessageImage, type ResponseFormat } from "../../core/ChatRequest.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { checkJsonDepth } from "../checkSchema.js";
 import { parseBody } from "../parseBody.js";
+import { joinContentParts, type ContentPart } from "../contentParts.js";
 import { commonRequestFields } from "./commonRequestFields.js";
 import { toJsonSchemaFormat, toToolChoice, toToolDefinitions } from "../toolDefinitions.js";
 import { chatCompletionRequestSchema, type ChatCompletionRequestBody, type WireChatMessage } from "./schemas.js";
@@ -71,7 +72,7 @@ function toMessages(messages: WireChatMessage[]): ChatMessage[] {
         return { role: "system", content: toText(message.content, i) };
       case "user":
         answerable.clear();
-        return { role: "user", content: toText(message.content, i) };
+        return { role: "user", ...toUserContent(message.content, i) };
       case "assistant": {
         answerable.clear();
         const toolCalls = message.tool_calls?.map((call, j) => ({
@@ -111,24 +112,45 @@ function toMessages(messages: WireChatMessage[]): ChatMessage[] {
   });
 }
 
+/** A user message's text and images: text and image_url parts. */
+function toUserContent(content: string | Array<{ type: string }>, messageIndex: number): { content: string; images?: MessageImage[] } {
+  if (typeof content === "string") return { content };
+  return joinContentParts(
+    content.map((part, j): ContentPart => {
+      const param = `messages[${messageIndex}].content[${j}]`;
+      if (part.type !== "image_url") return { text: textOfPart(part, param, ["text", "image_url"]) };
+      const url = (part as { image_url?: unknown }).image_url;
+      const href = typeof url === "string" ? url : typeof url === "object" && url !== null ? (url as { url?: unknown }).url : undefined;
+      if (typeof href !== "string" || href === "") {
+        throw new ServerError("invalid_request", {
+          param: `${param}.image_url.url`,
+          message: `Missing required parameter: '${param}.image_url.url'.`,
+        });
+      }
+      return { image: { param: `${param}.image_url.url`, source: { type: "url", url: href } } };
+    }),
+  );
+}
+
+function textOfPart(part: { type: string }, param: string, allowed: readonly string[]): string {
+  if (part.type !== "text") {
+    throw new ServerError("invalid_request", {
+      param: `${param}.type`,
+      message: `Invalid value for '${param}.type': content parts of type '${part.type}' are not supported here; ${allowed.map((type) => `'${type}'`).join(" and ")} are.`,
+    });
+  }
+  const text = (part as { text?: unknown }).text;
+  if (typeof text !== "string") {
+    throw new ServerError("invalid_request", { param: `${param}.text`, message: `Missing required parameter: '${param}.text'.` });
+  }
+  return text;
+}
+
 function toText(content: string | Array<{ type: string }>, messageIndex: number): string {
   if (typeof content === "string") return content;
   return (
     content
-      .map((part, j) => {
-        const param = `messages[${messageIndex}].content[${j}]`;
-        if (part.type !== "text") {
-          throw new ServerError("invalid_request", {
-            param: `${param}.type`,
-            message: `Invalid value for '${param}.type': content parts of type '${part.type}' are not supported; only 'text' is.`,
-          });
-        }
-        const text = (part as { text?: unknown }).text;
-        if (typeof text !== "string") {
-          throw new ServerError("invalid_request", { param: `${param}.text`, message: `Missing required parameter: '${param}.text'.` });
-        }
-        return text;
-      })
+      .map((part, j) => textOfPart(part, `messages[${messageIndex}].content[${j}]`, ["text"]))
       // Several text parts read as separate paragraphs, as vLLM joins them.
       .join("\n")
   );

@@ -78,7 +78,7 @@ export const modelObjectSchema = z.object({
   object: z.literal("model"),
   created: z.int(),
   owned_by: z.string(),
-  capabilities: z.array(z.enum(["chat", "embeddings", "rerank", "tools", "thinking"])),
+  capabilities: z.array(z.enum(["chat", "embeddings", "rerank", "tools", "thinking", "vision"])),
 });
 
 export const modelListSchema = z.object({ object: z.literal("list"), data: z.array(modelObjectSchema) });

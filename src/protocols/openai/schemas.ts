@@ -170,7 +170,7 @@ export interface ModelObject {
   object: "model";
   created: number;
   owned_by: string;
-  capabilities: ReadonlyArray<"chat" | "embeddings" | "rerank" | "tools" | "thinking">;
+  capabilities: ReadonlyArray<"chat" | "embeddings" | "rerank" | "tools" | "thinking" | "vision">;
 }
 
 export interface ErrorBody {

@@ -11,6 +11,7 @@ import { checkSchemaBudget } from "../../core/checkRequestSchemas.js";
 import { ServerError } from "../../core/ServerError.js";
 import { checkJsonDepth } from "../checkSchema.js";
 import { parseBody } from "../parseBody.js";
+import { joinContentParts, type ContentPart } from "../contentParts.js";
 import { toInvalidRequestError } from "../toInvalidRequestError.js";
 import { toJsonSchemaFormat, toToolChoice, toToolDefinitions } from "../toolDefinitions.js";
 import {
@@ -18,6 +19,8 @@ import {
   functionToolSchema,
   inputItemSchemas,
   type CreateResponseBody,
+  type InputImage,
+  type InputText,
   type ItemReference,
   type OutputItem,
   type ResponseSettings,
@@ -229,9 +232,9 @@ function toInputItems(input: CreateResponseBody["input"], body: unknown): Array<
     switch (type) {
       case "message": {
         const item = parseAt(inputItemSchemas.message, raw, ["input", i], body);
-        const texts = toTexts(item.content, `${param}.content`, item.role === "assistant" ? ["output_text", "input_text"] : ["input_text"]);
         const id = item.id ?? newItemId("msg");
         if (item.role === "assistant") {
+          const texts = toTexts(item.content, `${param}.content`, ["output_text", "input_text"]);
           return {
             type: "message",
             id,
@@ -240,7 +243,13 @@ function toInputItems(input: CreateResponseBody["input"], body: unknown): Array<
             content: texts.map((text) => ({ type: "output_text", text, annotations: [], logprobs: [] })),
           };
         }
-        return { type: "message", id, role: item.role, status: "completed", content: texts.map((text) => ({ type: "input_text", text })) };
+        return {
+          type: "message",
+          id,
+          role: item.role,
+          status: "completed",
+          content: toInputContent(item.content, `${param}.content`, item.role),
+        };
       }
       case "function_call": {
         const item = parseAt(inputItemSchemas.function_call, raw, ["input", i], body);
@@ -288,7 +297,27 @@ function toInputItems(input: CreateResponseBody["input"], body: unknown): Array<
   });
 }
 
-/** The texts of a content field: a string, or parts of the allowed text types (images and files are refused: text-only models). */
+/** A message's input content: text parts, and in a user message images (by data: or http(s) URL; files by id are not kept here). */
+function toInputContent(content: string | Array<{ type: string }>, param: string, role: string): Array<InputText | InputImage> {
+  if (typeof content === "string") return [{ type: "input_text", text: content }];
+  const allowed = role === "user" ? ["input_text", "input_image"] : ["input_text"];
+  return content.map((part, j): InputText | InputImage => {
+    if (part.type !== "input_image" || role !== "user") return { type: "input_text", text: toTexts([part], param, allowed)[0]! };
+    const { image_url: url, file_id: file, detail } = part as { image_url?: unknown; file_id?: unknown; detail?: unknown };
+    if (typeof url !== "string" || url === "") {
+      throw new ServerError("invalid_request", {
+        param: `${param}[${j}].image_url`,
+        message:
+          file !== undefined
+            ? `Invalid value for '${param}[${j}].file_id': this server keeps no files; send the image as 'image_url' (a data: URL).`
+            : `Missing required parameter: '${param}[${j}].image_url'.`,
+      });
+    }
+    return { type: "input_image", image_url: url, detail: detail === "low" || detail === "high" ? detail : "auto" };
+  });
+}
+
+/** The texts of a content field: a string, or parts of the allowed text types. */
 function toTexts(content: string | Array<{ type: string }>, param: string, allowed: readonly string[]): string[] {
   if (typeof content === "string") return [content];
   return content.map((part, j) => {
@@ -329,9 +358,18 @@ function toMessages(prefix: ReadonlyArray<StoredInputItem | OutputItem>, input: 
     const param = `input[${position - prefix.length}]`;
     switch (item.type) {
       case "message": {
-        const content = item.content.map((part) => part.text).join("\n");
-        if (item.role === "assistant") messages.push(withReasoning({ role: "assistant", content }));
-        else messages.push({ role: item.role === "user" ? "user" : "system", content });
+        if (item.role === "assistant") {
+          messages.push(withReasoning({ role: "assistant", content: item.content.map((part) => part.text).join("\n") }));
+        } else if (item.role === "user") {
+          const parts = item.content.map((part, j): ContentPart =>
+            part.type === "input_text"
+              ? { text: part.text }
+              : { image: { param: `${param}.content[${j}].image_url`, source: { type: "url", url: part.image_url } } },
+          );
+          messages.push({ role: "user", ...joinContentParts(parts) });
+        } else {
+          messages.push({ role: "system", content: item.content.map((part) => (part.type === "input_text" ? part.text : "")).join("\n") });
+        }
         return;
       }
       case "function_call": {

@@ -31,7 +31,12 @@ const inputMessage = z.object({
   id: z.string(),
   role: z.enum(["user", "system", "developer"]),
   status,
-  content: z.array(z.object({ type: z.literal("input_text"), text: z.string() })),
+  content: z.array(
+    z.union([
+      z.object({ type: z.literal("input_text"), text: z.string() }),
+      z.object({ type: z.literal("input_image"), image_url: z.string(), detail: z.enum(["auto", "low", "high"]) }),
+    ]),
+  ),
 });
 const functionCall = z.object({
   type: z.literal("function_call"),

@@ -181,6 +181,13 @@ export interface InputText {
   text: string;
 }
 
+/** An image a user message shows: a data: URL, or an http(s) URL the server fetches where it is allowed to. */
+export interface InputImage {
+  type: "input_image";
+  image_url: string;
+  detail: "auto" | "low" | "high";
+}
+
 export interface ReasoningText {
   type: "reasoning_text";
   text: string;
@@ -199,7 +206,8 @@ export interface InputMessageItem {
   id: string;
   role: "user" | "system" | "developer";
   status: ItemStatus;
-  content: InputText[];
+  /** Images in user messages only. */
+  content: Array<InputText | InputImage>;
 }
 
 export interface FunctionCallItem {
