@@ -123,8 +123,8 @@ async function fetchImage(
   try {
     for await (const chunk of response.body) {
       length += chunk.length;
+      // Leaving the loop cancels the download.
       if (length > policy.maxBytes) {
-        await response.body.cancel();
         throw refused(param, `it is larger than the ${policy.maxBytes} bytes an image may have (--max-image-bytes)`);
       }
       chunks.push(chunk);

@@ -27,6 +27,35 @@ export interface ProjectorShape {
   mergeFactor?: number;
 }
 
+/**
+ * Projectors for the tiny test model (text embeddings of 64): 16 image tokens from each, 32 × 32
+ * pixels in patches of 8 (LLaVA's mlp), or in patches of 4 averaged 2 × 2 (Gemma 3's, whose tokens
+ * mtmd wraps in <start_of_image> … <end_of_image> text and decodes with non-causal attention).
+ */
+export const TINY_PROJECTORS = {
+  mlp: {
+    projectorType: "mlp",
+    imageSize: 32,
+    patchSize: 8,
+    embeddingLength: 32,
+    headCount: 2,
+    feedForwardLength: 48,
+    blockCount: 2,
+    textEmbeddingLength: 64,
+  },
+  gemma3: {
+    projectorType: "gemma3",
+    imageSize: 32,
+    patchSize: 4,
+    mergeFactor: 2,
+    embeddingLength: 32,
+    headCount: 2,
+    feedForwardLength: 48,
+    blockCount: 2,
+    textEmbeddingLength: 64,
+  },
+} as const satisfies Record<string, ProjectorShape>;
+
 const STD = 0.5;
 
 export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter {
