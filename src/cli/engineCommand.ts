@@ -1,6 +1,6 @@
 import type { Config } from "../config/settings.js";
 import { loadLlama } from "../engine/loadLlama.js";
-import { nativeSteps } from "../engine/llamaInternals.js";
+import { nativeMultimodal, nativeSteps } from "../engine/llamaInternals.js";
 import { buildNativeEngine } from "../engine/nativeEngine.js";
 import { UsageError } from "./UsageError.js";
 
@@ -33,6 +33,8 @@ export async function engineCommand(action: string | undefined, config: Config):
           `threads: ${threads}`,
           // One native task per decode step (decode and samples) when built by `engine build`.
           `decode step: ${nativeSteps(llama) ? "native loop (decode and sample in one task, steps without the event loop)" : "decode, then sample (node-llama-cpp)"}`,
+          // llama.cpp's tools/mtmd, which vision models read images with, is in the native build only.
+          `images: ${nativeMultimodal(llama) ? "yes (llama.cpp's mtmd: vision models with their projector)" : "no (this binary lacks llama.cpp's mtmd: run `modelhost engine build`)"}`,
           `llama.cpp: ${llama.llamaCppRelease.release}`,
           llama.systemInfo.trim(),
         ].join("\n");

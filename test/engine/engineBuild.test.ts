@@ -61,6 +61,7 @@ describe.skipIf(!built && !needs(...engineBuildTools))("the native engine", () =
     const { stdout } = await run(process.execPath, [bin, "engine", "status", "--engine", "native"]);
     expect(stdout).toMatch(/^backend: native$/m);
     expect(stdout).toMatch(/^decode step: native loop \(decode and sample in one task, steps without the event loop\)$/m);
+    expect(stdout).toMatch(/^images: yes /m);
     expect(stdout).toMatch(/OPENMP = 1/);
   });
 
