@@ -79,12 +79,36 @@ export function chooseRepoFiles(repo: string, files: RepoFile[], wanted: { file?
   return candidates[0]!.parts;
 }
 
+/** A repository's vision projectors (`mmproj*.gguf`), as llama.cpp's converter and the hub name them. */
+const projectorPattern = /^mmproj.*\.gguf$/i;
+
+/** Projector precisions, best first: llama.cpp's converter writes F16 by default, and it is the one its docs and ggml-org's repositories use. */
+const projectorPrecisions = ["F16", "BF16", "Q8_0", "F32"];
+
+/**
+ * The vision projector to fetch with `model` (its files), as `llama-server -hf` and Ollama fetch
+ * one: of the repository's `mmproj*.gguf` files, those beside the model (its folder) if any, in
+ * the first precision of projectorPrecisions it has, else the first listed. None: a text model.
+ */
+export function chooseProjector(files: readonly RepoFile[], model: readonly RepoFile[]): RepoFile | undefined {
+  const projectors = files.filter((file) => projectorPattern.test(path.posix.basename(file.path)));
+  const folder = path.posix.dirname(model[0]!.path);
+  const beside = projectors.filter((file) => path.posix.dirname(file.path) === folder);
+  const candidates = beside.length > 0 ? beside : projectors;
+  const precision = (file: RepoFile) => quantPattern.exec(stemOf(file.path))?.[1]?.toUpperCase();
+  for (const wanted of projectorPrecisions) {
+    const hit = candidates.find((file) => precision(file) === wanted);
+    if (hit) return hit;
+  }
+  return candidates[0];
+}
+
 /** Groups GGUF files into models (split parts together); vision projectors are not models. */
 function candidatesOf(files: RepoFile[]): Candidate[] {
   const groups = new Map<string, RepoFile[]>();
   for (const file of [...files].sort((a, b) => a.path.localeCompare(b.path))) {
     const base = path.posix.basename(file.path);
-    if (!/\.gguf$/i.test(base) || /^mmproj/i.test(base)) continue;
+    if (!/\.gguf$/i.test(base) || projectorPattern.test(base)) continue;
     const key = file.path.replace(splitPartPattern, "");
     groups.set(key, [...(groups.get(key) ?? []), file]);
   }

@@ -142,7 +142,7 @@ export async function updateManifest(directory: string, change: (entries: Manife
  */
 export async function nameModel(
   directory: string,
-  names: { file: string; id?: string; aliases?: string[]; source?: string; sha256?: string },
+  names: { file: string; id?: string; aliases?: string[]; source?: string; sha256?: string; projector?: string },
 ): Promise<void> {
   const file = relativeFile(directory, names.file);
   for (const name of [...(names.id === undefined ? [] : [names.id]), ...(names.aliases ?? [])]) assertModelName(name, "name");
@@ -154,6 +154,7 @@ export async function nameModel(
     if (names.id !== undefined) entry.id = names.id;
     if (names.source !== undefined) entry.source = names.source;
     if (names.sha256 !== undefined) entry.sha256 = names.sha256;
+    if (names.projector !== undefined) entry.projector = relativeFile(directory, names.projector);
     for (const alias of names.aliases ?? []) if (alias !== entryId(entry) && !entry.aliases.includes(alias)) entry.aliases.push(alias);
     entry.aliases = entry.aliases.filter((alias) => alias !== entryId(entry));
   });
@@ -185,6 +186,12 @@ export async function removeAlias(directory: string, alias: string): Promise<boo
 export async function deleteModel(directory: string, file: string): Promise<void> {
   const relative = relativeFile(directory, file);
   for (const part of modelFileParts(relative)) await rm(path.join(directory, part), { force: true });
+  // Its projector goes with it, unless another model reads images through it too.
+  const { entries: read } = await readManifest(directory);
+  const projector = read.find((entry) => sameFile(entry.file, relative))?.projector;
+  if (projector !== undefined && !read.some((entry) => !sameFile(entry.file, relative) && entry.projector === projector)) {
+    await rm(path.join(directory, projector), { force: true });
+  }
   await updateManifest(directory, (entries) => {
     const index = entries.findIndex((entry) => sameFile(entry.file, relative));
     if (index >= 0) entries.splice(index, 1);

@@ -5,11 +5,11 @@ import { assertModelName, isValidModelName } from "../core/modelName.js";
 import type { PullProgress, PullRequestOptions, PullResult } from "../core/ModelStore.js";
 import { isServerError, ServerError } from "../core/ServerError.js";
 import { GgufRefusal, readGgufHeader } from "../gguf/GgufReader.js";
-import { chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
+import { chooseProjector, chooseRepoFiles, type RepoFile } from "./chooseRepoFiles.js";
 import { displayUrl, downloadFile } from "./downloadFile.js";
 import { withFileLock } from "./fileLock.js";
 import { formatBytes } from "./formatBytes.js";
-import { defaultModelId, isPlainFileName } from "./modelFiles.js";
+import { defaultModelId, isPlainFileName, splitPartPattern } from "./modelFiles.js";
 import { parseModelRef, type ModelRef } from "./modelRef.js";
 import { fileNamed, nameModel, readManifest } from "./modelsManifest.js";
 import { assertPullUrl, checkingRedirects, pullTransport } from "./pullTransport.js";
@@ -41,6 +41,8 @@ interface PlannedFile {
   target: string;
   size?: number;
   sha256?: string;
+  /** The model's vision projector (its mmproj file), fetched with it; the model's own files have none. */
+  projector?: true;
 }
 
 /** Progress goes out at most this often per file: enough for a live bar, few lines in a stream. */
@@ -83,28 +85,41 @@ export async function pullModel(reference: string, options: PullOptions): Promis
   return withFileLock(lock, { waitMs: 0, staleAfterMs: Infinity, busyMessage }, async () => {
     let downloadedBytes = 0;
     let sha256 = (await readManifest(directory)).entries.find((entry) => entry.file === first.target && entry.source === source)?.sha256;
-    if (await isPresent(directory, files, source)) {
-      for (const file of files) report({ status: pullingStatus(file), ...digestOf(file), total: file.size, completed: file.size });
-    } else {
-      const partials = files.map((file) => path.join(directory, partialName(file)));
-      await ensureSpace(directory, files, partials, options.statfs ?? statfs);
-      for (const [index, file] of files.entries()) {
+    // What is there already from the same place: all of it, or the model without the projector
+    // later pulls fetch with it (pulled before modelhost read images).
+    const missing = await missingFiles(directory, files, source);
+    for (const file of files) {
+      if (!missing.includes(file)) report({ status: pullingStatus(file), ...digestOf(file), total: file.size, completed: file.size });
+    }
+    if (missing.length > 0) {
+      const partials = missing.map((file) => path.join(directory, partialName(file)));
+      await ensureSpace(directory, missing, partials, options.statfs ?? statfs);
+      for (const [index, file] of missing.entries()) {
         const result = await downloadPart(file, partials[index]!, hubFetch, options, report);
         downloadedBytes += result.downloadedBytes;
-        if (index === 0) sha256 = result.sha256;
+        if (file === first) sha256 = result.sha256;
       }
       report({ status: "verifying sha256 digest" });
-      // Last part first: the registry lists a split model by its first part, which must come last.
-      for (const [index, file] of [...files.entries()].reverse()) await rename(partials[index]!, path.join(directory, file.target));
-      await removeStalePartials(directory, files);
+      // The projector, then the last part first: the registry lists a split model by its first
+      // part, which must come last, and with its projector beside it.
+      for (const [index, file] of [...missing.entries()].reverse()) await rename(partials[index]!, path.join(directory, file.target));
+      await removeStalePartials(directory, missing);
     }
+    const projector = files.find((file) => file.projector)?.target;
 
     report({ status: "writing manifest" });
     const existing = (await readManifest(directory)).entries.find((entry) => entry.file === first.target);
     // A model someone already named keeps its id; the reference becomes one more name for it.
     const keepId = existing?.id !== undefined && existing.id !== id;
     const aliases = [...(keepId ? [id] : []), ...(options.aliases ?? [])];
-    await nameModel(directory, { file: first.target, ...(keepId ? {} : { id }), aliases, source, ...(sha256 ? { sha256 } : {}) });
+    await nameModel(directory, {
+      file: first.target,
+      ...(keepId ? {} : { id }),
+      aliases,
+      source,
+      ...(sha256 ? { sha256 } : {}),
+      ...(projector === undefined ? {} : { projector }),
+    });
     report({ status: "success" });
     return { id: keepId ? existing.id! : id, path: path.join(directory, first.target), downloadedBytes };
   });
@@ -134,12 +149,20 @@ async function planFiles(
   }
   const repoFiles = await listRepoFiles(ref.repo, hfEndpoint, hubFetch, signal);
   const chosen = chooseRepoFiles(ref.repo, repoFiles, ref);
-  const files = chosen.map((file) => ({
+  const planned = (file: RepoFile, target: string): PlannedFile => ({
     url: `${hfEndpoint}/${ref.repo}/resolve/main/${file.path.split("/").map(encodeURIComponent).join("/")}`,
-    target: targetName(path.posix.basename(file.path), file.path),
+    target,
     size: file.size,
     ...(file.sha256 ? { sha256: file.sha256 } : {}),
-  }));
+  });
+  const files = chosen.map((file) => planned(file, targetName(path.posix.basename(file.path), file.path)));
+  // The repository's projector comes too, named after the model (repositories often name theirs
+  // just `mmproj-model-f16.gguf`), so models pulled into one folder keep theirs apart.
+  const projector = chooseProjector(repoFiles, chosen);
+  if (projector) {
+    const model = files[0]!.target.replace(splitPartPattern, "").replace(/\.gguf$/i, "");
+    files.push({ ...planned(projector, `mmproj-${model}.gguf`), projector: true });
+  }
   // The same file whichever mirror served it.
   const hub = new URL(hfEndpoint).host === "huggingface.co" ? "hf.co" : hfEndpoint;
   return { files, source: `${hub}/${ref.repo}/${chosen[0]!.path}` };
@@ -221,16 +244,21 @@ async function chooseTargets(directory: string, files: PlannedFile[], source: st
   for (const file of files) file.target = prefix + file.target;
 }
 
-/** Already pulled from the same place with the same content: nothing to fetch. */
-async function isPresent(directory: string, files: PlannedFile[], source: string): Promise<boolean> {
+/**
+ * The files still to fetch: none of what is there from the same place with the same content (the
+ * manifest says where the model came from and its first file's SHA-256; each file has its size),
+ * else all of them.
+ */
+async function missingFiles(directory: string, files: PlannedFile[], source: string): Promise<PlannedFile[]> {
   const entry = (await readManifest(directory)).entries.find((candidate) => candidate.file === files[0]!.target);
-  if (!entry || entry.source !== source) return false;
-  if (files[0]!.sha256 !== undefined && entry.sha256 !== files[0]!.sha256) return false;
+  if (!entry || entry.source !== source) return files;
+  if (files[0]!.sha256 !== undefined && entry.sha256 !== files[0]!.sha256) return files;
+  const missing: PlannedFile[] = [];
   for (const file of files) {
     const size = await sizeOf(path.join(directory, file.target));
-    if (size === undefined || (file.size !== undefined && size !== file.size)) return false;
+    if (size === undefined || (file.size !== undefined && size !== file.size)) missing.push(file);
   }
-  return true;
+  return missing;
 }
 
 async function ensureSpace(
@@ -325,14 +353,22 @@ function throttled<A extends unknown[]>(
  * safetensors file), or a malformed GGUF, is refused and deleted rather than installed.
  */
 async function assertGguf(partialPath: string, file: PlannedFile): Promise<void> {
+  let header;
   try {
-    await readGgufHeader(partialPath);
+    header = await readGgufHeader(partialPath);
   } catch (error) {
     if (!(error instanceof GgufRefusal)) throw error;
     await rm(partialPath, { force: true });
     throw new ServerError("invalid_model_file", {
       message: `${displayUrl(file.url)} is not a GGUF model llama.cpp could load (${error.message}); it was not installed.`,
       cause: error,
+    });
+  }
+  // llama.cpp's converter writes projectors as architecture "clip"; mtmd reads nothing else.
+  if (file.projector && header.metadata.get("general.architecture") !== "clip" && !header.metadata.has("clip.has_vision_encoder")) {
+    await rm(partialPath, { force: true });
+    throw new ServerError("invalid_model_file", {
+      message: `${displayUrl(file.url)}, the repository's mmproj file, is not a vision projector (its GGUF has no clip metadata); nothing was installed.`,
     });
   }
 }

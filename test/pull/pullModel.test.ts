@@ -10,9 +10,12 @@ import type { PullProgress } from "../../src/core/ModelStore.js";
 import { pullModel, type PullOptions } from "../../src/models/pullModel.js";
 import { sha256, startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { testModelPath } from "../support/testModels.js";
+import { projectorWriter, TINY_PROJECTORS } from "../../src/testmodels/projectorWriter.js";
+import { deleteModel } from "../../src/models/modelsManifest.js";
 
 let hub: FakeHub;
 let model: Buffer;
+let projector: Buffer;
 let modelsDir: string;
 
 /** A GGUF header with no tensors and no metadata: the later parts of a split model carry only tensors. */
@@ -26,6 +29,10 @@ hugeCounts.writeBigUInt64LE(1n << 40n, 16);
 
 beforeAll(async () => {
   model = await readFile(await testModelPath("tiny"));
+  const projectorDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-pull-projector-"));
+  await projectorWriter(TINY_PROJECTORS.mlp, 7).write(path.join(projectorDir, "mmproj.gguf"));
+  projector = await readFile(path.join(projectorDir, "mmproj.gguf"));
+  await rm(projectorDir, { recursive: true });
   const q8 = Buffer.concat([model, Buffer.alloc(4096, 7)]); // another file (another SHA-256), still a valid GGUF
   hub = await startFakeHub(
     {
@@ -33,7 +40,16 @@ beforeAll(async () => {
         { path: "README.md", content: Buffer.from("# Tiny\n") },
         { path: "Tiny-Q8_0.gguf", content: q8 },
         { path: "Tiny-Q4_K_M.gguf", content: model },
-        { path: "mmproj-Tiny-F16.gguf", content: emptyGguf },
+      ],
+      // A vision model: its projector in two precisions, named as ggml-org's repositories name them.
+      "test/Vision-GGUF": [
+        { path: "Vision-Q4_K_M.gguf", content: model },
+        { path: "mmproj-model-bf16.gguf", content: Buffer.concat([projector, Buffer.alloc(64)]) },
+        { path: "mmproj-model-f16.gguf", content: projector },
+      ],
+      "test/FakeVision-GGUF": [
+        { path: "FakeVision-Q4_K_M.gguf", content: model },
+        { path: "mmproj-model-f16.gguf", content: emptyGguf },
       ],
       // Served at /files/README.gguf: a page where a model was expected.
       "test/Page": [{ path: "README.gguf", content: Buffer.from("<html>Not here</html>") }],
@@ -139,6 +155,40 @@ describe("pulling a model from a hub", () => {
     expect(again).toMatchObject({ id: "hf.co/test/Tiny-GGUF:Q4_K_M", downloadedBytes: 0 });
     expect(hub.bytesServed() - before).toBe(model.length);
     expect((await readManifest(modelsDir)).entries[0]?.aliases).toEqual(["tiny", "test/Tiny-GGUF:q4_k_m"]);
+  });
+
+  it("fetches a vision model's projector with it (F16 first), names it after the model, and pairs them in the manifest", async () => {
+    const before = hub.bytesServed();
+    const pulled = await pull("hf.co/test/Vision-GGUF").result;
+    expect(pulled.downloadedBytes).toBe(model.length + projector.length);
+    expect(hub.bytesServed() - before).toBe(model.length + projector.length);
+    expect((await readdir(modelsDir)).sort()).toEqual(["Vision-Q4_K_M.gguf", "mmproj-Vision-Q4_K_M.gguf", "models.json"]);
+    expect(await readFile(path.join(modelsDir, "mmproj-Vision-Q4_K_M.gguf"))).toEqual(projector);
+    expect((await readManifest(modelsDir)).entries).toEqual([
+      expect.objectContaining({ file: "Vision-Q4_K_M.gguf", projector: "mmproj-Vision-Q4_K_M.gguf" }),
+    ]);
+    // The projector is not a model: one model, which reads images through it.
+    const listed = await new ModelRegistry(modelsDir).list();
+    expect(listed.map((entry) => [entry.id, entry.projector])).toEqual([
+      ["hf.co/test/Vision-GGUF", path.join(modelsDir, "mmproj-Vision-Q4_K_M.gguf")],
+    ]);
+
+    // A model pulled before projectors were fetched gets only its projector on the next pull.
+    await rm(path.join(modelsDir, "mmproj-Vision-Q4_K_M.gguf"));
+    const again = await pull("hf.co/test/Vision-GGUF").result;
+    expect(again.downloadedBytes).toBe(projector.length);
+    expect(hub.bytesServed() - before).toBe(model.length + 2 * projector.length);
+
+    // Removing the model removes its projector.
+    await deleteModel(modelsDir, pulled.path);
+    expect((await readdir(modelsDir)).sort()).toEqual(["models.json"]);
+  });
+
+  it("refuses a repository's mmproj file that is no vision projector, installing nothing", async () => {
+    const error = await failure(pull("hf.co/test/FakeVision-GGUF").result);
+    expect(error.code).toBe("invalid_model_file");
+    expect(error.message).toMatch(/mmproj file, is not a vision projector/);
+    expect((await readdir(modelsDir)).filter((name) => name.endsWith(".gguf"))).toEqual([]);
   });
 
   it("picks Q4_K_M when no quantization is named, and takes a file name or URL", async () => {
