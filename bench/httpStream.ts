@@ -3,7 +3,8 @@ import type { StreamSample } from "./stats.js";
 
 export interface ChatRequestBody {
   model: string;
-  messages: Array<{ role: string; content: string }>;
+  /** Text, or content parts (an image's `image_url`). */
+  messages: Array<{ role: string; content: string | ReadonlyArray<Record<string, unknown>> }>;
   max_tokens: number;
   temperature: number;
   [extra: string]: unknown;

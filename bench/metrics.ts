@@ -47,6 +47,11 @@ export const names = {
   /** modelhost's passages/s over llama-server's: ≥ 1. */
   embeddingsRatio: () => "embeddings.ratio",
   embeddings: (target: TargetKey) => `embeddings.${target}.passages_s`,
+  /** modelhost's time to first token for one image over llama-server's (lower is better), and its images/s over theirs. */
+  visionTtftRatio: () => "vision.ttft_p50.ratio",
+  visionTtft: (target: TargetKey) => `vision.${target}.ttft_p50_ms`,
+  visionRateRatio: () => "vision.images_s.ratio",
+  visionRate: (target: TargetKey) => `vision.${target}.images_s`,
   /** modelhost's peak RSS minus llama-server's, in MiB: ≤ 150. */
   memoryDelta: (workload: string) => `memory.${workload}.rss_delta_mib`,
   memory: (workload: string, target: TargetKey) => `memory.${workload}.${target}.peak_rss_mib`,
@@ -63,9 +68,10 @@ export interface Goal {
 }
 
 export function goalOf(name: string): Goal | undefined {
-  if (/^(decode\.c\d+(_kv_\w+)?|prefill\.p\d+|load\.goodput\.r\d+)\.ratio$|^embeddings\.ratio$/.test(name))
+  if (/^(decode\.c\d+(_kv_\w+)?|prefill\.p\d+|load\.goodput\.r\d+)\.ratio$|^(embeddings|vision\.images_s)\.ratio$/.test(name))
     return { text: "≥ 1.0", met: (value) => value >= 1 };
   if (name === names.agentRatio("ttft_p50")) return { text: "≤ 0.8", met: (value) => value <= 0.8 };
+  if (name === names.visionTtftRatio()) return { text: "≤ 1.0", met: (value) => value <= 1 };
   if (/^memory\.[\w-]+\.rss_delta_mib$/.test(name)) return { text: "≤ 150", met: (value) => value <= 150 };
   return undefined;
 }

@@ -1,5 +1,5 @@
 // npm run bench [-- --quick] [--models bench,tiny] [--embeddings embed-tiny] [--llama-server build|PATH]
-//                  [--workloads decode,prefill,agent,load,embeddings] [--threads 2] [--engine auto]
+//                  [--workloads decode,prefill,agent,load,embeddings,vision] [--threads 2] [--engine auto]
 //                  [--runs N] [--tokens N] [--concurrency 1,4,8,16] [--ttft-target MS] [--itl-target MS]
 //                  [--kv-types q8_0] [--baseline DIR] [--json FILE]
 //
@@ -10,6 +10,7 @@
 //                                     each of --kv-types (q8_0; none with --quick) as its KV cache;
 //   prefill, agent, load              the first model of --models;
 //   embeddings (bench/embeddings.ts)  every model of --embeddings;
+//   vision (bench/vision.ts)          the first model of --models, with a LLaVA-1.5-shaped projector;
 //   memory                            each server's peak RSS per model and workload (servers start afresh per
 //                                     workload), and the KV cache's size for its slots × context.
 // Real shapes: --models qwen2.5-0.5b-q4_k_m,llama3.2-1b-q4_k_m --embeddings nomic-embed-f16.
@@ -25,7 +26,8 @@
 //   agent       8 conversations on 4 slots (4 on 2), 8 turns (3), ~1,500-token system prompt, ~150 tokens a turn, 64 generated (32);
 //   load        4 slots, 16 requests a rate (10), prompts of 128/256/512/1,024 tokens (128/512), 64 generated (32),
 //               rates 0.5×, 1× and 1.5× the saturation estimated from decode ×4 and prefill p512;
-//   embeddings  320 passages (128) of ~200 tokens in batches of 64, 4 slots.
+//   embeddings  320 passages (128) of ~200 tokens in batches of 64, 4 slots;
+//   vision      one 448 × 448 image a request: TTFT of 4 (2) one at a time, images/s of 4 (2) at once.
 // minutesTaken in the JSON gives each workload's minutes.
 // Writes a Markdown summary, bench/results/latest.json (--quick: quick.json, not committed) with
 // stable names per figure (bench/metrics.ts) and a chart beside it (.svg): aggregate tok/s against
@@ -46,6 +48,7 @@ import { llamaCppTools } from "./llamaCpp.js";
 import { benchLoad } from "./load.js";
 import { ModelFigures, names, summaryTable, type TargetKey } from "./metrics.js";
 import { benchPrefill } from "./prefill.js";
+import { benchVision } from "./vision.js";
 import { PromptText } from "./promptText.js";
 import { baselineCheckout } from "./servers.js";
 import type { ModelRun, TargetSetup } from "./targets.js";
@@ -55,7 +58,7 @@ const { values: args } = parseArgs({
     quick: { type: "boolean", default: false },
     models: { type: "string", default: "bench,tiny" },
     embeddings: { type: "string", default: "embed-tiny" },
-    workloads: { type: "string", default: "decode,prefill,agent,load,embeddings" },
+    workloads: { type: "string", default: "decode,prefill,agent,load,embeddings,vision" },
     runs: { type: "string" },
     tokens: { type: "string" },
     concurrency: { type: "string" },
@@ -88,6 +91,7 @@ const counts = {
     : { conversations: 8, slots: 4, turns: 8, systemTokens: 1500, turnTokens: 150, generated: 64 },
   load: { slots: 4, requests: quick ? 10 : 16, promptMix: quick ? [128, 512] : [128, 256, 512, 1024], generated: quick ? 32 : 64 },
   embeddings: { passages: quick ? 128 : 320, passageTokens: 200, batch: 64, slots: 4 },
+  vision: { sequential: quick ? 2 : 4, concurrent: quick ? 2 : 4, side: 448 },
 };
 /** KV cache types the first model's widest decode runs with again: memory saved and speed. */
 // Checked here, by the size the memory figures need, rather than after the runs that use them.
@@ -170,6 +174,7 @@ for (const [index, preset] of models.entries()) {
           seed: 32,
         }),
       );
+    if (workloads.has("vision")) await timed(`${preset} vision`, () => benchVision(run, counts.vision));
   });
 }
 if (workloads.has("embeddings"))

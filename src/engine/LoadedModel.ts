@@ -527,7 +527,13 @@ async function loadProjector(
     };
   }
   try {
-    return await VisionProjector.load(native, model, info.projector!, { threads: options.threads, batchSize: options.batchSize });
+    // Checked again, as the model is: the file may have been replaced since the registry listed it.
+    const header = await checkModelFile(info.projector!);
+    return await VisionProjector.load(native, model, info.projector!, {
+      threads: options.threads,
+      batchSize: options.batchSize,
+      projectorType: String(header.metadata.get("clip.projector_type") ?? header.metadata.get("clip.vision.projector_type") ?? ""),
+    });
   } catch (error) {
     return {
       problem: `The model \`${info.id}\` cannot read images: llama.cpp could not load its projector ${info.projector!} (${(error as Error).message}).`,

@@ -12,6 +12,12 @@ import { nativeModelOf, type NativeContext, type NativeHandle, type NativeMultim
  */
 const IMAGE_MARKER = `<__media_${randomBase62(16)}__>`;
 
+/**
+ * Projectors whose images mtmd decodes with non-causal attention (mtmd_decode_use_non_causal:
+ * Gemma 3's, Gemma 4's and DeepSeek 4's; Gemma 4 V's only for some widths, taken as all here).
+ */
+const NON_CAUSAL_PROJECTORS = new Set(["gemma3", "gemma4v", "gemma4uv", "deepseek4v"]);
+
 /** A prompt with images, split by the projector: its tokens (an image's as pseudo-tokens) and its images' evaluation. */
 export interface ImagePrompt {
   tokens: Token[];
@@ -37,13 +43,16 @@ export class VisionProjector {
   readonly #handle: NativeHandle;
   readonly #model: LlamaModel;
   readonly #batchSize: number;
+  /** Its images are decoded with non-causal attention, so each must fit one batch. */
+  readonly #nonCausal: boolean;
   #freed = false;
 
-  private constructor(native: NativeMultimodal, handle: NativeHandle, model: LlamaModel, batchSize: number) {
+  private constructor(native: NativeMultimodal, handle: NativeHandle, model: LlamaModel, batchSize: number, nonCausal: boolean) {
     this.#native = native;
     this.#handle = handle;
     this.#model = model;
     this.#batchSize = batchSize;
+    this.#nonCausal = nonCausal;
   }
 
   /** Loads `path` for `model` (on the decode thread: mtmd runs one warm-up encode). Rejects if llama.cpp refuses the pair. */
@@ -51,10 +60,10 @@ export class VisionProjector {
     native: NativeMultimodal,
     model: LlamaModel,
     path: string,
-    options: { threads: number; batchSize: number },
+    options: { threads: number; batchSize: number; projectorType: string },
   ): Promise<VisionProjector> {
     const handle = await native.load(nativeModelOf(model), path, options.threads, IMAGE_MARKER);
-    return new VisionProjector(native, handle, model, options.batchSize);
+    return new VisionProjector(native, handle, model, options.batchSize, NON_CAUSAL_PROJECTORS.has(options.projectorType));
   }
 
   /**
@@ -97,10 +106,12 @@ export class VisionProjector {
           message: `This model's projector places images by M-RoPE positions, which modelhost does not support yet; use a model whose projector does not (LLaVA, Gemma 3, …).`,
         });
       }
-      if (part.tokens > this.#batchSize) {
+      // A causal image is decoded a batch at a time; a non-causal one attends across all its
+      // tokens, which llama.cpp computes only within one batch (mtmd-helper.cpp).
+      if (this.#nonCausal && part.tokens > this.#batchSize) {
         throw new ServerError("invalid_request", {
           param: params[0] ?? "messages",
-          message: `An image takes ${part.tokens} tokens for this model, more than a batch holds (${this.#batchSize}, --batch-size): raise --batch-size to at least ${part.tokens}.`,
+          message: `An image takes ${part.tokens} tokens for this model, which reads each image in one batch, and a batch holds ${this.#batchSize} (--batch-size): raise --batch-size to at least ${part.tokens}.`,
         });
       }
       const pseudo = imageTokens(part.id, part.tokens);

@@ -157,12 +157,86 @@ const VALUE_TYPES: readonly ValueType[] = Object.entries(VALUE_TYPE_IDS)
 /** The fewest bytes a value of each type takes: a string's is its u64 length, an array's its item type and count. */
 const MIN_VALUE_BYTES: Record<ValueType, number> = { ...NUMBER_SIZES, bool: 1, string: 8, array: 12, uint64: 8, int64: 8 };
 
-/** Keys llama.cpp reads with one exact type (a wrong one makes it fail to load, or abort). */
-const REQUIRED_TYPES: Record<string, ValueType> = {
+/**
+ * Keys llama.cpp reads with one exact type (a wrong one makes it fail to load, or abort). A vision
+ * projector's keys are read by mtmd's clip.cpp with gguf_get_val_bool/i32/u32/f32/str, which
+ * GGML_ASSERT the type: a projector whose `clip.vision.image_size` were a string would abort the
+ * server. test/unit/clipKeyTypes.test.ts derives the list from the bundled clip.cpp.
+ */
+export const REQUIRED_TYPES: Readonly<Record<string, ValueType>> = {
   "general.alignment": "uint32",
   "general.architecture": "string",
   "tokenizer.chat_template": "string",
+  ...clipKeyTypes(),
 };
+
+function clipKeyTypes(): Record<string, ValueType> {
+  const types: Record<string, ValueType> = {
+    "general.name": "string",
+    "general.description": "string",
+    "clip.projector_type": "string",
+    "clip.vision.projector_type": "string",
+    "clip.audio.projector_type": "string",
+    "clip.gen.audio.projector_type": "string",
+    "clip.gen.audio.model_variant": "string",
+    "clip.vision.mm_patch_merge_type": "string",
+    "clip.has_vision_encoder": "bool",
+    "clip.has_audio_encoder": "bool",
+    "clip.has_gen_audio_encoder": "bool",
+    "clip.use_gelu": "bool",
+    "clip.use_silu": "bool",
+    "clip.minicpmv_version": "int32",
+  };
+  const unsigned = [
+    "clip.vision.image_size",
+    "clip.vision.image_min_pixels",
+    "clip.vision.image_max_pixels",
+    "clip.vision.preproc_min_tiles",
+    "clip.vision.preproc_max_tiles",
+    "clip.vision.preproc_image_size",
+    "clip.vision.patch_size",
+    "clip.vision.projector.scale_factor",
+    "clip.vision.projector.query_side",
+    "clip.vision.projector.window_side",
+    "clip.vision.spatial_merge_size",
+    "clip.vision.n_wa_pattern",
+    "clip.vision.window_size",
+    "clip.vision.sam.head_count",
+    "clip.vision.sam.block_count",
+    "clip.vision.sam.embedding_length",
+    "clip.vision.expert_used_count",
+    "clip.minicpmv_query_num",
+    "clip.audio.num_mel_bins",
+    "clip.audio.projector.stack_factor",
+    "clip.audio.chunk_size",
+    "clip.audio.conv_kernel_size",
+    "clip.audio.max_pos_emb",
+    "clip.audio.projector.window_size",
+    "clip.audio.projector.downsample_rate",
+    "clip.audio.projector.head_count",
+    "clip.audio.rvq.num_quantizers",
+    "clip.audio.window_size",
+    "clip.audio.local_block_count",
+    "clip.audio.local_group_size",
+    "clip.audio.subsampling_factor",
+  ];
+  for (const key of unsigned) types[key] = "uint32";
+  // Read per modality: clip.vision.…, clip.audio.…, clip.gen.audio.….
+  for (const modality of ["vision", "audio", "gen.audio"]) {
+    for (const key of [
+      "embedding_length",
+      "feed_forward_length",
+      "block_count",
+      "projection_dim",
+      "attention.head_count",
+      "attention.head_count_kv",
+      "attention.head_dim",
+    ])
+      types[`clip.${modality}.${key}`] = "uint32";
+    types[`clip.${modality}.attention.layer_norm_epsilon`] = "float32";
+  }
+  return types;
+}
 const TOKENS_KEY = "tokenizer.ggml.tokens";
 const EMBEDDING_TENSOR = "token_embd.weight";
 

@@ -105,6 +105,12 @@ export class GgufWriter {
     return this;
   }
 
+  /** Removes a metadata key, so that `set` may give it another value (a file that differs from a sound one by one key). */
+  unset(key: string): this {
+    this.#metadata.delete(key);
+    return this;
+  }
+
   /** Adds a tensor; tensors are written in the order they are added. */
   addTensor(tensor: GgufTensor): this {
     validateTensor(tensor);

@@ -25,6 +25,8 @@ export interface ProjectorShape {
   textEmbeddingLength: number;
   /** gemma3 only: patches averaged into one image token, per side (clip.vision.projector.scale_factor). */
   mergeFactor?: number;
+  /** The weight matrices' type: F32 (the default), or F16, as projector files are published. */
+  weightType?: "F32" | "F16";
 }
 
 /**
@@ -56,6 +58,25 @@ export const TINY_PROJECTORS = {
   },
 } as const satisfies Record<string, ProjectorShape>;
 
+/**
+ * LLaVA 1.5's projector with the shape of its vision tower, CLIP ViT-L/14 at 336 pixels (24 blocks
+ * of width 1024, 16 heads, feed-forward 4096; 576 image tokens), in F16 as published: for the bench,
+ * over a text model of `textEmbeddingLength`.
+ */
+export function clipVitL336(textEmbeddingLength: number): ProjectorShape {
+  return {
+    projectorType: "mlp",
+    imageSize: 336,
+    patchSize: 14,
+    embeddingLength: 1024,
+    headCount: 16,
+    feedForwardLength: 4096,
+    blockCount: 24,
+    textEmbeddingLength,
+    weightType: "F16",
+  };
+}
+
 const STD = 0.5;
 
 export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter {
@@ -83,11 +104,13 @@ export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter
     .set("clip.vision.image_mean", { type: "array", itemType: "float32", values: [0.5, 0.5, 0.5] })
     .set("clip.vision.image_std", { type: "array", itemType: "float32", values: [0.5, 0.5, 0.5] });
   if (shape.projectorType === "gemma3") writer.set("clip.vision.projector.scale_factor", u32(merge));
-  const random = (name: string, dims: number[]) => randomTensor(name, dims, "F32", STD / Math.sqrt(dims[0]!), seed);
+  // Matrices in the weight type; the patch and position embeddings, which clip.cpp adds to, in F32.
+  const random = (name: string, dims: number[], type = shape.weightType ?? "F32") =>
+    randomTensor(name, dims, type, STD / Math.sqrt(dims[0]!), seed);
   const tensors: GgufTensor[] = [
-    random("v.patch_embd.weight", [p, p, 3, e]),
+    random("v.patch_embd.weight", [p, p, 3, e], "F32"),
     constantTensor("v.patch_embd.bias", e, 0),
-    random("v.position_embd.weight", [e, patches]),
+    random("v.position_embd.weight", [e, patches], "F32"),
     ...(shape.projectorType === "mlp" ? [constantTensor("v.pre_ln.weight", e, 1), constantTensor("v.pre_ln.bias", e, 0)] : []),
   ];
   for (let block = 0; block < shape.blockCount; block++) {

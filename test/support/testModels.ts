@@ -1,11 +1,12 @@
 // Generated test models, cached in <repo>/.cache/test-models/ under the generator version so a
 // change to the generator produces new files instead of reusing stale ones.
 import { randomUUID } from "node:crypto";
-import { access, readFile, rename, rm } from "node:fs/promises";
+import { access, mkdir, readFile, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { GENERATOR_VERSION, makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { presets, type RealShape, type TestModelPresetName } from "../../src/testmodels/presets.js";
+import { projectorWriter, type ProjectorShape } from "../../src/testmodels/projectorWriter.js";
 import { buildLlamaCpp, run } from "./llamaCppBuild.js";
 import { llamaCppSource } from "./llamaCppSource.js";
 
@@ -90,4 +91,23 @@ async function exists(path: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * A vision projector of `shape` with random weights (src/testmodels/projectorWriter.ts), generated
+ * once under `name` and cached beside the models: the bench's real-shape ones take seconds and
+ * hundreds of megabytes.
+ */
+export async function testProjectorPath(name: string, shape: ProjectorShape): Promise<string> {
+  const out = `${CACHE_DIRECTORY}mmproj-${name}-${GENERATOR_VERSION}.gguf`;
+  if (await exists(out)) return out;
+  await mkdir(CACHE_DIRECTORY, { recursive: true });
+  const temporary = `${out}.${process.pid}-${randomUUID()}.tmp`;
+  try {
+    await projectorWriter(shape, 7).write(temporary);
+    await rename(temporary, out);
+  } finally {
+    await rm(temporary, { force: true });
+  }
+  return out;
 }
