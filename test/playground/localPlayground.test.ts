@@ -10,8 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { needs } from "../support/debianPackages.js";
 import { startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
-import { launchChromium } from "../support/chromium.js";
-import { buildPage, type BuiltPage, HOSTILE, REPO, screenshot, watchPage } from "./support.js";
+import { buildPage, type BuiltPage, HOSTILE, openPlayground, REPO, screenshot } from "./support.js";
 
 const run = promisify(execFile);
 const SETTLE = { timeout: 10_000, interval: 50 };
@@ -31,10 +30,7 @@ describe.skipIf(!needs("chromium"))("the playground page, local profile, in head
     // end before Playwright has clicked Stop.
     const tiny = await testModelPath("long-tiny");
     server = await startTestServer({ models: { tiny, "tiny-b": tiny }, playgroundDir: built.dir, config: { contextSize: 32_768 } });
-    browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
-    problems = watchPage(page, server.url);
-    await page.goto(`${server.url}/playground/`);
+    ({ browser, page, problems } = await openPlayground(server.url));
   });
   // Every test, the last ones too: nothing the page logged as an error or threw, no request off the origin.
   afterEach(() => {

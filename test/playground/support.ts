@@ -3,8 +3,9 @@
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import type { Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { build } from "vite";
+import { launchChromium } from "../support/chromium.js";
 
 export const REPO = path.resolve(import.meta.dirname, "../..");
 const SCREENSHOTS = path.join(REPO, "test-results");
@@ -43,6 +44,22 @@ export function watchPage(page: Page, origin: string): string[] {
     if (!url.startsWith(origin) && !url.startsWith("data:")) problems.push(`request outside the origin: ${url}`);
   });
   return problems;
+}
+
+export interface OpenedPlayground {
+  browser: Browser;
+  page: Page;
+  /** What watchPage collects. */
+  problems: string[];
+}
+
+/** Chromium with one 1200 × 800 page, watched (watchPage), opened at the server's playground. */
+export async function openPlayground(serverUrl: string): Promise<OpenedPlayground> {
+  const browser = await launchChromium();
+  const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+  const problems = watchPage(page, serverUrl);
+  await page.goto(`${serverUrl}/playground/`);
+  return { browser, page, problems };
 }
 
 /** Model output that would run script if it were ever inserted as HTML. */

@@ -19,6 +19,8 @@ export interface Session {
 export interface Model {
   id: string;
   owned_by?: string;
+  /** Our extension of the OpenAI model object: "chat", "vision" (reads images), "embeddings", … */
+  capabilities?: string[];
 }
 
 export interface TokenInfo {

@@ -1,14 +1,19 @@
-// The Chat page: a conversation with one model, streamed, with its settings, Stop, Reset, edit and
-// resend of the last message, and "Copy as code".
+// The Chat page: a conversation with one model, streamed, with its settings, images for models
+// that read them, Stop, Reset, edit and resend of the last message, and "Copy as code".
 import type { Model } from "./api";
+import { type Attachment, imagePicker, thumbnails, userContent } from "./attachments";
 import { type ChatBody, type ChatMessage, type ResponseFormat, streamChat } from "./chatStream";
 import { codeFor, type Language, LANGUAGES } from "./codeSnippets";
 import { describeResult, modelSelect, samplingControls, StreamingAnswer } from "./controls";
 import { copyButton, errorLine, errorMessage, field, h, showError, statusLine } from "./dom";
 import { renderMarkdown } from "./markdown";
 
-interface Turn extends ChatMessage {
+interface Turn {
   role: "user" | "assistant";
+  /** The text: the user's as typed, the answer as the model wrote it. */
+  content: string;
+  /** For the user's messages: the images sent with the text. */
+  images?: readonly Attachment[];
   /** For answers: the model and the figures under it. */
   meta?: string;
 }
@@ -53,7 +58,24 @@ export function chatPage(models: readonly Model[]): HTMLElement {
   status.id = "chat-status";
   const error = errorLine();
   error.id = "chat-error";
-  const form = h("form", { class: "composer", id: "chat-form" }, input, h("div", { class: "buttons" }, send, stop, edit, reset));
+  const images = imagePicker(
+    "chat",
+    // With an image attached, the text may be left empty.
+    () => (input.required = images.attached.length === 0),
+    (refused) => showError(error, refused),
+  );
+  const form = h(
+    "form",
+    { class: "composer", id: "chat-form" },
+    input,
+    images.previews,
+    h("div", { class: "buttons" }, images.button, images.input, send, stop, edit, reset),
+  );
+  const readsImages = () => models.find((entry) => entry.id === model.value)?.capabilities?.includes("vision") ?? false;
+  const offerImages = () =>
+    images.setEnabled(readsImages(), `${model.value || "This model"} reads no images (it has no vision projector).`);
+  model.addEventListener("change", offerImages);
+  offerImages();
 
   const code = h("code", { id: "chat-code" });
   let language: Language = "curl";
@@ -85,9 +107,12 @@ export function chatPage(models: readonly Model[]): HTMLElement {
   function showCode(next: Language): void {
     language = next;
     for (const tab of tabs) tab.setAttribute("aria-selected", String(tab.id === `chat-code-${next}`));
-    const draft = input.value.trim();
-    const body = requestBody(draft ? [...turns, { role: "user", content: draft }] : turns);
-    code.textContent = body instanceof Error ? body.message : codeFor(next, body, `${location.origin}/v1`);
+    const draft: Turn = { role: "user", content: input.value.trim(), images: images.attached };
+    const conversation = draft.content || images.attached.length > 0 ? [...turns, draft] : turns;
+    const body = requestBody(conversation);
+    // The snippets read each image from a file of the name it was attached with.
+    const names = new Map(conversation.flatMap((turn) => turn.images ?? []).map((image) => [image.url, image.name]));
+    code.textContent = body instanceof Error ? body.message : codeFor(next, body, `${location.origin}/v1`, names);
   }
 
   function responseFormat(): ResponseFormat | Error | undefined {
@@ -110,7 +135,7 @@ export function chatPage(models: readonly Model[]): HTMLElement {
     if (responseFormatValue instanceof Error) return responseFormatValue;
     const messages: ChatMessage[] = [];
     if (system.value.trim()) messages.push({ role: "system", content: system.value });
-    for (const turn of conversation) messages.push({ role: turn.role, content: turn.content });
+    for (const turn of conversation) messages.push({ role: turn.role, content: userContent(turn.content, turn.images) });
     return { model: model.value, messages, ...sampling.values(), ...(responseFormatValue ? { response_format: responseFormatValue } : {}) };
   }
 
@@ -124,6 +149,7 @@ export function chatPage(models: readonly Model[]): HTMLElement {
       { class: `message ${turn.role}` },
       h("div", { class: "role" }, turn.role === "user" ? "You" : "Assistant"),
       content,
+      turn.images?.length ? thumbnails(turn.images, "Images sent") : null,
       turn.meta ? h("div", { class: "meta" }, turn.meta) : null,
     );
   }
@@ -144,13 +170,16 @@ export function chatPage(models: readonly Model[]): HTMLElement {
   async function submit(): Promise<void> {
     showError(error, null);
     const text = input.value;
-    if (!text.trim() || running) return;
+    const attached = images.attached;
+    if ((!text.trim() && attached.length === 0) || running) return;
     if (!model.value) return showError(error, new Error("This server lists no models."));
-    const body = requestBody([...turns, { role: "user", content: text }]);
+    const turn: Turn = { role: "user", content: text, images: attached };
+    const body = requestBody([...turns, turn]);
     if (body instanceof Error) return showError(error, body);
 
-    turns.push({ role: "user", content: text });
+    turns.push(turn);
     input.value = "";
+    images.set([]);
     renderTurns();
     const content = h("div", { class: "content markdown" });
     const meta = h("div", { class: "meta" }, `${body.model} · waiting…`);
@@ -168,9 +197,11 @@ export function chatPage(models: readonly Model[]): HTMLElement {
       turns.push({ role: "assistant", content: answer.text, meta: `${body.model} · ${describeResult(result)}` });
       status.textContent = result.finishReason === "aborted" ? "Stopped." : "Answer complete.";
     } catch (failure) {
-      // Nothing was answered: the message goes back into the box, to send again or change.
+      // Nothing was answered: the message and its images go back into the box, to send again or
+      // change (a refused image removed, say).
       turns.pop();
       input.value = text;
+      images.set(attached);
       showError(error, failure);
       status.textContent = "";
     } finally {
@@ -183,6 +214,8 @@ export function chatPage(models: readonly Model[]): HTMLElement {
     event.preventDefault();
     void submit();
   });
+  // An image pasted into the message (a screenshot, say) is attached; text pastes as usual.
+  input.addEventListener("paste", (event) => images.paste(event));
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
@@ -202,6 +235,7 @@ export function chatPage(models: readonly Model[]): HTMLElement {
     const index = turns.map((turn) => turn.role).lastIndexOf("user");
     if (index < 0) return;
     input.value = turns[index]?.content ?? "";
+    images.set(turns[index]?.images ?? []);
     turns.length = index;
     renderTurns();
     status.textContent = "Editing the last message: change it and send.";

@@ -3,9 +3,12 @@
 // connection close and frees the model's slot at once.
 import { ApiError, send } from "./api";
 
+/** A part of a user message with images: its text, or one image as a data: URL. */
+export type ContentPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
+
 export interface ChatMessage {
   role: "system" | "user" | "assistant";
-  content: string;
+  content: string | ContentPart[];
 }
 
 export type ResponseFormat =
