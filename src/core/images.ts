@@ -7,6 +7,11 @@ import { ServerError } from "./ServerError.js";
 // short is refused here, because some decoders do not notice (stb_image, which llama.cpp's mtmd
 // decodes with, fills a truncated JPEG's missing rows with grey and reports success).
 
+/** The 400 for images sent to a model that has no projector to read them. */
+export function noProjectorMessage(model: string): string {
+  return `The model \`${model}\` does not read images: it has no vision projector (an mmproj GGUF file beside it, or named in models.json).`;
+}
+
 export const imageFormats = ["png", "jpeg", "gif", "bmp", "webp"] as const;
 export type ImageFormat = (typeof imageFormats)[number];
 

@@ -8,6 +8,7 @@ import type { EngineCounters, LoadedModelStatus, ModelInfo } from "../core/Model
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
 import { ServerError } from "../core/ServerError.js";
+import { noProjectorMessage } from "../core/images.js";
 import { checkModelFile } from "../models/checkModelFile.js";
 import { ChatPromptRenderer, type RenderedPrompt } from "./ChatPromptRenderer.js";
 import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
@@ -157,7 +158,7 @@ export class LoadedModel {
     // the Qwen2.5-0.5B shape, serving 4 streams, peak RSS went from 797 MiB to 742-755.
     trimMemory(llama);
     const noProjector = {
-      problem: `The model \`${info.id}\` does not read images: it has no vision projector (an mmproj GGUF file beside it, or named in models.json).`,
+      problem: noProjectorMessage(info.id),
     };
     try {
       if (!canChat) return new LoadedModel(info, model, undefined, options, noProjector);

@@ -1,7 +1,7 @@
 import type { ChatMessage, ChatRequest, ImageSource, MessageImage } from "../core/ChatRequest.js";
 import type { Engine } from "../core/Engine.js";
 import { decorateEngine } from "../core/decorateEngine.js";
-import { checkImage, decodeBase64, parseDataUrl, type ImageInput, type ImageLimits } from "../core/images.js";
+import { checkImage, decodeBase64, noProjectorMessage, parseDataUrl, type ImageInput, type ImageLimits } from "../core/images.js";
 import { ServerError } from "../core/ServerError.js";
 
 /** What requests' images may be, and where they may come from (the --max-image* and --image-url* settings). */
@@ -30,7 +30,7 @@ export function resolveImages(engine: Engine, policy: ImagePolicy): Engine {
     if (model.projector === undefined) {
       throw new ServerError("invalid_request", {
         param: images[0]!.param,
-        message: `The model \`${request.model}\` does not read images: it has no vision projector (an mmproj GGUF file beside it, or named in models.json).`,
+        message: noProjectorMessage(request.model),
       });
     }
     if (images.length > policy.maxImages) {

@@ -3,10 +3,10 @@ import { ServerError } from "../core/ServerError.js";
 import { modelOfBody } from "./modelOfBody.js";
 
 /**
- * Runs a protocol's translator on a request. When it refuses the request (images for a text-only
- * model, a tool it cannot follow, …), the model the request names is looked up first, and an
+ * Runs a protocol's translator on a request. When it refuses the request (a content part it
+ * cannot read, a tool it cannot follow, …), the model the request names is looked up first, and an
  * unknown model is the error reported: what the request asks of a model that does not exist is
- * beside the point ("the model `nope` does not support images" sends a user looking in the wrong
+ * beside the point ("'input_file' parts are not supported" sends a user looking in the wrong
  * place). Ollama orders its checks the same way: "model not found" before the request's content.
  * A translation that succeeds costs no lookup; the engine reports an unknown model itself.
  */
