@@ -92,7 +92,14 @@ export class ChatPromptRenderer {
           "The prompt ends with an image: the model's template writes nothing after it for the model to answer from. Add text after the image.",
       });
     }
-    return { ...rendered, tokens: split.tokens, images: split.images, continued: (content, opener) => split.continued(content + opener) };
+    return {
+      ...rendered,
+      // Shown (POST /apply-template) with mtmd's usual marker: the random one is the server's own.
+      text: rendered.text.replaceAll(projector.marker, MEDIA_MARKER_SHOWN),
+      tokens: split.tokens,
+      images: split.images,
+      continued: (content, opener) => split.continued(content + opener),
+    };
   }
 
   #wrapperPrompts(): WrapperPrompts {
@@ -164,6 +171,9 @@ export class ChatPromptRenderer {
     };
   }
 }
+
+/** How an image shows in a rendered prompt given back to clients: mtmd's default marker. */
+const MEDIA_MARKER_SHOWN = "<__media__>";
 
 /** The template, when the file has one the library can parse. */
 function parsedTemplate(source: unknown): ChatTemplate | undefined {

@@ -14,6 +14,7 @@ import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { encodePng, jpegShell, pngBomb, webpShell, type Rgb } from "../support/images.js";
 import { buildLlamaCpp } from "../support/llamaCppBuild.js";
 import { ensureNativeEngine } from "../support/nativeEngine.js";
+import { openHosted } from "../support/hostedServer.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -196,6 +197,28 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
     expect(generated.response).toBe(expected);
   });
 
+  it("shows where the image goes in the rendered prompt, and counts its tokens without generating", async () => {
+    const body = imageQuestion("tiny-gemma3", dataUrl(picture(RED)), "Answer briefly.");
+    const { prompt } = (await (await postJson(`${server.url}/apply-template`, body)).json()) as { prompt: string };
+    // The text parts joined by a newline, the image between them with none beside it.
+    expect(prompt).toContain("What is in this picture?<__media__>Answer briefly.");
+    const chatCompletion = (await (await postJson(`${server.url}/v1/chat/completions`, { ...body, max_tokens: 1 })).json()) as Completion;
+    const counted = await postJson(`${server.url}/v1/messages/count_tokens`, {
+      model: "tiny-gemma3",
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "What is in this picture?" },
+            { type: "image", source: { type: "base64", media_type: "image/png", data: Buffer.from(picture(RED)).toString("base64") } },
+            { type: "text", text: "Answer briefly." },
+          ],
+        },
+      ],
+    });
+    expect(await counted.json()).toEqual({ input_tokens: chatCompletion.usage.prompt_tokens });
+  });
+
   it("keeps a conversation's image in the cache: the next turn reads only what is new", async () => {
     const model = "tiny-mlp";
     const image = { type: "image_url" as const, image_url: { url: dataUrl(picture([20, 160, 40])) } };
@@ -299,6 +322,42 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
         error: { message: expect.stringMatching(/`tiny` does not read images: it has no vision projector/) },
       });
     });
+  });
+
+  it("counts an image's tokens in the hosted profile's limits and in its ledger", async () => {
+    const hosted = await openHosted({
+      tiers: {
+        default: "open",
+        tiers: { open: { requestsPerMinute: 100, tokensPerDay: 100_000 }, small: { requestsPerMinute: 100, maxInputTokens: 32 } },
+      },
+    });
+    try {
+      const hostedServer = await hosted.serve({
+        models: { "tiny-mlp": await testModelPath("tiny"), "mmproj-tiny-mlp-f16": projectors.mlp },
+        config: { engine: "native", threads: 2 },
+      });
+      const post = (token: string, body: object) =>
+        postJson(`${hostedServer.url}/v1/chat/completions`, body, {
+          headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+        });
+      const open = await hosted.newAccount("open");
+      const reply = (await (await post(open.token, imageQuestion("tiny-mlp", dataUrl(picture(RED))))).json()) as Completion;
+      expect(reply.usage.prompt_tokens).toBeGreaterThan(16);
+      await expect
+        .poll(async () => (await hosted.accounts.usage({ account: open.name })).reduce((sum, row) => sum + row.promptTokens, 0))
+        .toBe(reply.usage.prompt_tokens);
+      // The question alone fits a tier of 32 input tokens; with the image's 16 it does not.
+      const small = await hosted.newAccount("small");
+      const question = { model: "tiny-mlp", max_tokens: 4, messages: [{ role: "user", content: "What is in this picture?" }] };
+      expect((await post(small.token, question)).status).toBe(200);
+      const refused = await post(small.token, imageQuestion("tiny-mlp", dataUrl(picture(RED))));
+      expect(refused.status).toBe(413);
+      expect(await refused.json()).toMatchObject({
+        error: { message: expect.stringMatching(/the prompt has \d+ tokens, and your tier allows 32/) },
+      });
+    } finally {
+      await hosted.close();
+    }
   });
 
   it("fetches an image by URL where the operator allows it (--image-urls), within its size and time limits", async () => {
