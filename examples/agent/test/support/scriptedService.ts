@@ -113,7 +113,12 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
       return disconnects;
     },
     chatRequests: () => requests.filter((r) => r.path === "/v1/chat/completions").map((r) => r.body),
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    // Idle keep-alive connections would hold close() open for seconds: end them with it.
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
