@@ -18,5 +18,5 @@ export function createApp(config: Config, clientOptions: { maxRetries?: number }
   const client = new OpenAI({ baseURL: config.baseURL, apiKey: config.apiKey, ...clientOptions });
   const store = new SqliteVecStore(config.database, config.embeddingModel);
   const retriever = createRetriever(client, store, config.embeddingModel, config.threshold);
-  return { client, config, store, retriever, tools: createTools(retriever), close: () => store.close() };
+  return { client, config, store, retriever, tools: createTools(retriever, () => store.folders()), close: () => store.close() };
 }

@@ -10,7 +10,7 @@ import type { Match } from "../../src/retrieval.js";
 export interface TestApp extends App {
   dir: string;
   /** Writes files (path → content; null deletes) under dir/docs. */
-  writeDocs(files: Record<string, string | null>): string;
+  writeDocs(files: Record<string, string | Uint8Array | null>): string;
 }
 
 export function createTestApp(baseURL: string, overrides: Partial<Config> = {}): TestApp {
