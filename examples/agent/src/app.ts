@@ -1,5 +1,5 @@
 // The composition root: one client, one store, the retriever and the tools, wired together.
-import OpenAI from "openai";
+import OpenAI, { type ClientOptions } from "openai";
 import type { AgentDeps } from "./agent.js";
 import type { Config } from "./config.js";
 import { createRetriever } from "./retrieval.js";
@@ -12,11 +12,14 @@ export interface App extends AgentDeps {
   close(): void;
 }
 
-/** @param clientOptions e.g. `{ maxRetries: 0 }` (the client retries 429 and 5xx twice by default) */
-export function createApp(config: Config, clientOptions: { maxRetries?: number } = {}): App {
+/**
+ * @param clientOptions e.g. `{ maxRetries: 0 }` (the client retries 429 and 5xx twice by default),
+ *   or a `fetch` of one's own (a test's, which records what the app sends)
+ */
+export function createApp(config: Config, clientOptions: Pick<ClientOptions, "maxRetries" | "fetch"> = {}): App {
   // The key goes to the client only; the client never prints it.
   const client = new OpenAI({ baseURL: config.baseURL, apiKey: config.apiKey, ...clientOptions });
   const store = new SqliteVecStore(config.database, config.embeddingModel);
   const retriever = createRetriever(client, store, config.embeddingModel, config.threshold);
-  return { client, config, store, retriever, tools: createTools(retriever), close: () => store.close() };
+  return { client, config, store, retriever, tools: createTools(retriever, () => store.folders()), close: () => store.close() };
 }

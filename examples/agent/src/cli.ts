@@ -9,7 +9,7 @@ import type { Match } from "./retrieval.js";
 import { createRelay } from "./server.js";
 
 const USAGE = `usage: npm run agent -- <command>
-  ingest DIR            read the text and Markdown files under DIR into the store
+  ingest DIR            read the text and Markdown files under DIR into the store (its images: view_image)
   ask "question"        answer from the documents, streamed, with its sources (--debug: every candidate)
   serve                 the page and /stream on AGENT_PORT`;
 
@@ -46,7 +46,7 @@ async function ingestCommand(directory: string | undefined, { client, store, con
   if (bar) process.stderr.write("\n");
   console.log(
     `${root}: ${report.added.length} added, ${report.changed.length} changed, ${report.unchanged.length} unchanged, ${report.removed.length} removed; ` +
-      `${report.chunks} chunks embedded in ${report.requests} requests; ${store.chunkCount()} chunks stored`,
+      `${report.chunks} chunks embedded in ${report.requests} requests; ${store.chunkCount()} chunks stored; ${report.images.length} images viewable`,
   );
 }
 

@@ -1,10 +1,14 @@
 // `ingest DIR`: text and Markdown files into the store. A file whose content hash is unchanged is
 // skipped, a changed one has its chunks replaced, and a file gone from DIR has its chunks removed.
+// DIR itself is recorded too: the image files under it are what view_image shows. They are not
+// embedded (a text embedding model cannot read them); the tool reads them when the model asks.
 import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
 import path from "node:path";
 import type OpenAI from "openai";
 import { chunkText, DEFAULT_CHUNKING, type ChunkOptions } from "./chunking.js";
+import { listFiles } from "./files.js";
+import { IMAGE_EXTENSIONS } from "./images.js";
 import { embed } from "./retrieval.js";
 import type { ChunkStore } from "./store.js";
 
@@ -17,6 +21,8 @@ export interface IngestReport {
   changed: string[];
   unchanged: string[];
   removed: string[];
+  /** The image files under the folder, which view_image can show. */
+  images: string[];
   chunks: number;
   requests: number;
 }
@@ -32,9 +38,9 @@ export interface IngestOptions {
 
 export async function ingest(directory: string, options: IngestOptions): Promise<IngestReport> {
   const root = path.resolve(directory);
-  const files = await listDocuments(root);
+  const files = await listFiles(root, EXTENSIONS);
   const stored = options.store.fileHashes();
-  const report: IngestReport = { added: [], changed: [], unchanged: [], removed: [], chunks: 0, requests: 0 };
+  const report: IngestReport = { added: [], changed: [], unchanged: [], removed: [], images: [], chunks: 0, requests: 0 };
 
   const pending: { source: string; hash: string; chunks: string[] }[] = [];
   for (const source of files) {
@@ -72,14 +78,7 @@ export async function ingest(directory: string, options: IngestOptions): Promise
       report.removed.push(source);
     }
   }
+  options.store.addFolder(root);
+  report.images = await listFiles(root, IMAGE_EXTENSIONS);
   return report;
-}
-
-async function listDocuments(root: string): Promise<string[]> {
-  const entries = await fs.readdir(root, { recursive: true, withFileTypes: true });
-  return entries
-    .filter((entry) => entry.isFile() && EXTENSIONS.has(path.extname(entry.name).toLowerCase()))
-    .map((entry) => path.join(entry.parentPath, entry.name))
-    .filter((file) => !file.split(path.sep).includes("node_modules"))
-    .sort();
 }

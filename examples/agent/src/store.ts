@@ -1,7 +1,8 @@
 // Where chunks and their vectors live: a small interface, and its implementation on SQLite with
 // the sqlite-vec extension (a vec0 virtual table: exact nearest-neighbour search by cosine
 // distance, in the same file as the text). Swapping in another vector store means implementing
-// `ChunkStore`; nothing else changes.
+// `ChunkStore`; nothing else changes. It also keeps the folders ingested, whose images view_image
+// shows.
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
@@ -30,6 +31,10 @@ export interface ChunkStore {
   removeFile(source: string): void;
   nearest(vector: Float32Array, k: number): StoredChunk[];
   chunkCount(): number;
+  /** Records a folder that was ingested: the image files under it are the ones view_image shows. */
+  addFolder(folder: string): void;
+  /** The folders ingested, in the order first ingested. */
+  folders(): string[];
   close(): void;
 }
 
@@ -51,6 +56,7 @@ export class SqliteVecStore implements ChunkStore {
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       CREATE TABLE IF NOT EXISTS files (source TEXT PRIMARY KEY, hash TEXT NOT NULL);
+      CREATE TABLE IF NOT EXISTS folders (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
       CREATE TABLE IF NOT EXISTS chunks (
         id INTEGER PRIMARY KEY,
         source TEXT NOT NULL,
@@ -106,6 +112,14 @@ export class SqliteVecStore implements ChunkStore {
 
   chunkCount(): number {
     return (this.db.prepare("SELECT count(*) AS n FROM chunks").get() as { n: number }).n;
+  }
+
+  addFolder(folder: string): void {
+    this.db.prepare("INSERT INTO folders (path) VALUES (?) ON CONFLICT (path) DO NOTHING").run(folder);
+  }
+
+  folders(): string[] {
+    return (this.db.prepare("SELECT path FROM folders ORDER BY id").all() as { path: string }[]).map((row) => row.path);
   }
 
   close(): void {

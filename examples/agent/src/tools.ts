@@ -1,8 +1,10 @@
 // The functions the model may call. Each result goes back to the model as JSON; a function that
 // throws, bad arguments and an unknown name come back as {"error": "..."} so the model can
-// correct itself instead of the loop crashing.
+// correct itself instead of the loop crashing. A tool may return images besides its JSON (a tool
+// message carries text only, so the loop shows them to the model in a message of their own).
 import type OpenAI from "openai";
 import { calculate } from "./calculator.js";
+import { findImage, readImage } from "./images.js";
 import type { Match, Retriever } from "./retrieval.js";
 
 /** What a tool run gets besides its arguments: the answer's cancellation and its sources listener. */
@@ -11,12 +13,34 @@ export interface ToolContext {
   onSources(matches: Match[]): void;
 }
 
+/** An image for the model: the file's bytes in base64, and their media type (image/png, …). */
+export interface ToolImage {
+  mediaType: string;
+  data: string;
+}
+
+/** What a run returns to give images besides its JSON result. */
+export class WithImages {
+  constructor(
+    readonly result: unknown,
+    readonly images: readonly ToolImage[],
+  ) {}
+}
+
 export interface Tool {
   definition: OpenAI.ChatCompletionFunctionTool;
+  /** The result, sent to the model as JSON; or `new WithImages(result, images)`. */
   run(args: Record<string, unknown>, context: ToolContext): unknown;
 }
 
-export function createTools(retriever: Retriever): Tool[] {
+/** One call's outcome: the result for its tool message (an error is {"error": …}) and any images. */
+export interface ToolOutput {
+  result: unknown;
+  images: readonly ToolImage[];
+}
+
+/** @param imageFolders the folders ingested, whose image files view_image shows (read at each call) */
+export function createTools(retriever: Retriever, imageFolders: () => string[]): Tool[] {
   return [
     {
       definition: fn("search_documents", "Search the user's documents; returns the passages related to the query, with their sources.", {
@@ -49,29 +73,44 @@ export function createTools(retriever: Retriever): Tool[] {
       ),
       run: ({ expression }) => ({ expression, result: calculate(String(expression)) }),
     },
+    {
+      definition: fn(
+        "view_image",
+        "Look at an image file (PNG, JPEG, GIF, WebP or BMP) from the user's documents; an unknown name gets the list of images.",
+        {
+          name: { type: "string", description: "The image's file name, such as chart.png, or its path in the documents", maxLength: 500 },
+        },
+      ),
+      async run({ name }) {
+        const image = await findImage(imageFolders(), String(name));
+        const { mediaType, bytes } = await readImage(image);
+        return new WithImages({ image: image.name, media_type: mediaType, bytes: bytes.length }, [
+          { mediaType, data: bytes.toString("base64") },
+        ]);
+      },
+    },
   ];
 }
 
-/** Runs one requested call; the result is always a JSON string for the `tool` message. */
-export async function runTool(tools: Tool[], call: OpenAI.ChatCompletionMessageToolCall, context: ToolContext): Promise<string> {
-  if (call.type !== "function") return JSON.stringify({ error: `unsupported tool type ${call.type}` });
+/** Runs one requested call; its result is for the `tool` message, as JSON. */
+export async function runTool(tools: Tool[], call: OpenAI.ChatCompletionMessageToolCall, context: ToolContext): Promise<ToolOutput> {
+  const failed = (error: string): ToolOutput => ({ result: { error }, images: [] });
+  if (call.type !== "function") return failed(`unsupported tool type ${call.type}`);
   const tool = tools.find((candidate) => candidate.definition.function.name === call.function.name);
-  if (!tool)
-    return JSON.stringify({
-      error: `unknown tool "${call.function.name}"; available: ${tools.map((t) => t.definition.function.name).join(", ")}`,
-    });
+  if (!tool) return failed(`unknown tool "${call.function.name}"; available: ${tools.map((t) => t.definition.function.name).join(", ")}`);
   let args: unknown;
   try {
     args = JSON.parse(call.function.arguments || "{}");
   } catch (error) {
-    return JSON.stringify({ error: `arguments are not valid JSON: ${(error as Error).message}` });
+    return failed(`arguments are not valid JSON: ${(error as Error).message}`);
   }
-  if (typeof args !== "object" || args === null || Array.isArray(args)) return JSON.stringify({ error: "arguments must be a JSON object" });
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return failed("arguments must be a JSON object");
   try {
-    return JSON.stringify(await tool.run(args as Record<string, unknown>, context));
+    const output = await tool.run(args as Record<string, unknown>, context);
+    return output instanceof WithImages ? { result: output.result, images: output.images } : { result: output, images: [] };
   } catch (error) {
     if (context.signal?.aborted) throw error; // the request was cancelled: nothing to tell the model
-    return JSON.stringify({ error: error instanceof Error ? error.message : String(error) });
+    return failed(error instanceof Error ? error.message : String(error));
   }
 }
 

@@ -56,6 +56,8 @@ describe("ingest, against the real server", () => {
       });
       const first = await ingest(docs, { ...options, chunking: { maxChars: 200, overlapChars: 80 } });
       expect(first.added.map((file) => path.relative(docs, file))).toEqual(["a.md", "b.txt", "c.md", "notes/d.markdown"]);
+      // Images are not embedded; they are listed for view_image (which checks their bytes when asked).
+      expect(first.images.map((file) => path.relative(docs, file))).toEqual(["image.png"]);
       expect(first.chunks).toBeGreaterThan(5); // a.md alone is cut into several overlapping chunks
       expect(first.requests).toBe(1); // one embeddings request for all of them (fewer than a batch)
       expect(app.store.chunkCount()).toBe(first.chunks);
@@ -200,7 +202,9 @@ describe("npm run agent (the CLI), against the real server", () => {
       const cli = (...args: string[]) =>
         run(process.execPath, ["--import", "tsx", "src/cli.ts", ...args], { cwd: APP_DIR, env, timeout: 120_000 });
       const ingested = await cli("ingest", docs);
-      expect(ingested.stdout).toMatch(/1 added, 0 changed, 0 unchanged, 0 removed; 1 chunks embedded in 1 requests; 1 chunks stored/);
+      expect(ingested.stdout).toMatch(
+        /1 added, 0 changed, 0 unchanged, 0 removed; 1 chunks embedded in 1 requests; 1 chunks stored; 0 images viewable/,
+      );
       const asked = await cli("ask", DOC, "--debug");
       expect(asked.stdout).toMatch(/\n\nSources:\n\[1\] .*lighthouse\.md #0 {2}1\.000 very strong\n$/);
       expect(asked.stderr).toMatch(/\[debug\] .*lighthouse\.md #0 {2}1\.000 very strong/);

@@ -8,6 +8,8 @@ import { chunkText } from "../src/chunking.js";
 import { describeConfig, loadConfig, readEnvironment } from "../src/config.js";
 import { band } from "../src/retrieval.js";
 import { currentTime } from "../src/tools.js";
+import { mediaTypeOf } from "../src/images.js";
+import { encodeBmp, encodeGif, encodePng, jpegShell, webpShell } from "../../../test/support/images.js";
 
 describe("calculate", () => {
   it.each([
@@ -89,6 +91,20 @@ describe("bands and the time tool", () => {
       utc: "2026-07-01T12:00:00.000Z",
     });
     expect(() => currentTime("Mars/Olympus_Mons", now)).toThrow(RangeError);
+  });
+});
+
+describe("image formats", () => {
+  it("reads an image's media type from its first bytes, whatever its name says", () => {
+    const red = () => [255, 0, 0] as const;
+    expect(mediaTypeOf(encodePng(2, 2, red))).toBe("image/png");
+    expect(mediaTypeOf(jpegShell(2, 2))).toBe("image/jpeg");
+    expect(mediaTypeOf(encodeGif(2, 2, [255, 0, 0]))).toBe("image/gif");
+    expect(mediaTypeOf(webpShell(2, 2))).toBe("image/webp");
+    expect(mediaTypeOf(encodeBmp(2, 2, red))).toBe("image/bmp");
+    expect(mediaTypeOf(Buffer.from("RIFF0000WAVEfmt "))).toBeUndefined();
+    expect(mediaTypeOf(Buffer.from("# a Markdown file"))).toBeUndefined();
+    expect(mediaTypeOf(new Uint8Array())).toBeUndefined();
   });
 });
 

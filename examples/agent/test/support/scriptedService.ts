@@ -1,6 +1,7 @@
 // A scripted OpenAI-compatible test double: a small HTTP server that plays a recorded
 // conversation (one scripted reply per chat request, in order) and records every request it
-// receives, so tests can check what the app sent. Embeddings come from a function of the text.
+// receives, so tests can check what the app sent. Embeddings come from a function of the text;
+// GET /v1/models/{id} lists the models given with their capabilities, and 404s any other.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 
@@ -17,9 +18,11 @@ export interface RecordedRequest {
   body: Record<string, unknown> & { messages?: ChatMessage[]; stream?: boolean; input?: string[] | string };
 }
 
+export type ContentPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
+
 export interface ChatMessage {
   role: string;
-  content?: string | null;
+  content?: string | null | ContentPart[];
   tool_call_id?: string;
   tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[];
 }
@@ -27,7 +30,7 @@ export interface ChatMessage {
 export interface ScriptedService {
   baseURL: string;
   requests: RecordedRequest[];
-  /** Streamed chat requests whose client went away before the end. */
+  /** Streamed chat requests (and hanging model look-ups) whose client went away before the end. */
   disconnects: number;
   chatRequests(): RecordedRequest["body"][];
   close(): Promise<void>;
@@ -36,13 +39,28 @@ export interface ScriptedService {
 /**
  * @param script the chat replies, in order; a chat request beyond the script gets a 500.
  * @param embedText the vector for one input text (the double normalises it).
+ * @param models model id → its `capabilities`, for GET /v1/models/{id}; "hang": no answer until the client goes away (a disconnect)
  */
-export async function startScriptedService(script: ScriptedReply[], embedText: (text: string) => number[]): Promise<ScriptedService> {
+export async function startScriptedService(
+  script: ScriptedReply[],
+  embedText: (text: string) => number[],
+  models: Record<string, string[] | "hang"> = {},
+): Promise<ScriptedService> {
   const requests: RecordedRequest[] = [];
   let nextReply = 0;
   let callCounter = 0;
   let disconnects = 0;
   const server = http.createServer(async (request, response) => {
+    if (request.method === "GET") {
+      requests.push({ path: request.url ?? "", body: {} });
+      const id = decodeURIComponent(request.url?.match(/^\/v1\/models\/([^/?]+)$/)?.[1] ?? "");
+      const capabilities = Object.hasOwn(models, id) ? models[id] : undefined;
+      if (capabilities === "hang") response.on("close", () => disconnects++);
+      else if (capabilities) json(response, { id, object: "model", created: 1_700_000_000, owned_by: "scripted", capabilities });
+      else
+        json(response, { error: { message: `no model ${id}`, type: "invalid_request_error", param: null, code: "model_not_found" } }, 404);
+      return;
+    }
     let raw = "";
     for await (const chunk of request) raw += chunk;
     const body = JSON.parse(raw) as RecordedRequest["body"];
@@ -113,7 +131,12 @@ export async function startScriptedService(script: ScriptedReply[], embedText: (
       return disconnects;
     },
     chatRequests: () => requests.filter((r) => r.path === "/v1/chat/completions").map((r) => r.body),
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    // Idle keep-alive connections would hold close() open for seconds: end them with it.
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 

@@ -2,6 +2,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import type { ClientOptions } from "openai";
 import { createApp, type App } from "../../src/app.js";
 import type { AnswerEvents } from "../../src/agent.js";
 import type { Config } from "../../src/config.js";
@@ -10,10 +11,10 @@ import type { Match } from "../../src/retrieval.js";
 export interface TestApp extends App {
   dir: string;
   /** Writes files (path → content; null deletes) under dir/docs. */
-  writeDocs(files: Record<string, string | null>): string;
+  writeDocs(files: Record<string, string | Uint8Array | null>): string;
 }
 
-export function createTestApp(baseURL: string, overrides: Partial<Config> = {}): TestApp {
+export function createTestApp(baseURL: string, overrides: Partial<Config> = {}, clientOptions: Pick<ClientOptions, "fetch"> = {}): TestApp {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "agent-test-"));
   const config: Config = {
     baseURL,
@@ -28,7 +29,7 @@ export function createTestApp(baseURL: string, overrides: Partial<Config> = {}):
     chunkSize: 1000,
     ...overrides,
   };
-  const app = createApp(config, { maxRetries: 0 });
+  const app = createApp(config, { maxRetries: 0, ...clientOptions });
   const docs = path.join(dir, "docs");
   return {
     ...app,
