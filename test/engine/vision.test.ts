@@ -152,6 +152,26 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
       { type: "text", text: question },
     ]);
     const expected = openai.choices[0]!.message.content;
+    // Streamed, and two choices of one prompt (its image read once, then shared): the same text.
+    const stream = await server.client.chat.completions.create({
+      model,
+      max_tokens: 16,
+      temperature: 0,
+      stream: true,
+      n: 2,
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "image_url", image_url: { url: dataUrl(png) } },
+            { type: "text", text: question },
+          ],
+        },
+      ],
+    });
+    const streamed = ["", ""];
+    for await (const chunk of stream) for (const choice of chunk.choices) streamed[choice.index] += choice.delta.content ?? "";
+    expect(streamed).toEqual([expected, expected]);
     // Through a variable: the SDK's types no longer declare temperature, which the API takes.
     const greedy = { model, max_tokens: 16, temperature: 0 };
     const anthropic = await new Anthropic({ baseURL: server.url, apiKey: "local", maxRetries: 0 }).messages.create({

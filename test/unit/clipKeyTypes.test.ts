@@ -6,15 +6,15 @@ import { describe, expect, it } from "vitest";
 import { GgufRefusal, readGgufHeader, REQUIRED_TYPES } from "../../src/gguf/GgufReader.js";
 import { projectorWriter, TINY_PROJECTORS } from "../../src/testmodels/projectorWriter.js";
 import { text } from "../../src/testmodels/modelWriterParts.js";
-
-const mtmd = path.resolve(import.meta.dirname, "../../node_modules/node-llama-cpp/llama/llama.cpp/tools/mtmd");
+import { llamaCppSource } from "../support/llamaCppSource.js";
 
 /**
  * Every metadata key mtmd's clip.cpp reads with a typed getter (gguf_get_val_bool/i32/u32/f32/str,
  * which GGML_ASSERT the type and so abort the process on another), from the llama.cpp source
- * node-llama-cpp ships: KEY_* macros from clip-impl.h, and `%s` keys for each modality.
+ * node-llama-cpp ships (test/support/llamaCppSource.ts): KEY_* macros from clip-impl.h, and `%s` keys for each modality.
  */
-function clipTypedKeys(): Map<string, string> {
+async function clipTypedKeys(): Promise<Map<string, string>> {
+  const mtmd = path.join(await llamaCppSource(), "tools/mtmd");
   const defines = new Map<string, string>();
   for (const [, name, value] of readFileSync(path.join(mtmd, "clip-impl.h"), "utf8").matchAll(/#define (KEY_\w+)\s+"([^"]+)"/g)) {
     defines.set(name!, value!);
@@ -34,8 +34,8 @@ function clipTypedKeys(): Map<string, string> {
 }
 
 describe("a vision projector's metadata types", () => {
-  it("requires every key clip.cpp reads with a typed getter to have that type", () => {
-    const keys = clipTypedKeys();
+  it("requires every key clip.cpp reads with a typed getter to have that type", async () => {
+    const keys = await clipTypedKeys();
     expect(keys.size).toBeGreaterThan(50);
     for (const [key, type] of keys) expect(REQUIRED_TYPES[key], key).toBe(type);
   });
