@@ -47,9 +47,13 @@ export interface PromptImages {
   at(token: Token): { length: number; evaluate(sequenceId: number, position: number): Promise<void> } | undefined;
 }
 
-/** The pseudo-tokens of an image: `length` consecutive negative ids from the first 28 bits of its content's hash (hex). */
+/**
+ * The pseudo-tokens of an image: `length` consecutive negative ids from the first 48 bits of its
+ * content's hash (hex), so two images match by chance once in 2^48 (they stay JavaScript numbers:
+ * only text tokens are written into native batches).
+ */
 export function imageTokens(hash: string, length: number): Token[] {
-  const base = Number.parseInt(hash.slice(0, 7), 16);
+  const base = Number.parseInt(hash.slice(0, 12), 16);
   return Array.from({ length }, (_, i) => -(2 + base + i) as Token);
 }
 
