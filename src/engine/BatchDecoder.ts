@@ -43,8 +43,31 @@ export interface GenerationSetup {
  * the same image at the same place matches, another does not.
  */
 export interface PromptImages {
-  /** The image whose pseudo-tokens begin with `token`: how many positions it takes, and its evaluation into a sequence at `position`. */
-  at(token: Token): { length: number; evaluate(sequenceId: number, position: number): Promise<void> } | undefined;
+  /**
+   * The image whose pseudo-tokens begin with `token`: how many positions it takes (`length`, its
+   * pseudo-tokens), how many tokens it counts as (`tokens`: mtmd's n_tokens, the KV cells it fills;
+   * more than `length` for an image placed by M-RoPE positions), and its evaluation into a
+   * sequence at `position`.
+   */
+  at(token: Token): { length: number; tokens: number; evaluate(sequenceId: number, position: number): Promise<void> } | undefined;
+}
+
+/**
+ * How many tokens the first `length` of a prompt's `tokens` count as, as llama-server counts them
+ * (prompt_tokens, cached_tokens, the context limit): an image its `tokens`, not its positions. An
+ * M-RoPE image (Qwen2-VL's) of 6 × 5 merged patches takes 6 positions, so 6 pseudo-tokens, and
+ * fills 30 KV cells, which llama-server's server_tokens hold as 30 entries. `length` must not fall
+ * inside an image (wholeImages).
+ */
+export function countedTokens(tokens: readonly Token[], length: number, images: PromptImages | undefined): number {
+  if (!images) return length;
+  let counted = 0;
+  for (let i = 0; i < length;) {
+    const image = tokens[i]! < 0 ? images.at(tokens[i]!) : undefined;
+    counted += image ? image.tokens : 1;
+    i += image ? image.length : 1;
+  }
+  return counted;
 }
 
 /**

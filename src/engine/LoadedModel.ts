@@ -11,7 +11,7 @@ import { ServerError } from "../core/ServerError.js";
 import { noProjectorMessage } from "../core/images.js";
 import { checkModelFile } from "../models/checkModelFile.js";
 import { ChatPromptRenderer, type RenderedPrompt } from "./ChatPromptRenderer.js";
-import { BatchDecoder, DecoderSequence } from "./BatchDecoder.js";
+import { BatchDecoder, countedTokens, DecoderSequence } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
@@ -318,10 +318,13 @@ export class LoadedModel {
     }
     checkTokenIds(this.#model, request.sampling.logitBias.keys(), "logit_bias");
     const { tools, prompt } = await this.#render(request);
-    if (prompt.tokens.length >= this.contextSize) {
+    // What llama-server counts (an M-RoPE image by its tokens, the KV cells it fills, not by its
+    // positions): the context limit, the admission and the ledger take this count.
+    const counted = countedTokens(prompt.tokens, prompt.tokens.length, prompt.images);
+    if (counted >= this.contextSize) {
       throw new ServerError("context_length_exceeded", {
         param: request.prompt ? "prompt" : "messages",
-        message: `This model's maximum context length is ${this.contextSize} tokens. However, your messages resulted in ${prompt.tokens.length} tokens. Please reduce the length of the messages.`,
+        message: `This model's maximum context length is ${this.contextSize} tokens. However, your messages resulted in ${counted} tokens. Please reduce the length of the messages.`,
       });
     }
     // Grammars are compiled (by llama.cpp, on the event loop) only for prompts that fit.
@@ -329,9 +332,9 @@ export class LoadedModel {
     const textFormat = responseFormatGrammar(request.responseFormat);
     const textGrammar = textFormat === undefined ? undefined : new LlamaGrammar(this.#model.llama, { grammar: textFormat });
     const tokens = prompt.tokens;
-    const maxOutputTokens = Math.min(request.maxTokens ?? Infinity, this.contextSize - tokens.length);
+    const maxOutputTokens = Math.min(request.maxTokens ?? Infinity, this.contextSize - counted);
     // Each choice may generate up to the cap: n × the cap is reserved (the hosted profile's limits).
-    const ticket = await admit?.({ promptTokens: tokens.length, maxOutputTokens: maxOutputTokens * n });
+    const ticket = await admit?.({ promptTokens: counted, maxOutputTokens: maxOutputTokens * n });
     const decoder = this.#decoder!;
     // Echo with logprobs scores the prompt's own tokens: it is read afresh, every token's logits kept.
     const scorePrompt = request.echo === true && request.logprobs !== undefined && prompt.givenText !== undefined;
@@ -405,12 +408,12 @@ export class LoadedModel {
             if (--open > 0) return;
             // What was really used, also when the client left mid-stream.
             ticket?.settle({
-              promptTokens: tokens.length,
+              promptTokens: counted,
               completionTokens: completions.reduce((sum, each) => sum + each.completionTokens, 0),
             });
           },
           signal,
-          tokens.length,
+          counted,
         ),
     );
   }
@@ -479,8 +482,8 @@ export class LoadedModel {
   /** The request's prompt, rendered as `chat` renders it: its tokens as text and their count; takes no decoding slot. */
   renderPrompt(request: ChatRequest, { admit }: RequestOptions): Promise<PromptPreview> {
     return withoutTokens(admit, async () => {
-      const { tokens, text } = (await this.#render(request)).prompt;
-      return { text: text ?? this.#tokenBytes.text(tokens), tokenCount: tokens.length };
+      const { tokens, text, images } = (await this.#render(request)).prompt;
+      return { text: text ?? this.#tokenBytes.text(tokens), tokenCount: countedTokens(tokens, tokens.length, images) };
     });
   }
 

@@ -91,20 +91,12 @@ export class VisionProjector {
     const { chunks, parts } = split;
     const tokens: Token[] = [];
     // By first pseudo-token: the same image twice gives the same embeddings, whichever chunk is evaluated.
-    const byToken = new Map<Token, { length: number; evaluate(sequenceId: number, position: number): Promise<void> }>();
+    const byToken = new Map<Token, NonNullable<ReturnType<PromptImages["at"]>>>();
     let lastImageEnd = 0;
     parts.forEach((part, index) => {
       if (part instanceof Int32Array) {
         for (const token of part) tokens.push(token as Token);
         return;
-      }
-      if (part.positions !== part.tokens) {
-        // Qwen2-VL's M-RoPE gives an image fewer positions than tokens; the decoder's sequences
-        // count one position per token.
-        throw new ServerError("invalid_request", {
-          param: params[0] ?? "messages",
-          message: `This model's projector places images by M-RoPE positions, which modelhost does not support yet; use a model whose projector does not (LLaVA, Gemma 3, …).`,
-        });
       }
       // A causal image is decoded a batch at a time; a non-causal one attends across all its
       // tokens, which llama.cpp computes only within one batch (mtmd-helper.cpp).
@@ -114,12 +106,20 @@ export class VisionProjector {
           message: `An image takes ${part.tokens} tokens for this model, which reads each image in one batch, and a batch holds ${this.#batchSize} (--batch-size): raise --batch-size to at least ${part.tokens}.`,
         });
       }
-      const pseudo = imageTokens(part.id, part.tokens);
+      // One pseudo-token per position, so that a sequence's position stays its index in the
+      // decoder's token list. Placed by M-RoPE (Qwen2-VL's), an image of nx × ny merged patches
+      // takes max(nx, ny) positions for its nx·ny tokens: mtmd decodes every one of its KV cells
+      // at its first position (the temporal plane; x and y go in the other planes), and the text
+      // after it goes on max(nx, ny) later (mtmd_image_tokens_get_n_pos, mtmd-helper.cpp). A cut
+      // at the image's start (llama_memory_seq_rm from that position) removes all its cells, and
+      // one after it none of them, as for an image of one position per token.
+      const pseudo = imageTokens(part.id, part.positions);
       byToken.set(pseudo[0]!, {
-        length: part.tokens,
+        length: part.positions,
+        tokens: part.tokens,
         evaluate: async (sequenceId, position) => {
           const next = await this.#native.evaluate(context, this.#handle, chunks, index, sequenceId, position, this.#batchSize);
-          if (next !== position + part.tokens) throw new Error(`The image took positions ${position}-${next}, not ${part.tokens}.`);
+          if (next !== position + part.positions) throw new Error(`The image took positions ${position}-${next}, not ${part.positions}.`);
         },
       });
       tokens.push(...pseudo);

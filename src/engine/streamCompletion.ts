@@ -3,7 +3,7 @@ import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type T
 import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
 import type { EngineCounters } from "../core/ModelInfo.js";
-import type { BatchDecoder, DecoderSequence, PromptImages, Sampled } from "./BatchDecoder.js";
+import { countedTokens, type BatchDecoder, type DecoderSequence, type PromptImages, type Sampled } from "./BatchDecoder.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { createNativeSampler, nativeGrammarState, type NativeSamplerConfig } from "./llamaInternals.js";
 import { ReplyStart } from "./ReplyStart.js";
@@ -40,7 +40,7 @@ export interface CompletionJob {
   /** Decodes the sequence, in batches shared with the context's other sequences. */
   decoder: BatchDecoder;
   sequence: DecoderSequence;
-  /** The prompt; an image's tokens are its pseudo-tokens (see PromptImages). */
+  /** The prompt; an image's tokens are its pseudo-tokens, one per position (see PromptImages). */
   promptTokens: Token[];
   /** The prompt's images, if it shows any. */
   images?: PromptImages | undefined;
@@ -309,8 +309,10 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
     type: "done",
     finishReason,
     usage: {
-      promptTokens: job.promptTokens.length,
-      cachedTokens: job.cachedTokens,
+      // As llama-server counts them: an M-RoPE image by its tokens, not its positions (and so the
+      // cached start of the prompt, which holds whole images only: its n_prompt_tokens_cache).
+      promptTokens: countedTokens(job.promptTokens, job.promptTokens.length, job.images),
+      cachedTokens: countedTokens(job.promptTokens, job.cachedTokens, job.images),
       completionTokens: state.completionTokens,
       ...(state.thought ? { reasoningTokens: state.thought.thoughtPieces } : {}),
     },

@@ -1,5 +1,5 @@
 // Writes the chat test models: GGUF files in llama.cpp's `llama` architecture (or `qwen2`, the same
-// blocks with query, key and value biases) with the project's byte-level BPE vocabulary, a ChatML
+// blocks with query, key and value biases, or `qwen2vl`, qwen2's with M-RoPE) with the project's byte-level BPE vocabulary, a ChatML
 // chat template with tool calling, and seeded random weights.
 import { GgufWriter, type GgufTensor } from "../gguf/GgufWriter.js";
 import {
@@ -102,6 +102,17 @@ function addModelMetadata(writer: GgufWriter, preset: LlamaPreset, vocabularySiz
     .set(`${architecture}.attention.layer_norm_rms_epsilon`, f32(preset.rmsNormEpsilon))
     .set(`${architecture}.rope.freq_base`, f32(preset.ropeFreqBase))
     .set(`${architecture}.vocab_size`, u32(vocabularySize));
+  if (architecture === "qwen2vl") {
+    // M-RoPE: the rotary pairs of a head split among the temporal, height and width planes (and a
+    // fourth, unused), as Qwen2-VL's [16, 24, 24, 0] split its 64 pairs; tiny's heads of 16 have 8.
+    const pairs = preset.embeddingLength / preset.headCount / 2;
+    const height = Math.floor((pairs * 3) / 8);
+    writer.set(`${architecture}.rope.dimension_sections`, {
+      type: "array",
+      itemType: "int32",
+      values: [pairs - 2 * height, height, height, 0],
+    });
+  }
 }
 
 function addTokenizerMetadata(writer: GgufWriter, vocabulary: TestVocabulary, chatTemplate: string): void {
@@ -165,7 +176,7 @@ function addLlamaTensors(
   if (preset.llama3RopeScaling) writer.addTensor(ropeFrequencyFactors(preset, preset.llama3RopeScaling));
   // qwen2's biases follow their matrices, as convert_hf_to_gguf.py writes them.
   const withBias = (weight: GgufTensor, size: number): GgufTensor[] =>
-    preset.kind === "qwen2"
+    preset.kind !== "llama"
       ? [weight, randomTensor(weight.name.replace(/weight$/, "bias"), [size], "F32", WEIGHT_GAINS.bias, seed)]
       : [weight];
   for (let block = 0; block < preset.blockCount; block++) {

@@ -107,6 +107,7 @@ function modelWriter(
   switch (preset.kind) {
     case "llama":
     case "qwen2":
+    case "qwen2vl":
       return llamaModelWriter(preset, testVocabulary(), seed, chatTemplate, script);
     case "bert":
       refuseChatParts(chatTemplate, script);
@@ -130,7 +131,8 @@ async function modelWriterWithVocabulary(
 ): Promise<GgufWriter> {
   switch (preset.kind) {
     case "llama":
-    case "qwen2": {
+    case "qwen2":
+    case "qwen2vl": {
       const vocabulary =
         typeof vocabularyFrom === "string" ? await copiedVocabulary(vocabularyFrom) : await tokenizerJsonVocabulary(vocabularyFrom);
       return llamaModelWriterWithVocabulary(preset, vocabulary, seed, chatTemplate);

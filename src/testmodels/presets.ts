@@ -37,10 +37,11 @@ export interface RealShape {
 
 /**
  * A decoder-only model in llama.cpp's `llama` architecture, or `qwen2`: the same blocks with
- * biases on the query, key and value projections (Qwen2, Qwen2.5).
+ * biases on the query, key and value projections (Qwen2, Qwen2.5); or `qwen2vl`: qwen2's blocks
+ * with M-RoPE (Qwen2-VL, Qwen2.5-VL's text model), whose images mtmd places by 2-D positions.
  */
 export interface LlamaPreset extends TransformerShape {
-  readonly kind: "llama" | "qwen2";
+  readonly kind: "llama" | "qwen2" | "qwen2vl";
   /** Fewer key/value heads than query heads means grouped-query attention. */
   readonly headCountKv: number;
   readonly rmsNormEpsilon: number;
@@ -121,6 +122,7 @@ export type TestModelPresetName =
   | "long-tiny"
   | "script-tiny"
   | "qwen2-tiny"
+  | "qwen2vl-tiny"
   | "nomic-tiny"
   | "qwen2.5-0.5b-q4_k_m"
   | "qwen2.5-0.5b-q8_0"
@@ -227,6 +229,11 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
   "rerank-tiny": { ...embedTiny, name: "modelhost rerank-tiny test model", poolingType: "rank" },
   /** For the qwen2 writer's tests: tiny's shapes in the qwen2 architecture, with tied embeddings. */
   "qwen2-tiny": { ...tiny, kind: "qwen2", name: "modelhost qwen2-tiny test model", tiedEmbeddings: true },
+  /**
+   * For the M-RoPE vision tests: tiny's shapes in the qwen2vl architecture (Qwen2-VL's text model),
+   * for the tiny qwen2vl_merger projector (projectorWriter.ts).
+   */
+  "qwen2vl-tiny": { ...tiny, kind: "qwen2vl", name: "modelhost qwen2vl-tiny test model" },
   /** For the nomic-bert writer's tests: embed-tiny's shapes in the nomic-bert architecture. */
   "nomic-tiny": { ...embedTiny, kind: "nomic-bert", name: "modelhost nomic-tiny test model", poolingType: "mean", ropeFreqBase: 1000 },
   /** For benchmarks: Qwen2.5-0.5B-Instruct's shape in Q4_K_M (the published file: about 398 MB). */

@@ -10,10 +10,17 @@ export interface ProjectorShape {
    * clip.projector_type: "mlp", LLaVA-1.5's two-layer MLP over the penultimate layer's patches; or
    * "gemma3", Gemma 3's SigLIP: every layer, then an average pool of `mergeFactor`² patches, an RMS
    * norm and one projection (mtmd wraps its tokens in <start_of_image> … <end_of_image> and decodes
-   * them with non-causal attention).
+   * them with non-causal attention); or "qwen2vl_merger", Qwen2-VL's: two patch convolutions
+   * added (its temporal pair, for a still image), 2-D M-RoPE in every layer instead of position
+   * embeddings, then 2 × 2 patches concatenated and an MLP (mtmd wraps its tokens in
+   * <|vision_start|> … <|vision_end|> and places them by M-RoPE positions).
    */
-  projectorType: "mlp" | "gemma3";
-  /** The square the image is resized to, and the patches it is cut into: (imageSize / patchSize)² image tokens. */
+  projectorType: "mlp" | "gemma3" | "qwen2vl_merger";
+  /**
+   * The square the image is resized to, and the patches it is cut into: (imageSize / patchSize)²
+   * image tokens. qwen2vl_merger keeps an image's shape instead (rounded to 2 × patchSize pixels,
+   * between 8 and 4,096 image tokens: clip.cpp's limits for Qwen2-VL).
+   */
   imageSize: number;
   patchSize: number;
   /** The encoder's width, heads, feed-forward size (not equal to the width: clip.cpp would take its up and down matrices for swapped) and depth. */
@@ -32,7 +39,9 @@ export interface ProjectorShape {
 /**
  * Projectors for the tiny test model (text embeddings of 64): 16 image tokens from each, 32 × 32
  * pixels in patches of 8 (LLaVA's mlp), or in patches of 4 averaged 2 × 2 (Gemma 3's, whose tokens
- * mtmd wraps in <start_of_image> … <end_of_image> text and decodes with non-causal attention).
+ * mtmd wraps in <start_of_image> … <end_of_image> text and decodes with non-causal attention); and
+ * Qwen2-VL's for qwen2vl-tiny, in patches of 4 merged 2 × 2 at the image's own shape (the tests'
+ * 48 × 40 pictures: 6 × 5 = 30 image tokens at 6 M-RoPE positions).
  */
 export const TINY_PROJECTORS = {
   mlp: {
@@ -50,6 +59,16 @@ export const TINY_PROJECTORS = {
     imageSize: 32,
     patchSize: 4,
     mergeFactor: 2,
+    embeddingLength: 32,
+    headCount: 2,
+    feedForwardLength: 48,
+    blockCount: 2,
+    textEmbeddingLength: 64,
+  },
+  qwen2vl: {
+    projectorType: "qwen2vl_merger",
+    imageSize: 32,
+    patchSize: 4,
     embeddingLength: 32,
     headCount: 2,
     feedForwardLength: 48,
@@ -107,12 +126,17 @@ export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter
   // Matrices in the weight type; the patch and position embeddings, which clip.cpp adds to, in F32.
   const random = (name: string, dims: number[], type = shape.weightType ?? "F32") =>
     randomTensor(name, dims, type, STD / Math.sqrt(dims[0]!), seed);
-  const tensors: GgufTensor[] = [
-    random("v.patch_embd.weight", [p, p, 3, e], "F32"),
-    constantTensor("v.patch_embd.bias", e, 0),
-    random("v.position_embd.weight", [e, patches], "F32"),
-    ...(shape.projectorType === "mlp" ? [constantTensor("v.pre_ln.weight", e, 1), constantTensor("v.pre_ln.bias", e, 0)] : []),
-  ];
+  const qwen2vl = shape.projectorType === "qwen2vl_merger";
+  // Qwen2-VL's positions are M-RoPE's (no position embeddings) and its patch convolutions have no
+  // bias (clip_graph_qwen2vl asserts none); its second convolution reads a video's second frame.
+  const tensors: GgufTensor[] = qwen2vl
+    ? [random("v.patch_embd.weight", [p, p, 3, e], "F32"), random("v.patch_embd.weight.1", [p, p, 3, e], "F32")]
+    : [
+        random("v.patch_embd.weight", [p, p, 3, e], "F32"),
+        constantTensor("v.patch_embd.bias", e, 0),
+        random("v.position_embd.weight", [e, patches], "F32"),
+        ...(shape.projectorType === "mlp" ? [constantTensor("v.pre_ln.weight", e, 1), constantTensor("v.pre_ln.bias", e, 0)] : []),
+      ];
   for (let block = 0; block < shape.blockCount; block++) {
     const name = (part: string) => `v.blk.${block}.${part}`;
     for (const part of ["attn_q", "attn_k", "attn_v", "attn_out"]) {
@@ -133,6 +157,17 @@ export function projectorWriter(shape: ProjectorShape, seed: number): GgufWriter
       random("mm.0.weight", [e, t]),
       constantTensor("mm.0.bias", t, 0),
       random("mm.2.weight", [t, t]),
+      constantTensor("mm.2.bias", t, 0),
+    );
+  } else if (qwen2vl) {
+    // The merger: a layer norm, then 2 × 2 neighbouring patches concatenated (4e) through
+    // mm.2(gelu(mm.0(x))), 4e wide inside as Qwen2-VL's (5,120 for its 1,280).
+    tensors.push(
+      constantTensor("v.post_ln.weight", e, 1),
+      constantTensor("v.post_ln.bias", e, 0),
+      random("mm.0.weight", [4 * e, 4 * e]),
+      constantTensor("mm.0.bias", 4 * e, 0),
+      random("mm.2.weight", [4 * e, t]),
       constantTensor("mm.2.bias", t, 0),
     );
   } else {

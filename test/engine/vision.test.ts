@@ -20,14 +20,16 @@ import { testModelPath } from "../support/testModels.js";
 
 /**
  * Issue 33: images through a vision model, on the native engine (`modelhost engine build` binds
- * llama.cpp's tools/mtmd), for both projector kinds the tiny test projectors have (LLaVA's mlp and
- * Gemma 3's), through every wire format and their official clients; checked against llama-server
+ * llama.cpp's tools/mtmd), for the projector kinds the tiny test projectors have (LLaVA's mlp,
+ * Gemma 3's, and Qwen2-VL's, whose images take fewer M-RoPE positions than tokens), through every wire format and their official clients; checked against llama-server
  * built from the same llama.cpp source, on the same files: the same prompt_tokens for the same image
  * and text, and at temperature 0 the same reply. Without cmake, g++, make or git the file skips
  * (fails under CI): the native engine and llama-server are built from source.
  */
-const KINDS = ["mlp", "gemma3"] as const;
+const KINDS = ["mlp", "gemma3", "qwen2vl"] as const;
 type Kind = (typeof KINDS)[number];
+/** The text model each projector reads into: Qwen2-VL's places images by M-RoPE positions, which its text model must have. */
+const TEXT_MODEL = { mlp: "tiny", gemma3: "tiny", qwen2vl: "qwen2vl-tiny" } as const satisfies Record<Kind, string>;
 
 /** A 48 × 40 picture: a colour with a dark diagonal stripe pattern, as PNG bytes. */
 const picture = (color: Rgb) => encodePng(48, 40, (x, y) => ((x + y) % 7 ? color : [0, 0, 0]));
@@ -58,8 +60,10 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
         tiny,
         "tiny-mlp": tiny,
         "tiny-gemma3": tiny,
+        "tiny-qwen2vl": await testModelPath("qwen2vl-tiny"),
         "mmproj-tiny-mlp-f16": projectors.mlp,
         "mmproj-tiny-gemma3-f16": projectors.gemma3,
+        "mmproj-tiny-qwen2vl-f16": projectors.qwen2vl,
       },
       config: { engine: "native", threads: 2, parallel: 2 },
     });
@@ -98,7 +102,7 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
       const llamaServer = spawn(
         llamaServerBin,
         [
-          ...["-m", await testModelPath("tiny"), "--mmproj", projectors[kind]],
+          ...["-m", await testModelPath(TEXT_MODEL[kind]), "--mmproj", projectors[kind]],
           ...["--host", "127.0.0.1", "--port", String(port), "-t", "2", "-c", "1024", "-np", "1", "--no-warmup"],
         ],
         { stdio: ["ignore", "ignore", "pipe"] },
@@ -118,6 +122,23 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
           // The same tokens: llama-server ends a reply cut inside a character (random weights
           // write byte tokens) with U+FFFD, where modelhost gives out whole characters only.
           expect(ours.choices[0]!.message.content).toBe(theirs.choices[0]!.message.content.replace(/\uFFFD+$/, ""));
+          // The conversation's next turn, its image read from each server's cache: the same count
+          // of cached tokens (an M-RoPE image's 30 tokens count, not its 6 positions), and the same
+          // reply, so the text after a cached image goes on at the positions llama-server gives it.
+          const next = {
+            ...body,
+            messages: [
+              ...body.messages,
+              { role: "assistant", content: ours.choices[0]!.message.content },
+              { role: "user", content: "And its colour?" },
+            ],
+          };
+          const theirsNext = (await (await postJson(`${base}/v1/chat/completions`, next)).json()) as Completion;
+          const oursNext = (await (await postJson(`${server.url}/v1/chat/completions`, next)).json()) as Completion;
+          expect(oursNext.usage.prompt_tokens).toBe(theirsNext.usage.prompt_tokens);
+          expect(theirsNext.usage.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(theirs.usage.prompt_tokens - 1);
+          expect(oursNext.usage.prompt_tokens_details!.cached_tokens).toBe(theirsNext.usage.prompt_tokens_details!.cached_tokens);
+          expect(oursNext.choices[0]!.message.content).toBe(theirsNext.choices[0]!.message.content.replace(/\uFFFD+$/, ""));
         }
       } finally {
         llamaServer.kill();
@@ -239,27 +260,32 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
     expect(await counted.json()).toEqual({ input_tokens: chatCompletion.usage.prompt_tokens });
   });
 
-  it("keeps a conversation's image in the cache: the next turn reads only what is new", async () => {
-    const model = "tiny-mlp";
-    const image = { type: "image_url" as const, image_url: { url: dataUrl(picture([20, 160, 40])) } };
-    const first = await server.client.chat.completions.create({
-      model,
-      max_tokens: 8,
-      temperature: 0,
-      messages: [{ role: "user", content: [{ type: "text", text: "Describe it." }, image] }],
-    });
-    const second = await server.client.chat.completions.create({
-      model,
-      max_tokens: 8,
-      temperature: 0,
-      messages: [
-        { role: "user", content: [{ type: "text", text: "Describe it." }, image] },
-        { role: "assistant", content: first.choices[0]!.message.content! },
-        { role: "user", content: "And its colour?" },
-      ],
-    });
-    expect(second.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(first.usage!.prompt_tokens - 1);
-  });
+  it.each(["mlp", "qwen2vl"] as const)(
+    "keeps a conversation's image in the cache: the next turn reads only what is new (%s projector)",
+    async (kind) => {
+      const model = `tiny-${kind}`;
+      const image = { type: "image_url" as const, image_url: { url: dataUrl(picture([20, 160, 40])) } };
+      const first = await server.client.chat.completions.create({
+        model,
+        max_tokens: 8,
+        temperature: 0,
+        messages: [{ role: "user", content: [{ type: "text", text: "Describe it." }, image] }],
+      });
+      const second = await server.client.chat.completions.create({
+        model,
+        max_tokens: 8,
+        temperature: 0,
+        messages: [
+          { role: "user", content: [{ type: "text", text: "Describe it." }, image] },
+          { role: "assistant", content: first.choices[0]!.message.content! },
+          { role: "user", content: "And its colour?" },
+        ],
+      });
+      // Counted as prompt_tokens are (an M-RoPE image by its tokens), as llama-server's cached_tokens.
+      expect(second.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(first.usage!.prompt_tokens - 1);
+      expect(second.usage!.prompt_tokens_details!.cached_tokens).toBeLessThan(second.usage!.prompt_tokens);
+    },
+  );
 
   describe("hostile or unusable images: a 400 in each protocol's shape, and the server goes on serving", () => {
     const longPng = picture(RED);
@@ -428,7 +454,7 @@ function imageQuestion(model: string, url: string, after?: string) {
 }
 
 interface Completion {
-  usage: { prompt_tokens: number; completion_tokens: number };
+  usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
   choices: Array<{ message: { content: string } }>;
 }
 

@@ -2,7 +2,15 @@
 // pipeline with its consumers, caches kept exact, and failures kept to the jobs they concern.
 import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { BatchDecoder, DecoderSequence, MAX_TOKENS_AHEAD, type GenerationSetup } from "../../src/engine/BatchDecoder.js";
+import {
+  BatchDecoder,
+  countedTokens,
+  DecoderSequence,
+  imageTokens,
+  MAX_TOKENS_AHEAD,
+  type GenerationSetup,
+  type PromptImages,
+} from "../../src/engine/BatchDecoder.js";
 import type { NativeContext, NativeSampler, NativeSteps } from "../../src/engine/llamaInternals.js";
 
 /** A batch as the fake saw it: per sequence, the tokens and the positions they went to. */
@@ -267,6 +275,34 @@ describe("BatchDecoder", () => {
     await decoder.copy(second, first);
     expect(native.copies).toEqual([[1, 0]]);
     expect(second.tokens).toEqual([1]);
+  });
+
+  it("places an M-RoPE image by its positions, counts it by its tokens, and cuts only at its edges", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
+    // Qwen2-VL's 3 × 2 merged patches: 6 tokens (KV cells) at 3 positions, so 3 pseudo-tokens.
+    const pseudo = imageTokens("abcdef0", 3);
+    const evaluated: Array<[number, number]> = [];
+    const images: PromptImages = {
+      at: (token) =>
+        token === pseudo[0] ? { length: 3, tokens: 6, evaluate: async (id, position) => void evaluated.push([id, position]) } : undefined,
+    };
+    const prompt = [1, 2, ...pseudo, 3, 4] as Token[];
+    const sequence = new DecoderSequence(0);
+    await decoder.evaluate(sequence, prompt, undefined, images);
+    expect(evaluated).toEqual([[0, 2]]);
+    // The text after it goes on 3 positions later, not 6.
+    expect(native.batches.flat()).toEqual([
+      { sequence: 0, tokens: [1, 2], positions: [0, 1] },
+      { sequence: 0, tokens: [3, 4], positions: [5, 6] },
+    ]);
+    expect(countedTokens(prompt, prompt.length, images)).toBe(2 + 6 + 2);
+    expect(countedTokens(prompt, 5, images)).toBe(8);
+    expect(countedTokens(prompt, prompt.length, undefined)).toBe(7);
+    // A cut inside the image moves back to its start: from position 2 on, which removes every one
+    // of its cells (mtmd decodes them all at its first position), and nothing before it.
+    expect(await decoder.keepPrefix(sequence, prompt, 4)).toBe(2);
+    expect(native.removed).toEqual([[0, 2, -1]]);
   });
 
   it("waits for the step under way before a stopped generation returns", async () => {
