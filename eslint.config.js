@@ -20,6 +20,8 @@ const LAYERS = {
   chatTemplates: ["core"],
   // The registry finds model files on disk (listing, manifest, header check): models sits below engine.
   engine: ["core", "gguf", "models", "chatTemplates"],
+  // An Engine over upstream inference servers (issue 34): it speaks their wire format (protocols), never llama.cpp.
+  upstream: ["core", "protocols"],
   // Model management reaches http through core's ModelStore, never models/ itself.
   http: ["core", "protocols", "access", "storedResponses", "config"],
   cli: null, // composition roots: anything
