@@ -14,6 +14,9 @@ import { Drain, type DrainReport } from "../http/Drain.js";
 import { createLogger } from "./createLogger.js";
 import { openGate, openResponseStore } from "./openAccess.js";
 import { pullSettingsOf } from "./pullSettings.js";
+import { FleetEngine } from "../upstream/FleetEngine.js";
+import { UpstreamEngine } from "../upstream/UpstreamEngine.js";
+import { readUpstreams } from "../upstream/upstreamConfig.js";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -49,7 +52,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     onLog: (level, message) => logger[level]({ source: "llama.cpp" }, message),
   });
   const registry = new ModelRegistry(config.modelsDir, { logger: { warn: (message) => logger.warn(message) } });
-  const engine = new LlamaEngine(llama, registry, {
+  const local = new LlamaEngine(llama, registry, {
     contextSize: config.contextSize,
     parallel: config.parallel,
     batchSize: config.batchSize,
@@ -65,8 +68,16 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     backend,
     logger,
   });
+  const engine = config.upstreams
+    ? new FleetEngine(
+        local,
+        new UpstreamEngine(await readUpstreams(config.upstreams), {
+          timeouts: { firstByteMs: config.upstreamFirstByteTimeout, idleMs: config.upstreamIdleTimeout },
+        }),
+      )
+    : local;
   // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
-  const models = new DirectoryModelStore(registry, { engine, pull: pullSettingsOf(config) });
+  const models = new DirectoryModelStore(registry, { engine: local, pull: pullSettingsOf(config) });
   const server = await serveWith(config, { engine, models, logger, stop: () => registry.stop() }, options);
   const names = (await registry.list()).map((model) => model.id);
   logger.info(

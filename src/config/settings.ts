@@ -415,6 +415,32 @@ export const settings = {
     schema: integer(0),
     commands: ["serve"],
   }),
+  upstreams: setting({
+    flag: "upstreams",
+    env: "MODELHOST_UPSTREAMS",
+    default: "",
+    description:
+      'A JSON file of models served by upstream OpenAI-compatible servers (modelhost workers, llama-server, vLLM, SGLang…): {"models": {"NAME": {"model": "their name", "endpoints": [{"url": "http://host:port/v1", "key": "…", "weight": 1, "maxConcurrent": 64}]}}}. Their models are listed and served beside the local ones, each conversation kept on the endpoint that holds its prompt cache (docs/deploy.md). Empty: none.',
+    schema: z.string().trim(),
+    commands: ["serve"],
+  }),
+  upstreamFirstByteTimeout: setting({
+    flag: "upstream-first-byte-timeout",
+    env: "MODELHOST_UPSTREAM_FIRST_BYTE_TIMEOUT",
+    default: "60s",
+    description:
+      "How long an upstream endpoint may take to its first streamed chunk (its prompt read); then the request goes to another endpoint.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
+  upstreamIdleTimeout: setting({
+    flag: "upstream-idle-timeout",
+    env: "MODELHOST_UPSTREAM_IDLE_TIMEOUT",
+    default: "30s",
+    description: "How long an upstream's stream may go without a chunk; then it ends with the protocol's error event.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
   maxImages: setting({
     flag: "max-images",
     env: "MODELHOST_MAX_IMAGES",

@@ -1,0 +1,132 @@
+import { writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
+import { mkdtemp, rm } from "node:fs/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { testModelPath } from "../support/testModels.js";
+
+/**
+ * Issue 34, the gateway's first part: models declared in --upstreams are served by pools of
+ * OpenAI-compatible endpoints (here two modelhost workers on loopback, the tiny model), beside the
+ * gateway's own in-process models, through every wire format; a conversation stays on the worker
+ * that holds its prompt cache; a worker that is gone before the first byte is routed around.
+ */
+describe("a gateway in front of upstream workers", () => {
+  let workers: TestServer[];
+  let gateway: TestServer;
+  let dir: string;
+
+  beforeAll(async () => {
+    const tiny = await testModelPath("tiny");
+    workers = [
+      // Slots for every conversation of the affinity test: what a worker holds is then up to the routing.
+      await startTestServer({ models: { tiny }, config: { parallel: 6 } }),
+      await startTestServer({ models: { tiny }, config: { parallel: 6 } }),
+    ];
+    dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-fleet-"));
+    const upstreams = path.join(dir, "upstreams.json");
+    await writeFile(
+      upstreams,
+      JSON.stringify({
+        models: {
+          remote: { model: "tiny", endpoints: workers.map((worker) => ({ url: `${worker.url}/v1`, maxConcurrent: 6 })) },
+          ghost: { model: "no-such-model", endpoints: [{ url: `${workers[0]!.url}/v1` }] },
+        },
+      }),
+    );
+    gateway = await startTestServer({ models: { local: tiny }, config: { upstreams } });
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    for (const worker of workers ?? []) await worker.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const question = (content: string) => ({
+    model: "remote",
+    max_tokens: 12,
+    temperature: 0,
+    messages: [{ role: "user" as const, content }],
+  });
+
+  it("lists its own models and the upstream ones", async () => {
+    const ids = (await gateway.client.models.list()).data.map((model) => model.id).sort();
+    expect(ids).toEqual(["ghost", "local", "remote"]);
+  });
+
+  it("answers as the worker does, plain and streamed, with the worker's usage", async () => {
+    const direct = await workers[0]!.client.chat.completions.create({ ...question("Tell me about the sea."), model: "tiny" });
+    const through = await gateway.client.chat.completions.create(question("Tell me about the sea."));
+    expect(through.choices[0]!.message.content).toBe(direct.choices[0]!.message.content);
+    expect(through.model).toBe("remote");
+    expect(through.usage!.prompt_tokens).toBe(direct.usage!.prompt_tokens);
+    expect(through.usage!.completion_tokens).toBe(direct.usage!.completion_tokens);
+    const stream = await gateway.client.chat.completions.create({ ...question("Tell me about the sea."), stream: true });
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    expect(text).toBe(direct.choices[0]!.message.content);
+    // Another wire format, the same upstream answer.
+    const anthropic = new Anthropic({ baseURL: gateway.url, apiKey: "local", maxRetries: 0 });
+    const greedy = { model: "remote", max_tokens: 12, temperature: 0 };
+    const message = await anthropic.messages.create({ ...greedy, messages: [{ role: "user", content: "Tell me about the sea." }] });
+    expect(message.content).toEqual([expect.objectContaining({ type: "text", text: direct.choices[0]!.message.content })]);
+  });
+
+  it("keeps each conversation on the worker that holds its prompt cache", async () => {
+    // 6 conversations of 3 turns on 2 workers, their turns interleaved; each turn repeats the
+    // conversation so far, replies included. Each has over 64 tokens of its own: a worker that gives
+    // its slot to another conversation keeps it in its prompt cache (--cache-ram) only then.
+    const conversations = Array.from(
+      { length: 6 },
+      (_, c) =>
+        [
+          {
+            role: "user" as const,
+            content: `Conversation ${c}: ${Array.from({ length: 30 }, (_, i) => `lighthouse${c} keeper${i}`).join(", ")}.`,
+          },
+        ] as Array<{
+          role: "user" | "assistant";
+          content: string;
+        }>,
+    );
+    // Per conversation, its last prompt's size; summed over later turns, what of it was cached.
+    const previous = new Map<number, number>();
+    let cached = 0;
+    let held = 0;
+    for (let turn = 0; turn < 3; turn++) {
+      for (const [c, messages] of conversations.entries()) {
+        const reply = await gateway.client.chat.completions.create({ model: "remote", max_tokens: 8, temperature: 0, messages });
+        if (turn > 0) {
+          cached += reply.usage!.prompt_tokens_details!.cached_tokens!;
+          held += previous.get(c)!;
+        }
+        previous.set(c, reply.usage!.prompt_tokens);
+        messages.push({ role: "assistant", content: reply.choices[0]!.message.content! }, { role: "user", content: `Go on (${turn}).` });
+      }
+    }
+    // The worker that read a conversation's last prompt holds it (but its last token or two, where
+    // the reply's text joins it): a turn sent to the other worker would find none of it there. The
+    // random model's replies, read back as text, tokenize otherwise than it wrote them, so the cache
+    // ends at the reply.
+    expect(cached / held).toBeGreaterThan(0.9);
+  });
+
+  it("refuses what an upstream's chat completions cannot carry, and passes on an upstream's refusal as a 400", async () => {
+    const tokenize = await postJson(`${gateway.url}/tokenize`, { model: "remote", content: "hello" });
+    expect(tokenize.status).toBe(400);
+    expect(await tokenize.json()).toMatchObject({ error: { message: expect.stringMatching(/served by upstream servers .* tokenizing/) } });
+    const ghost = await postJson(`${gateway.url}/v1/chat/completions`, { ...question("hi"), model: "ghost" });
+    expect(ghost.status).toBe(400);
+    expect(await ghost.json()).toMatchObject({ error: { message: expect.stringMatching(/refused the request: .*no-such-model/) } });
+  });
+
+  it("routes around a worker that is gone before the first byte: no request fails", async () => {
+    await workers[1]!.close();
+    for (let c = 0; c < 8; c++) {
+      const reply = await gateway.client.chat.completions.create(question(`Failover ${c}: a question.`));
+      expect(reply.choices[0]!.finish_reason).toBe("length");
+    }
+  });
+});
