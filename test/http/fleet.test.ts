@@ -2,6 +2,7 @@ import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
+import { Ollama } from "ollama";
 import { mkdtemp, rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
@@ -20,10 +21,13 @@ describe("a gateway in front of upstream workers", () => {
 
   beforeAll(async () => {
     const tiny = await testModelPath("tiny");
+    // Slots for every conversation of the affinity test (what a worker holds is then up to the
+    // routing), and a context of 32,768 tokens, which a stream the client leaves would take seconds
+    // to fill: the cancellation test sees the slot free long before.
+    const long = await testModelPath("long-tiny");
     workers = [
-      // Slots for every conversation of the affinity test: what a worker holds is then up to the routing.
-      await startTestServer({ models: { tiny }, config: { parallel: 6 } }),
-      await startTestServer({ models: { tiny }, config: { parallel: 6 } }),
+      await startTestServer({ models: { tiny: long }, config: { parallel: 6, contextSize: 32_768 } }),
+      await startTestServer({ models: { tiny: long }, config: { parallel: 6, contextSize: 32_768 } }),
     ];
     dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-fleet-"));
     const upstreams = path.join(dir, "upstreams.json");
@@ -111,6 +115,38 @@ describe("a gateway in front of upstream workers", () => {
     // random model's replies, read back as text, tokenize otherwise than it wrote them, so the cache
     // ends at the reply.
     expect(cached / held).toBeGreaterThan(0.9);
+  });
+
+  it("serves the upstream model through Ollama's API too, listed with a digest", async () => {
+    const ollama = new Ollama({ host: gateway.url });
+    expect((await ollama.list()).models.map((model) => model.name)).toEqual(expect.arrayContaining(["remote:latest", "local:latest"]));
+    const reply = await ollama.chat({
+      model: "remote",
+      messages: [{ role: "user", content: "Tell me about the sea." }],
+      options: { temperature: 0, num_predict: 12 },
+    });
+    const direct = await workers[0]!.client.chat.completions.create({ ...question("Tell me about the sea."), model: "tiny" });
+    expect(reply.message.content).toBe(direct.choices[0]!.message.content);
+  });
+
+  it("cancels the upstream request when the client leaves, so the worker's slot frees at once", async () => {
+    const controller = new AbortController();
+    const stream = await gateway.client.chat.completions.create(
+      { model: "remote", max_tokens: 100_000, temperature: 0.8, stream: true, messages: [{ role: "user", content: "Go on forever." }] },
+      { signal: controller.signal },
+    );
+    for await (const chunk of stream) if (chunk.choices[0]?.delta.content) break;
+    controller.abort();
+    const active = async () => {
+      let sum = 0;
+      for (const worker of workers) {
+        const health = (await (await fetch(`${worker.url}/health`)).json()) as { loaded: Array<{ active: number }> };
+        sum += health.loaded.reduce((total, model) => total + model.active, 0);
+      }
+      return sum;
+    };
+    // Left to run, the stream would decode ~32,700 tokens: seconds on any machine.
+    await expect.poll(active, { timeout: 2_000, interval: 50 }).toBe(0);
   });
 
   it("refuses what an upstream's chat completions cannot carry, and passes on an upstream's refusal as a 400", async () => {
