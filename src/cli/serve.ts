@@ -17,6 +17,8 @@ import { pullSettingsOf } from "./pullSettings.js";
 import { FleetEngine } from "../upstream/FleetEngine.js";
 import { UpstreamEngine } from "../upstream/UpstreamEngine.js";
 import { readUpstreams } from "../upstream/upstreamConfig.js";
+import { upstreamMetrics } from "../upstream/upstreamMetrics.js";
+import type { Registry } from "prom-client";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -68,17 +70,19 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     backend,
     logger,
   });
-  const engine = config.upstreams
-    ? new FleetEngine(
-        local,
-        new UpstreamEngine(await readUpstreams(config.upstreams), {
-          timeouts: { firstByteMs: config.upstreamFirstByteTimeout, idleMs: config.upstreamIdleTimeout },
-        }),
-      )
-    : local;
+  const upstream = config.upstreams
+    ? new UpstreamEngine(await readUpstreams(config.upstreams), {
+        timeouts: { firstByteMs: config.upstreamFirstByteTimeout, idleMs: config.upstreamIdleTimeout },
+      })
+    : undefined;
+  const engine = upstream ? new FleetEngine(local, upstream) : local;
   // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
   const models = new DirectoryModelStore(registry, { engine: local, pull: pullSettingsOf(config) });
-  const server = await serveWith(config, { engine, models, logger, stop: () => registry.stop() }, options);
+  const server = await serveWith(
+    config,
+    { engine, models, logger, stop: () => registry.stop(), ...(upstream ? { metrics: upstreamMetrics(upstream) } : {}) },
+    options,
+  );
   const names = (await registry.list()).map((model) => model.id);
   logger.info(
     { url: server.url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models: names },
@@ -102,6 +106,8 @@ export interface ServedEngine {
   logger: Logger;
   /** Called once shutdown's grace is over, before closing (the registry's scans of the models folder). */
   stop?: () => void;
+  /** The engine's own metrics (its upstreams'), for /metrics. */
+  metrics?: (registry: Registry) => void;
 }
 
 /**
@@ -111,7 +117,7 @@ export interface ServedEngine {
  */
 export async function serveWith(
   config: Config,
-  { engine, models, logger, stop }: ServedEngine,
+  { engine, models, logger, stop, metrics }: ServedEngine,
   options: ServeOptions = {},
 ): Promise<Omit<RunningServer, "models">> {
   const access = config.profile === "hosted" ? await openGate(config, logger, options.now) : undefined;
@@ -140,6 +146,7 @@ export async function serveWith(
     streamLimits: { keepaliveMs: config.streamKeepalive, stallMs: config.streamStallTimeout },
     drain,
     metricsToken: config.metricsToken,
+    ...(metrics ? { engineMetrics: metrics } : {}),
     logger,
     playgroundDir: options.playgroundDir,
   });

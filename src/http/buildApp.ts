@@ -22,6 +22,7 @@ import { guardBrowsers, hostMatcher } from "./browserGuard.js";
 import { corsOriginMatcher } from "./corsOriginMatcher.js";
 import { Drain } from "./Drain.js";
 import { ServerMetrics } from "./metrics.js";
+import type { Registry } from "prom-client";
 import { ApiDescription } from "./openapi.js";
 import { requestIdOf, returnRequestId } from "./requestId.js";
 import { answerErrorsIn, protocolScope } from "./errorShapes.js";
@@ -81,6 +82,8 @@ export interface AppOptions {
    * profile and absent from the hosted one.
    */
   metricsToken?: string;
+  /** Metrics of the engine's own parts (the upstreams' endpoints), in /metrics beside the server's. */
+  engineMetrics?: (registry: Registry) => void;
   logger?: FastifyBaseLogger;
 }
 
@@ -114,6 +117,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   returnRequestId(app);
   const metrics = new ServerMetrics({
     engine: options.engine,
+    ...(options.engineMetrics ? { more: options.engineMetrics } : {}),
     ...(options.access ? { ledger: () => options.access!.ledgerBacklog() } : {}),
   });
   metrics.install(app);

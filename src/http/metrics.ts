@@ -20,6 +20,8 @@ export interface MetricsSources {
   engine: Engine;
   /** The hosted profile's usage ledger. */
   ledger?: () => LedgerBacklog;
+  /** Metrics of the engine's own parts (the upstreams' endpoints), registered beside these. */
+  more?: (registry: Registry) => void;
 }
 
 /**
@@ -94,7 +96,8 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  constructor({ engine, ledger }: MetricsSources) {
+  constructor({ engine, ledger, more }: MetricsSources) {
+    more?.(this.registry);
     // The event-loop lag histogram samples with a timer of this period. prom-client's default, 10 ms,
     // woke the event loop 100 times a second whether or not anything happened: 540 of the main
     // thread's 1,248 context switches over 10 bench-model streams, each taking a core from the

@@ -21,6 +21,17 @@ export interface UpstreamTimeouts {
   idleMs: number;
 }
 
+/** One attempt on one endpoint, as it ended: what metrics count. */
+export interface UpstreamAttempt {
+  model: string;
+  endpoint: string;
+  /** ok: it answered (a stream ended, or the client left); refused: a 4xx the client caused; error: the endpoint failed. */
+  outcome: "ok" | "refused" | "error";
+  seconds: number;
+  /** Sent to the endpoint the conversation prefers (an affinity hit); undefined without a conversation key. */
+  preferred: boolean | undefined;
+}
+
 interface UpstreamModel {
   info: ModelInfo;
   /** The upstream's name for it. */
@@ -50,6 +61,8 @@ export class UpstreamEngine implements Engine {
   readonly #models = new Map<string, UpstreamModel>();
   readonly #timeouts: UpstreamTimeouts;
   readonly #fetch: typeof fetch;
+  /** Told of every attempt as it ends (the server's metrics). */
+  onAttempt: (attempt: UpstreamAttempt) => void = () => {};
 
   constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: typeof fetch }) {
     this.#timeouts = options.timeouts;
@@ -134,11 +147,21 @@ export class UpstreamEngine implements Engine {
         });
       }
       tried.add(pick.endpoint);
+      const started = performance.now();
+      const attempt = (outcome: UpstreamAttempt["outcome"]) =>
+        this.onAttempt({
+          model: model.info.id,
+          endpoint: pick.endpoint.spec.url,
+          outcome,
+          seconds: (performance.now() - started) / 1000,
+          preferred: pick.preferred,
+        });
       try {
-        return await this.#open(model, pick.endpoint, body, signal, ticket);
+        return await this.#open(model, pick.endpoint, body, signal, ticket, attempt);
       } catch (error) {
         const refused = error instanceof UpstreamRefusal;
         model.pool.end(pick.endpoint, refused);
+        attempt(refused || signal.aborted ? (refused ? "refused" : "ok") : "error");
         if (signal.aborted) throw signal.reason;
         if (refused) throw new ServerError("invalid_request", { message: error.message });
         lastFailure = `${pick.endpoint.spec.url}: ${(error as Error).message}`;
@@ -153,6 +176,7 @@ export class UpstreamEngine implements Engine {
     body: Record<string, unknown>,
     signal: AbortSignal,
     ticket: AdmissionTicket | undefined,
+    attempt: (outcome: UpstreamAttempt["outcome"]) => void,
   ): Promise<ChatStream> {
     const controller = new AbortController();
     const stop = () => controller.abort(signal.reason);
@@ -184,7 +208,10 @@ export class UpstreamEngine implements Engine {
       const chunks = readChunks(response.body, this.#timeouts.idleMs, controller);
       const first = await chunks.next();
       clearTimeout(firstByte);
-      return this.#stream(model, endpoint, { first, chunks, signal }, ticket, release);
+      return this.#stream(model, endpoint, { first, chunks, signal }, ticket, (failed) => {
+        release();
+        attempt(failed ? "error" : "ok");
+      });
     } catch (error) {
       // A timeout of ours aborted the request: say which (the fetch only says it was aborted).
       const reason = controller.signal.aborted && !signal.aborted ? (controller.signal.reason as Error) : error;
@@ -199,7 +226,8 @@ export class UpstreamEngine implements Engine {
     endpoint: Endpoint,
     { first, chunks, signal }: { first: IteratorResult<unknown, void>; chunks: AsyncGenerator<unknown, void>; signal: AbortSignal },
     ticket: AdmissionTicket | undefined,
-    release: () => void,
+    /** Called once as the stream ends, `failed` if the upstream failed it. */
+    release: (failed: boolean) => void,
   ): ChatStream {
     const reader = new UpstreamChunkReader();
     const pool = model.pool;
@@ -229,7 +257,7 @@ export class UpstreamEngine implements Engine {
         if (!settled) ticket?.settle({ promptTokens: 0, completionTokens: 0 });
         pool.end(endpoint, !failed);
         await chunks.return();
-        release();
+        release(failed);
       }
     }
     return events();

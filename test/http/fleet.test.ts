@@ -158,11 +158,35 @@ describe("a gateway in front of upstream workers", () => {
     expect(await ghost.json()).toMatchObject({ error: { message: expect.stringMatching(/refused the request: .*no-such-model/) } });
   });
 
-  it("routes around a worker that is gone before the first byte: no request fails", async () => {
+  it("routes around a worker that is gone before the first byte: no request fails; /metrics shows it", async () => {
+    const scrape = async () => {
+      const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+      return (series: string) => Number(new RegExp(`^${series.replace(/[{}]/g, "\\$&")} (\\S+)$`, "m").exec(metrics)?.[1] ?? 0);
+    };
+    const [up, down] = workers.map((worker) => `model="remote",endpoint="${worker.url}/v1"`);
+    const series = {
+      ok: `modelhost_upstream_requests_total{${up},outcome="ok"}`,
+      failed: `modelhost_upstream_requests_total{${down},outcome="error"}`,
+      hits: `modelhost_upstream_affinity_total{model="remote",result="hit"}`,
+      misses: `modelhost_upstream_affinity_total{model="remote",result="miss"}`,
+    };
+    const before = await scrape();
     await workers[1]!.close();
-    for (let c = 0; c < 8; c++) {
+    // 24 conversations: about half prefer the closed worker (the ring hangs on the workers' random
+    // ports), and fewer than 3 of 24 do once in 30,000 runs.
+    for (let c = 0; c < 24; c++) {
       const reply = await gateway.client.chat.completions.create(question(`Failover ${c}: a question.`));
       expect(reply.choices[0]!.finish_reason).toBe("length");
     }
+    const after = await scrape();
+    const delta = (name: keyof typeof series) => after(series[name]) - before(series[name]);
+    expect(delta("ok")).toBe(24);
+    // The closed worker's refused connections until 3 in a row took it out of the pool.
+    expect(delta("failed")).toBe(3);
+    expect(after(`modelhost_upstream_endpoint_up{${down}}`)).toBe(0);
+    expect(after(`modelhost_upstream_endpoint_up{${up}}`)).toBe(1);
+    expect(after(`modelhost_upstream_in_flight{${up}}`)).toBe(0);
+    // Every attempt had a conversation key: each is a hit or a miss.
+    expect(delta("hits") + delta("misses")).toBe(delta("ok") + delta("failed"));
   });
 });
