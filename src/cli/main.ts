@@ -167,6 +167,8 @@ async function main(argv: string[]): Promise<number> {
       };
       process.on("SIGINT", stop);
       process.on("SIGTERM", stop);
+      // SIGHUP reads --upstreams again (and no longer ends the process, its default).
+      process.on("SIGHUP", () => void server.reload().then((said) => process.stderr.write(`modelhost: SIGHUP, ${said}\n`)));
       return -1; // keep running
     }
     case "pull":

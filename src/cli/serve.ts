@@ -29,6 +29,12 @@ export interface RunningServer {
   /** Closes at once: in-flight requests are not waited for. */
   close(): Promise<void>;
   /**
+   * Reads the --upstreams file again (SIGHUP) and serves what it declares from the next request on;
+   * requests under way are not dropped. Resolves to what happened, for the log; a file that does not
+   * read keeps the upstreams as they were.
+   */
+  reload(): Promise<string>;
+  /**
    * Graceful shutdown (SIGTERM, SIGINT): stops accepting connections, /health not-ready at once,
    * waits up to --shutdown-grace for the requests in flight, cuts the rest with an error event,
    * then closes (the usage ledger is flushed and the stores closed). Resolves with what happened.
@@ -88,7 +94,19 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     { url: server.url, profile: config.profile, backend, threads, modelsDir: config.modelsDir, models: names },
     "modelhost listening",
   );
-  return { ...server, models: names };
+  const reload = async (): Promise<string> => {
+    if (!upstream) return "nothing to reload (no --upstreams)";
+    try {
+      const models = await readUpstreams(config.upstreams);
+      upstream.replace(models);
+      logger.info({ upstreams: config.upstreams, models: [...models.keys()] }, "upstreams reloaded");
+      return `reloaded ${config.upstreams}: ${models.size} upstream model${models.size === 1 ? "" : "s"}`;
+    } catch (error) {
+      logger.warn({ err: error }, "upstreams not reloaded");
+      return `${(error as Error).message} The upstreams stay as they were.`;
+    }
+  };
+  return { ...server, models: names, reload };
 }
 
 /** The server's logger: --log-level and --log-format, to stdout or the options' destination. */
@@ -119,7 +137,7 @@ export async function serveWith(
   config: Config,
   { engine, models, logger, stop, metrics }: ServedEngine,
   options: ServeOptions = {},
-): Promise<Omit<RunningServer, "models">> {
+): Promise<Omit<RunningServer, "models" | "reload">> {
   const access = config.profile === "hosted" ? await openGate(config, logger, options.now) : undefined;
   // Opened on the first request that stores or reads a response, not at start.
   const responses = new ResponseArchive(() => openResponseStore(config), { ttlMs: config.responseExpiry, logger, now: options.now });

@@ -34,6 +34,8 @@ export interface UpstreamAttempt {
 
 interface UpstreamModel {
   info: ModelInfo;
+  /** Its declaration in the upstreams file, as read: a reload keeps the model when it is the same. */
+  declaration: string;
   /** The upstream's name for it. */
   model: string;
   pool: EndpointPool;
@@ -67,9 +69,27 @@ export class UpstreamEngine implements Engine {
   constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: typeof fetch }) {
     this.#timeouts = options.timeouts;
     this.#fetch = options.fetch ?? fetch;
+    this.replace(models);
+  }
+
+  /**
+   * Serves `models` from now on (the upstreams file read again, on SIGHUP). A model declared as
+   * before keeps its pool, with its requests in flight and its endpoints' health; requests under
+   * way on a pool that goes keep it until they end, so none is dropped.
+   */
+  replace(models: UpstreamModels): void {
     const created = Math.floor(Date.now() / 1000);
+    const previous = new Map(this.#models);
+    this.#models.clear();
     for (const [name, declared] of models) {
+      const declaration = JSON.stringify(declared);
+      const kept = previous.get(name);
+      if (kept && kept.declaration === declaration) {
+        this.#models.set(name, kept);
+        continue;
+      }
       this.#models.set(name, {
+        declaration,
         model: declared.model ?? name,
         pool: new EndpointPool(declared.endpoints),
         info: {
