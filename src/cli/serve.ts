@@ -81,6 +81,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
         timeouts: { firstByteMs: config.upstreamFirstByteTimeout, idleMs: config.upstreamIdleTimeout },
       })
     : undefined;
+  if (upstream && config.upstreamHealthInterval > 0) upstream.checkHealth(config.upstreamHealthInterval);
   const engine = upstream ? new FleetEngine(local, upstream) : local;
   // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
   const models = new DirectoryModelStore(registry, { engine: local, pull: pullSettingsOf(config) });

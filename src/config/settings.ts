@@ -424,6 +424,15 @@ export const settings = {
     schema: z.string().trim(),
     commands: ["serve"],
   }),
+  upstreamHealthInterval: setting({
+    flag: "upstream-health-interval",
+    env: "MODELHOST_UPSTREAM_HEALTH_INTERVAL",
+    default: "10s",
+    description:
+      "How often each upstream endpoint's GET /models is checked: one that fails is taken out of its pool, one that answers again is put back. \"0\": no active checks (failed requests still take an endpoint out).",
+    schema: optionalTimeout,
+    commands: ["serve"],
+  }),
   upstreamFirstByteTimeout: setting({
     flag: "upstream-first-byte-timeout",
     env: "MODELHOST_UPSTREAM_FIRST_BYTE_TIMEOUT",

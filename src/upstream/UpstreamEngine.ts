@@ -65,6 +65,7 @@ export class UpstreamEngine implements Engine {
   readonly #fetch: typeof fetch;
   /** Told of every attempt as it ends (the server's metrics). */
   onAttempt: (attempt: UpstreamAttempt) => void = () => {};
+  #healthTimer: NodeJS.Timeout | undefined;
 
   constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: typeof fetch }) {
     this.#timeouts = options.timeouts;
@@ -330,7 +331,42 @@ export class UpstreamEngine implements Engine {
     };
   }
 
-  async close(): Promise<void> {}
+  /**
+   * Active health checks: every `intervalMs`, each endpoint's `GET …/models` (every OpenAI-compatible
+   * server answers it) must answer 2xx within `timeoutMs`. One that does not is taken out at once;
+   * one that does is put back, so an endpoint that recovered is used again before a request has to
+   * try it, and one that died is left before a request finds out.
+   */
+  checkHealth(intervalMs: number, timeoutMs = Math.min(intervalMs, 5_000)): void {
+    clearInterval(this.#healthTimer);
+    const check = async () => {
+      const checks = [...this.#models.values()].flatMap(({ pool }) =>
+        pool.endpoints.map(async (endpoint) => {
+          const { url, key } = endpoint.spec;
+          const healthy = await this.#fetch(`${url}/models`, {
+            headers: key ? { authorization: `Bearer ${key}` } : {},
+            signal: AbortSignal.timeout(timeoutMs),
+          }).then(
+            async (response) => {
+              await response.body?.cancel();
+              return response.ok;
+            },
+            () => false,
+          );
+          if (healthy && endpoint.down) pool.markUp(endpoint);
+          else if (!healthy && !endpoint.down) pool.markDown(endpoint);
+        }),
+      );
+      await Promise.all(checks);
+    };
+    this.#healthTimer = setInterval(() => void check(), intervalMs);
+    // A check must not keep the process alive on its own.
+    this.#healthTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#healthTimer);
+  }
 
   #find(name: string): UpstreamModel | undefined {
     for (const candidate of nameCandidates(name)) {

@@ -1,4 +1,7 @@
 import { writeFile } from "node:fs/promises";
+import { once } from "node:events";
+import { createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
@@ -156,6 +159,55 @@ describe("a gateway in front of upstream workers", () => {
     const ghost = await postJson(`${gateway.url}/v1/chat/completions`, { ...question("hi"), model: "ghost" });
     expect(ghost.status).toBe(400);
     expect(await ghost.json()).toMatchObject({ error: { message: expect.stringMatching(/refused the request: .*no-such-model/) } });
+  });
+
+  it("takes a worker that answers 500s out of its pool by its health checks, and back once it recovers", async () => {
+    // A proxy in front of worker 0 that can be made to fail.
+    let failing = false;
+    let served = 0;
+    const proxy = createServer((request, response) => {
+      if (failing) {
+        response.writeHead(500, { "content-type": "application/json" }).end('{"error":{"message":"broken"}}');
+        return;
+      }
+      if (request.url?.endsWith("/chat/completions")) served++;
+      const target = new URL(request.url!, workers[0]!.url);
+      const forward = httpRequest(target, { method: request.method, headers: request.headers }, (answer) => {
+        response.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(response);
+      });
+      request.pipe(forward);
+    });
+    proxy.listen(0, "127.0.0.1");
+    await once(proxy, "listening");
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/v1`;
+    const file = path.join(dir, "flaky.json");
+    await writeFile(
+      file,
+      JSON.stringify({ models: { flaky: { model: "tiny", endpoints: [{ url: proxyUrl }, { url: `${workers[0]!.url}/v1` }] } } }),
+    );
+    const checked = await startTestServer({ config: { upstreams: file, upstreamHealthInterval: 100 } });
+    const up = async () => {
+      const metrics = await (await fetch(`${checked.url}/metrics`)).text();
+      return new RegExp(`^modelhost_upstream_endpoint_up\\{model="flaky",endpoint="${proxyUrl}"\\} (\\d)$`, "m").exec(metrics)?.[1];
+    };
+    const ask = (c: number) =>
+      checked.client.chat.completions.create({ model: "flaky", max_tokens: 2, messages: [{ role: "user", content: `Question ${c}.` }] });
+    try {
+      failing = true;
+      // Out by its health check, before any request has to find out.
+      await expect.poll(up, { timeout: 5_000, interval: 50 }).toBe("0");
+      for (let c = 0; c < 10; c++) expect((await ask(c)).choices).toHaveLength(1);
+      failing = false;
+      await expect.poll(up, { timeout: 5_000, interval: 50 }).toBe("1");
+      // Back in its pool: the conversations that prefer it go to it again.
+      served = 0;
+      for (let c = 0; c < 10; c++) await ask(c);
+      expect(served).toBeGreaterThan(0);
+    } finally {
+      await checked.close();
+      proxy.close();
+    }
   });
 
   it("routes around a worker that is gone before the first byte: no request fails; /metrics shows it", async () => {
