@@ -429,7 +429,7 @@ export const settings = {
     env: "MODELHOST_UPSTREAM_HEALTH_INTERVAL",
     default: "10s",
     description:
-      "How often each upstream endpoint's GET /models is checked: one that fails is taken out of its pool, one that answers again is put back. \"0\": no active checks (failed requests still take an endpoint out).",
+      'How often each upstream endpoint\'s GET /models is checked: one that fails is taken out of its pool, one that answers again is put back. "0": no active checks (failed requests still take an endpoint out).',
     schema: optionalTimeout,
     commands: ["serve"],
   }),
