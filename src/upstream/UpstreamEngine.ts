@@ -181,8 +181,10 @@ export class UpstreamEngine implements Engine {
         return await this.#open(model, pick.endpoint, body, signal, ticket, attempt);
       } catch (error) {
         const refused = error instanceof UpstreamRefusal;
-        model.pool.end(pick.endpoint, refused);
-        attempt(refused || signal.aborted ? (refused ? "refused" : "ok") : "error");
+        // The client leaving, or refusing what it sent, is no fault of the endpoint.
+        const endpointFine = refused || signal.aborted;
+        model.pool.end(pick.endpoint, endpointFine);
+        attempt(refused ? "refused" : endpointFine ? "ok" : "error");
         if (signal.aborted) throw signal.reason;
         if (refused) throw new ServerError("invalid_request", { message: error.message });
         lastFailure = `${pick.endpoint.spec.url}: ${(error as Error).message}`;
@@ -199,6 +201,8 @@ export class UpstreamEngine implements Engine {
     ticket: AdmissionTicket | undefined,
     attempt: (outcome: UpstreamAttempt["outcome"]) => void,
   ): Promise<ChatStream> {
+    // A client that left before this point has no abort event left to fire.
+    signal.throwIfAborted();
     const controller = new AbortController();
     const stop = () => controller.abort(signal.reason);
     signal.addEventListener("abort", stop, { once: true });
@@ -253,9 +257,22 @@ export class UpstreamEngine implements Engine {
     const reader = new UpstreamChunkReader();
     const pool = model.pool;
     const name = model.info.id;
+    let ended = false;
+    let settled = false;
+    // Once, however the stream ends: read to its end, failed, or returned by its reader (even before
+    // its first event, when a generator's own `finally` would not run).
+    const end = async (failed: boolean) => {
+      if (ended) return;
+      ended = true;
+      // A client that left, or a stream that failed: what the upstream used is unknown, and the
+      // reservation goes (the upstream counts it in its own metrics).
+      if (!settled) ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+      pool.end(endpoint, !failed);
+      await chunks.return();
+      release(failed);
+    };
     async function* events(): AsyncGenerator<ChatEvent, void, undefined> {
       let failed = false;
-      let settled = false;
       try {
         if (!first.done) {
           yield* reader.read(first.value);
@@ -273,15 +290,25 @@ export class UpstreamEngine implements Engine {
           cause: error,
         });
       } finally {
-        // A client that left, or a stream that failed: what the upstream used is unknown, and the
-        // reservation goes (the upstream counts it in its own metrics).
-        if (!settled) ticket?.settle({ promptTokens: 0, completionTokens: 0 });
-        pool.end(endpoint, !failed);
-        await chunks.return();
-        release(failed);
+        await end(failed);
       }
     }
-    return events();
+    const iterator = events();
+    let started = false;
+    const stream: ChatStream = {
+      next: () => {
+        started = true;
+        return iterator.next();
+      },
+      return: async () => {
+        if (!started) await end(false);
+        return iterator.return(undefined);
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+    return stream;
   }
 
   renderPrompt(request: ChatRequest): Promise<PromptPreview> {
