@@ -20,13 +20,25 @@ export interface Endpoint {
   readonly down: boolean;
 }
 
-/** What `pick` chose, and whether it is the endpoint the conversation's hash prefers (an affinity hit). */
+/**
+ * What `pick` chose, and whether it is the endpoint the conversation's hash prefers (an affinity
+ * hit); undefined under round-robin, where no endpoint is preferred (the metrics count no hit or miss).
+ */
 export interface Pick {
   endpoint: Endpoint;
-  preferred: boolean;
+  preferred: boolean | undefined;
 }
 
+/**
+ * How a pool picks an endpoint: `affinity` keeps a conversation on the endpoint that holds its
+ * prompt cache; `round-robin` takes the endpoints in turn, as an ordinary load balancer does (for
+ * pools whose requests share nothing worth caching, and the baseline affinity is measured against).
+ */
+export type Routing = "affinity" | "round-robin";
+
 export interface PoolOptions {
+  /** Default `affinity`. */
+  routing?: Routing;
   /**
    * How far above its fair share of the requests in flight an endpoint may go before a
    * conversation that prefers it goes to the next one on the ring (bounded-load consistent
@@ -49,6 +61,8 @@ interface State extends Endpoint {
   failures: number;
   ejections: number;
   retryAt: number;
+  /** Round-robin's running credit (smooth weighted round-robin). */
+  credit: number;
 }
 
 /**
@@ -58,11 +72,14 @@ interface State extends Endpoint {
  * next one along the ring. A request without a conversation key goes to the endpoint with the
  * fewest requests in flight for its weight. Endpoints that fail `failuresToEject` times in a row
  * are taken out for `ejectMs`, then tried again with one request (half-open), as circuit breakers do.
+ * With `routing: "round-robin"` every request, keyed or not, goes to the next usable endpoint in
+ * turn, weighted (nginx's smooth weighted round-robin).
  */
 export class EndpointPool {
   readonly #states: State[];
   /** Ring points, sorted by hash: [hash, endpoint index]. */
   readonly #ring: Array<readonly [number, number]>;
+  readonly #routing: Routing;
   readonly #loadFactor: number;
   readonly #failuresToEject: number;
   readonly #ejectMs: number;
@@ -72,7 +89,8 @@ export class EndpointPool {
 
   constructor(specs: readonly EndpointSpec[], options: PoolOptions = {}) {
     if (specs.length === 0) throw new Error("A pool needs at least one endpoint.");
-    this.#states = specs.map((spec) => ({ spec, inFlight: 0, down: false, failures: 0, ejections: 0, retryAt: 0 }));
+    this.#states = specs.map((spec) => ({ spec, inFlight: 0, down: false, failures: 0, ejections: 0, retryAt: 0, credit: 0 }));
+    this.#routing = options.routing ?? "affinity";
     this.#loadFactor = options.loadFactor ?? 1.25;
     this.#failuresToEject = options.failuresToEject ?? 3;
     this.#ejectMs = options.ejectMs ?? 5_000;
@@ -97,7 +115,12 @@ export class EndpointPool {
   pick(affinity?: string, exclude: ReadonlySet<Endpoint> = new Set()): Pick | undefined {
     this.#readmit();
     const usable = (state: State) => !state.down && !exclude.has(state) && state.inFlight < state.spec.maxConcurrent;
-    const chosen = affinity === undefined ? this.#leastLoaded(usable) : this.#alongRing(affinity, usable);
+    const chosen =
+      this.#routing === "round-robin"
+        ? this.#inTurn(usable)
+        : affinity === undefined
+          ? this.#leastLoaded(usable)
+          : this.#alongRing(affinity, usable);
     if (!chosen) return undefined;
     chosen.state.inFlight++;
     return { endpoint: chosen.state, preferred: chosen.preferred };
@@ -151,6 +174,26 @@ export class EndpointPool {
       if (!best || (state.inFlight + 1) / state.spec.weight < (best.inFlight + 1) / best.spec.weight) best = state;
     }
     return best && { state: best, preferred: false };
+  }
+
+  /**
+   * Smooth weighted round-robin (nginx's): each usable endpoint gains its weight in credit, the
+   * richest is chosen and pays the sum of the weights. Weights 2 and 1 give a, b, a, a, b, a…:
+   * each endpoint's share is its weight's, interleaved rather than in runs. Endpoints down or at
+   * their cap are skipped and gain nothing, so one that comes back does not get a burst.
+   */
+  #inTurn(usable: (state: State) => boolean): { state: State; preferred: undefined } | undefined {
+    let best: State | undefined;
+    let total = 0;
+    for (const state of this.#states) {
+      if (!usable(state)) continue;
+      state.credit += state.spec.weight;
+      total += state.spec.weight;
+      if (!best || state.credit > best.credit) best = state;
+    }
+    if (!best) return undefined;
+    best.credit -= total;
+    return { state: best, preferred: undefined };
   }
 
   /**

@@ -92,7 +92,7 @@ export class UpstreamEngine implements Engine {
       this.#models.set(name, {
         declaration,
         model: declared.model ?? name,
-        pool: new EndpointPool(declared.endpoints),
+        pool: new EndpointPool(declared.endpoints, { routing: declared.routing }),
         info: {
           id: name,
           aliases: [],

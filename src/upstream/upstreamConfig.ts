@@ -10,7 +10,7 @@ import { isValidModelName } from "../core/modelName.js";
  * ```json
  * { "models": { "qwen2.5-7b": { "model": "Qwen/Qwen2.5-7B-Instruct", "endpoints": [
  *     { "url": "http://10.0.0.5:8000/v1", "key": "…", "weight": 2, "maxConcurrent": 64 },
- *     { "url": "http://10.0.0.6:8080/v1" } ] } } }
+ *     { "url": "http://10.0.0.6:8080/v1" } ], "routing": "affinity" } } }
  * ```
  */
 const endpointSchema = z.object({
@@ -24,6 +24,12 @@ const modelSchema = z.object({
   /** The upstream's own name for the model (vLLM's served name); default the name clients use. */
   model: z.string().min(1).optional(),
   endpoints: z.array(endpointSchema).min(1),
+  /**
+   * `affinity` (the pool's default): a conversation stays on the endpoint holding its prompt cache;
+   * `round-robin`: the endpoints in turn (EndpointPool). Optional rather than defaulted here, so that
+   * models built in code (tests) need not spell it.
+   */
+  routing: z.enum(["affinity", "round-robin"]).optional(),
 });
 
 const fileSchema = z.object({ models: z.record(z.string(), modelSchema) });

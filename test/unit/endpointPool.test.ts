@@ -1,6 +1,10 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { EndpointPool, type Endpoint, type EndpointSpec } from "../../src/upstream/EndpointPool.js";
+import { readUpstreams, UpstreamConfigError } from "../../src/upstream/upstreamConfig.js";
 
 const spec = (url: string, weight = 1, maxConcurrent = 1000): EndpointSpec => ({ url, weight, maxConcurrent });
 const urlOf = (endpoint: Endpoint | undefined) => endpoint?.spec.url;
@@ -90,5 +94,60 @@ describe("EndpointPool: which upstream endpoint serves a request (issue 34)", ()
     const second = pool.pick(undefined, new Set([pool.endpoints[1]!]))!;
     pool.end(second.endpoint, true);
     expect(a.down).toBe(false);
+  });
+  describe("round-robin (routing: round-robin)", () => {
+    it("takes the endpoints in turn whatever the conversation, interleaved by weight, with no affinity hit or miss", () => {
+      const pool = new EndpointPool([spec("a"), spec("b")], { routing: "round-robin" });
+      const picks = Array.from({ length: 6 }, () => pool.pick("one conversation")!);
+      for (const pick of picks) pool.end(pick.endpoint, true);
+      expect(picks.map((pick) => urlOf(pick.endpoint))).toEqual(["a", "b", "a", "b", "a", "b"]);
+      expect(picks.every((pick) => pick.preferred === undefined)).toBe(true);
+      // Weights 2 and 1: a, b, a in every three (smooth weighted round-robin), not a, a, b.
+      const weighted = new EndpointPool([spec("a", 2), spec("b")], { routing: "round-robin" });
+      const order = Array.from({ length: 9 }, () => {
+        const pick = weighted.pick()!;
+        weighted.end(pick.endpoint, true);
+        return urlOf(pick.endpoint);
+      });
+      expect(order).toEqual(["a", "b", "a", "a", "b", "a", "a", "b", "a"]);
+    });
+
+    it("skips endpoints that are down, at their cap or already tried, and gives none when all are", () => {
+      const pool = new EndpointPool([spec("a", 1, 1), spec("b", 1, 100), spec("c", 1, 100)], { routing: "round-robin" });
+      const [a, b, c] = pool.endpoints as [Endpoint, Endpoint, Endpoint];
+      // a takes one request and is then at its cap: the others alternate.
+      const held = pool.pick()!;
+      expect(held.endpoint).toBe(a);
+      const next = Array.from({ length: 4 }, () => urlOf(pool.pick()?.endpoint));
+      expect(next).toEqual(["b", "c", "b", "c"]);
+      pool.markDown(b);
+      expect(Array.from({ length: 3 }, () => urlOf(pool.pick()?.endpoint))).toEqual(["c", "c", "c"]);
+      expect(pool.pick(undefined, new Set([c]))).toBeUndefined();
+      // Back up, b is not owed the turns it missed: the two alternate again.
+      pool.markUp(b);
+      pool.end(held.endpoint, true);
+      const after = Array.from({ length: 6 }, () => {
+        const pick = pool.pick()!;
+        pool.end(pick.endpoint, true);
+        return urlOf(pick.endpoint);
+      });
+      for (const url of ["a", "b", "c"]) expect(after.filter((each) => each === url)).toHaveLength(2);
+    });
+  });
+  it("reads a model's routing from the upstreams file (absent: affinity), and refuses an unknown one", async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-upstreams-"));
+    try {
+      const file = path.join(dir, "upstreams.json");
+      const endpoints = [{ url: "http://127.0.0.1:9/v1" }];
+      await writeFile(file, JSON.stringify({ models: { a: { endpoints }, b: { endpoints, routing: "round-robin" } } }));
+      const models = await readUpstreams(file);
+      expect(models.get("a")!.routing).toBeUndefined();
+      expect(models.get("b")!.routing).toBe("round-robin");
+      await writeFile(file, JSON.stringify({ models: { a: { endpoints, routing: "random" } } }));
+      await expect(readUpstreams(file)).rejects.toThrow(UpstreamConfigError);
+      await expect(readUpstreams(file)).rejects.toThrow(/models\.a\.routing/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
