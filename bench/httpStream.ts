@@ -40,6 +40,7 @@ export async function timeHttpStream(
   let finished: number | undefined;
   let tokens: number | undefined;
   let promptTokens: number | undefined;
+  let cachedTokens: number | undefined;
   let deltas = 0;
   let reply = "";
   const onText = (text: string) => {
@@ -57,7 +58,7 @@ export async function timeHttpStream(
       if (event === "" || event === "[DONE]") continue;
       const chunk = JSON.parse(event) as {
         choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
-        usage?: { prompt_tokens: number; completion_tokens: number } | null;
+        usage?: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
       };
       const content = chunk.choices?.[0]?.delta?.content;
       if (content) {
@@ -69,7 +70,10 @@ export async function timeHttpStream(
         watch.onContent?.(now);
       }
       if (chunk.choices?.[0]?.finish_reason) finished ??= performance.now();
-      if (chunk.usage) ({ completion_tokens: tokens, prompt_tokens: promptTokens } = chunk.usage);
+      if (chunk.usage) {
+        ({ completion_tokens: tokens, prompt_tokens: promptTokens } = chunk.usage);
+        cachedTokens = chunk.usage.prompt_tokens_details?.cached_tokens;
+      }
     }
   };
   await new Promise<void>((resolve, reject) => {
@@ -107,6 +111,7 @@ export async function timeHttpStream(
     tokens: tokens ?? deltas,
     decodeMs: (finished ?? last) - first,
     ...(promptTokens !== undefined ? { promptTokens } : {}),
+    ...(cachedTokens !== undefined ? { cachedTokens } : {}),
     text: reply,
   };
 }

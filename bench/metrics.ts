@@ -5,6 +5,15 @@
 export type TargetKey = "modelhost" | "llama_server" | "baseline";
 
 export type AgentStat = "ttft_p50" | "ttft_p90" | "wall";
+export type GatewayRouting = "affinity" | "round_robin";
+export type GatewayStat =
+  | "first_chunk_p50_ms"
+  | "first_chunk_p99_ms"
+  | "requests_s"
+  | "chunks_s"
+  | "gateway_cpu_us_per_request"
+  | "upstream_cpu_us_per_request"
+  | "client_cpu_us_per_request";
 export type LoadStat =
   "rate_rps" | "ttft_p50_ms" | "ttft_p99_ms" | "ttft_mean_ms" | "itl_p50_ms" | "itl_p99_ms" | "itl_mean_ms" | "goodput_rps" | "span_s";
 
@@ -52,6 +61,22 @@ export const names = {
   visionTtft: (target: TargetKey) => `vision.${target}.ttft_p50_ms`,
   visionRateRatio: () => "vision.images_s.ratio",
   visionRate: (target: TargetKey) => `vision.${target}.images_s`,
+  /**
+   * Issue 34's gateway, affinity: of the prompt tokens of turns 2 onwards, the share the workers
+   * found in their caches (cached_tokens / prompt_tokens through the gateway), by the pool's routing:
+   * ≥ 0.8 with affinity. `cacheable_share`: the share the previous turn's prompt makes of each
+   * prompt, what a worker holding it could find at most (its reply, read back, tokenizes otherwise).
+   */
+  gatewayCache: (routing: GatewayRouting, stat: "cached_share" | "cacheable_share" | "wall_s" | "affinity_hits" | "affinity_misses") =>
+    `gateway.${routing}.${stat}`,
+  gatewayCacheTurn: (routing: GatewayRouting, turn: number) => `gateway.${routing}.turn${turn}.cached_share`,
+  /**
+   * Issue 34's gateway, overhead at `streams` concurrent streams: through the gateway or straight to
+   * the (fake) upstream. Added ms at p50 ≤ 2; the gateway's requests/s over direct's ≥ 0.95.
+   */
+  gatewayOverhead: (streams: number, path: "direct" | "gateway", stat: GatewayStat) => `gateway.overhead.c${streams}.${path}.${stat}`,
+  gatewayAdded: (streams: number, stat: "first_chunk_p50_added_ms" | "first_chunk_p99_added_ms") => `gateway.overhead.c${streams}.${stat}`,
+  gatewayThroughputRatio: (streams: number) => `gateway.overhead.c${streams}.throughput.ratio`,
   /** modelhost's peak RSS minus llama-server's, in MiB: ≤ 150. */
   memoryDelta: (workload: string) => `memory.${workload}.rss_delta_mib`,
   memory: (workload: string, target: TargetKey) => `memory.${workload}.${target}.peak_rss_mib`,
@@ -73,6 +98,9 @@ export function goalOf(name: string): Goal | undefined {
   if (name === names.agentRatio("ttft_p50")) return { text: "≤ 0.8", met: (value) => value <= 0.8 };
   if (name === names.visionTtftRatio()) return { text: "≤ 1.0", met: (value) => value <= 1 };
   if (/^memory\.[\w-]+\.rss_delta_mib$/.test(name)) return { text: "≤ 150", met: (value) => value <= 150 };
+  if (name === names.gatewayCache("affinity", "cached_share")) return { text: "≥ 0.8", met: (value) => value >= 0.8 };
+  if (/^gateway\.overhead\.c\d+\.first_chunk_p50_added_ms$/.test(name)) return { text: "≤ 2 ms", met: (value) => value <= 2 };
+  if (/^gateway\.overhead\.c\d+\.throughput\.ratio$/.test(name)) return { text: "≥ 0.95", met: (value) => value >= 0.95 };
   return undefined;
 }
 
@@ -96,14 +124,20 @@ export class ModelFigures {
   }
 }
 
-/** The Markdown table of every ratio and memory delta of each model, with its goal. */
+/** The Markdown table of every ratio, memory delta and other figure with a goal of each model, with its goal. */
 export function summaryTable(models: ReadonlyMap<string, ModelFigures>): string {
   const lines = ["| model | figure | value | goal | met |", "| --- | --- | ---: | --- | --- |"];
   for (const [model, figures] of models) {
     for (const [name, value] of Object.entries(figures.values)) {
-      if (!name.endsWith(".ratio") && !name.endsWith(".rss_delta_mib")) continue;
       const goal = goalOf(name);
-      const shown = name.endsWith(".ratio") ? `${value.toFixed(3)}×` : value.toFixed(0);
+      if (!name.endsWith(".ratio") && !name.endsWith(".rss_delta_mib") && !goal) continue;
+      const shown = name.endsWith(".ratio")
+        ? `${value.toFixed(3)}×`
+        : name.endsWith("_mib")
+          ? value.toFixed(0)
+          : name.endsWith("_ms")
+            ? `${value.toFixed(2)} ms`
+            : value.toFixed(3);
       lines.push(`| ${model} | \`${name}\` | ${shown} | ${goal?.text ?? ""} | ${goal ? (goal.met(value) ? "yes" : "**no**") : ""} |`);
     }
   }

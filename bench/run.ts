@@ -1,5 +1,5 @@
 // npm run bench [-- --quick] [--models bench,tiny] [--embeddings embed-tiny] [--llama-server build|PATH]
-//                  [--workloads decode,prefill,agent,load,embeddings,vision] [--threads 2] [--engine auto]
+//                  [--workloads decode,prefill,agent,load,embeddings,vision,gateway] [--threads 2] [--engine auto]
 //                  [--runs N] [--tokens N] [--concurrency 1,4,8,16] [--ttft-target MS] [--itl-target MS]
 //                  [--kv-types q8_0] [--baseline DIR] [--json FILE]
 //
@@ -11,6 +11,10 @@
 //   prefill, agent, load              the first model of --models;
 //   embeddings (bench/embeddings.ts)  every model of --embeddings;
 //   vision (bench/vision.ts)          the first model of --models, with a LLaVA-1.5-shaped projector;
+//   gateway (bench/gateway.ts)        issue 34, not in the default list, modelhost alone: the first model
+//                                     on 3 workers behind a gateway, the prompt cache's share with affinity
+//                                     and with round-robin routing; and what the gateway adds to streams
+//                                     from a fake upstream;
 //   memory                            each server's peak RSS per model and workload (servers start afresh per
 //                                     workload), and the KV cache's size for its slots × context.
 // Real shapes: --models qwen2.5-0.5b-q4_k_m,llama3.2-1b-q4_k_m --embeddings nomic-embed-f16.
@@ -27,7 +31,9 @@
 //   load        4 slots, 16 requests a rate (10), prompts of 128/256/512/1,024 tokens (128/512), 64 generated (32),
 //               rates 0.5×, 1× and 1.5× the saturation estimated from decode ×4 and prefill p512;
 //   embeddings  320 passages (128) of ~200 tokens in batches of 64, 4 slots;
-//   vision      one 448 × 448 image a request: TTFT of 4 (2) one at a time, images/s of 4 (2) at once.
+//   vision      one 448 × 448 image a request: TTFT of 4 (2) one at a time, images/s of 4 (2) at once;
+//   gateway     8 conversations (4) × 6 turns (3), ~500-token system prompt, ~100 tokens a turn, 48
+//               generated (16), per routing; 64 streams of 32 chunks, 2,560 requests (640) a round, 3 rounds.
 // minutesTaken in the JSON gives each workload's minutes.
 // Writes a Markdown summary, bench/results/latest.json (--quick: quick.json, not committed) with
 // stable names per figure (bench/metrics.ts) and a chart beside it (.svg): aggregate tok/s against
@@ -43,6 +49,7 @@ import { benchAgents } from "./agents.js";
 import { svgChart, type Series } from "./chart.js";
 import { benchDecode } from "./decode.js";
 import { benchEmbeddings } from "./embeddings.js";
+import { benchGateway } from "./gateway.js";
 import { kvCacheBytesPerToken, kvCacheScale } from "./kvCache.js";
 import { llamaCppTools } from "./llamaCpp.js";
 import { benchLoad } from "./load.js";
@@ -92,6 +99,12 @@ const counts = {
   load: { slots: 4, requests: quick ? 10 : 16, promptMix: quick ? [128, 512] : [128, 256, 512, 1024], generated: quick ? 32 : 64 },
   embeddings: { passages: quick ? 128 : 320, passageTokens: 200, batch: 64, slots: 4 },
   vision: { sequential: quick ? 2 : 4, concurrent: quick ? 2 : 4, side: 448 },
+  gateway: {
+    affinity: quick
+      ? { workers: 3, conversations: 4, turns: 3, systemTokens: 500, turnTokens: 100, generated: 16, contextSize: 2048 }
+      : { workers: 3, conversations: 8, turns: 6, systemTokens: 500, turnTokens: 100, generated: 48, contextSize: 2048 },
+    overhead: { streams: 64, requests: quick ? 640 : 2560, rounds: 3, chunks: 32 },
+  },
 };
 /** KV cache types the first model's widest decode runs with again: memory saved and speed. */
 // Checked here, by the size the memory figures need, rather than after the runs that use them.
@@ -175,6 +188,7 @@ for (const [index, preset] of models.entries()) {
         }),
       );
     if (workloads.has("vision")) await timed(`${preset} vision`, () => benchVision(run, counts.vision));
+    if (workloads.has("gateway")) await timed(`${preset} gateway`, () => benchGateway(run, prompts, counts.gateway));
   });
 }
 if (workloads.has("embeddings"))
@@ -230,11 +244,14 @@ await writeFile(
   `${JSON.stringify({ ...header, figures: Object.fromEntries([...figures].map(([m, f]) => [m, f.values])) }, null, 2)}\n`,
 );
 const svgFile = jsonFile.replace(/\.json$/, "") + ".svg";
-await writeFile(
-  svgFile,
-  svgChart([
-    { title: "Decode: aggregate tokens/s", xLabel: "concurrent streams (slots = streams)", yLabel: "tokens/s", series: throughput },
-    { title: `Agents (${models[0]}): TTFT p50 per turn`, xLabel: "turn", yLabel: "ms", series: perTurn },
-  ]),
-);
-console.log(`\nfigures: ${path.relative(process.cwd(), jsonFile)}, chart: ${path.relative(process.cwd(), svgFile)}`);
+// A run without decode or agents (vision, gateway) has nothing to chart.
+const charted = [...throughput, ...perTurn].some((series) => series.points.length > 0);
+if (charted)
+  await writeFile(
+    svgFile,
+    svgChart([
+      { title: "Decode: aggregate tokens/s", xLabel: "concurrent streams (slots = streams)", yLabel: "tokens/s", series: throughput },
+      { title: `Agents (${models[0]}): TTFT p50 per turn`, xLabel: "turn", yLabel: "ms", series: perTurn },
+    ]),
+  );
+console.log(`\nfigures: ${path.relative(process.cwd(), jsonFile)}${charted ? `, chart: ${path.relative(process.cwd(), svgFile)}` : ""}`);

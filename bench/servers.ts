@@ -10,6 +10,8 @@ export interface RunningProcess {
   url: string;
   /** The process's peak resident set so far (VmHWM), in MiB: its memory with the model loaded and used. */
   peakRssMiB(): Promise<number>;
+  /** CPU time the process has used so far (user + system), in seconds. */
+  cpuSeconds(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -53,6 +55,13 @@ function running(url: string, child: ChildProcess): RunningProcess {
       if (!kiB) throw new Error(`no VmHWM for process ${child.pid}`);
       return Number(kiB) / 1024;
     },
+    async cpuSeconds() {
+      // /proc/<pid>/stat: utime and stime are the 14th and 15th fields, in clock ticks (100 a second
+      // on Linux); the command name (2nd) is in parentheses and may hold spaces.
+      const stat = await readFile(`/proc/${child.pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return (Number(fields[11]) + Number(fields[12])) / 100;
+    },
     async stop() {
       process.off("exit", killOnExit);
       if (child.exitCode !== null) return;
@@ -90,8 +99,13 @@ function modelhostFlags(options: ServerOptions & { engine: string }, port: numbe
   };
 }
 
-/** modelhost itself, as users run it: the CLI of this checkout (or of `checkout`, built) in its own process. */
-export async function startModelhost(options: ServerOptions & { engine: string; checkout?: string }): Promise<RunningProcess> {
+/**
+ * modelhost itself, as users run it: the CLI of this checkout (or of `checkout`, built) in its own
+ * process; `extraArgs` for what a workload needs of it (`--upstreams`).
+ */
+export async function startModelhost(
+  options: ServerOptions & { engine: string; checkout?: string; extraArgs?: readonly string[] },
+): Promise<RunningProcess> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
@@ -100,11 +114,27 @@ export async function startModelhost(options: ServerOptions & { engine: string; 
       "serve",
       ...Object.entries(modelhostFlags(options, port)).flat(),
       ...cacheTypeFlags(options),
+      ...(options.extraArgs ?? []),
     ],
     { stdio: ["ignore", "inherit", "inherit"], env: userEnvironment() },
   );
   const url = `http://127.0.0.1:${port}`;
   await waitHealthy(url, child, options.checkout ? `modelhost in ${options.checkout}` : "modelhost");
+  return running(url, child);
+}
+
+/**
+ * A TypeScript file of the bench run in a process of its own (`node --import tsx`), given `--port`
+ * and `args`; it must answer GET /health once it listens.
+ */
+export async function startScript(file: string, args: readonly string[], what: string): Promise<RunningProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ["--import", "tsx", file, "--port", String(port), ...args], {
+    stdio: ["ignore", "inherit", "inherit"],
+    env: userEnvironment(),
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitHealthy(url, child, what);
   return running(url, child);
 }
 

@@ -25,6 +25,8 @@ export interface StreamSample {
   decodeMs: number;
   /** Tokens of the prompt as the server counted them (its usage), when it says. */
   promptTokens?: number;
+  /** Of those, the ones it found in its prompt cache (usage.prompt_tokens_details.cached_tokens), when it says. */
+  cachedTokens?: number;
 }
 
 /** Decode speed of one stream: tokens after the first over the time they took. */
