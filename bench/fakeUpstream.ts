@@ -48,7 +48,10 @@ const server = http.createServer((request, response) => {
       response.end();
       return;
     }
+    // The role chunk at once, as a server does when it starts; then a chunk every interval, as a
+    // model decodes.
     let next = 0;
+    response.write(events[next++]);
     const timer = setInterval(() => {
       response.write(events[next++]);
       if (next === events.length) {

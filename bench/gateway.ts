@@ -10,17 +10,20 @@
 // (`prompt_tokens_details.cached_tokens` / `prompt_tokens`).
 //
 // Overhead: a fake upstream (bench/fakeUpstream.ts, its own process) streams the same `chunks`
-// content chunks as fast as it can; `streams` clients at once (keep-alive connections, each sending
-// its next request when its last one ended) call it directly, then through a gateway process,
-// taking turns over `rounds` rounds after a warm-up. Time to the first content chunk (p50, p99) and
-// requests/s; and each process's CPU time a request, which is what decides the throughput when the
-// load generator, the fake upstream and the gateway share two cores.
+// content chunks, back to back (`burst`) or 20 ms apart (`paced_20ms`, a model decoding 50
+// tokens/s); `streams` clients at once (keep-alive connections, each sending its next request when
+// its last one ended) call it directly, then through a gateway process, taking turns over `rounds`
+// rounds after a warm-up. Time to the first content chunk (p50, p99) and requests/s; and each
+// process's CPU time a request (/proc/<pid>/stat), which decides the burst case's throughput: there
+// the load generator, the fake upstream and the gateway share two cores, and a closed loop of 64
+// clients keeps them all busy, so the gateway's latency is its queue (Little's law: 64 / its
+// requests/s). Paced, the upstream's pace decides both, as a model's would.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { timeHttpStream } from "./httpStream.js";
-import { names, type GatewayRouting } from "./metrics.js";
+import { names, type GatewayRouting, type GatewayStat } from "./metrics.js";
 import type { PromptText } from "./promptText.js";
 import { startModelhost, startScript, type RunningProcess } from "./servers.js";
 import { percentile } from "./stats.js";
@@ -39,8 +42,12 @@ export interface GatewayOptions {
   };
   overhead: {
     streams: number;
-    /** Requests per target per round, over all streams. */
-    requests: number;
+    /**
+     * The fake upstreams, each measured on its own: `intervalMs` between chunks (0: back to back,
+     * what the gateway's CPU a request decides; 20: a model decoding 50 tokens/s), and the
+     * requests per path per round, over all streams.
+     */
+    upstreams: ReadonlyArray<{ intervalMs: number; requests: number }>;
     rounds: number;
     /** Content chunks of each fake reply. */
     chunks: number;
@@ -284,9 +291,20 @@ async function load(
 }
 
 async function benchOverhead(run: ModelRun, options: GatewayOptions["overhead"], dir: string): Promise<void> {
+  for (const upstreamCase of options.upstreams) await overheadCase(run, options, upstreamCase, dir);
+}
+
+/** One fake upstream (`intervalMs` between its chunks; 0: back to back), direct and through a gateway, taking turns. */
+async function overheadCase(
+  run: ModelRun,
+  options: GatewayOptions["overhead"],
+  { intervalMs, requests }: GatewayOptions["overhead"]["upstreams"][number],
+  dir: string,
+): Promise<void> {
+  const upstreamName = intervalMs > 0 ? `paced_${intervalMs}ms` : "burst";
   const upstream = await startScript(
     path.join(import.meta.dirname, "fakeUpstream.ts"),
-    ["--chunks", String(options.chunks)],
+    ["--chunks", String(options.chunks), "--interval-ms", String(intervalMs)],
     "the fake upstream",
   );
   let gateway: RunningProcess | undefined;
@@ -294,63 +312,53 @@ async function benchOverhead(run: ModelRun, options: GatewayOptions["overhead"],
     gateway = await startGateway(run, dir, {
       fake: { endpoints: [{ url: `${upstream.url}/v1`, maxConcurrent: 100_000 }] },
     });
-    const paths: Array<{ key: "direct" | "gateway"; url: string; model: string; processes: Record<string, RunningProcess> }> = [
-      { key: "direct", url: upstream.url, model: "fake", processes: { upstream } },
-      { key: "gateway", url: gateway.url, model: "fake", processes: { upstream, gateway } },
+    const paths: Array<{ key: "direct" | "gateway"; url: string; processes: Record<string, RunningProcess> }> = [
+      { key: "direct", url: upstream.url, processes: { upstream } },
+      { key: "gateway", url: gateway.url, processes: { upstream, gateway } },
     ];
     // Warm-up: connections, the JIT of every path.
-    for (const each of paths) await load(each.url, each.model, options.streams, options.requests, each.processes);
+    for (const each of paths) await load(each.url, "fake", options.streams, requests, each.processes);
     const rounds = new Map<"direct" | "gateway", Round[]>(paths.map((each) => [each.key, []]));
     for (let round = 0; round < options.rounds; round++) {
       for (let i = 0; i < paths.length; i++) {
         const each = paths[(i + round) % paths.length]!;
         await quiet();
-        rounds.get(each.key)!.push(await load(each.url, each.model, options.streams, options.requests, each.processes));
+        rounds.get(each.key)!.push(await load(each.url, "fake", options.streams, requests, each.processes));
       }
     }
+    const { streams } = options;
+    const name = (key: "direct" | "gateway", stat: GatewayStat) => names.gatewayOverhead(upstreamName, streams, key, stat);
+    const pacing = intervalMs > 0 ? `${intervalMs} ms apart` : "back to back";
     console.log(
-      `\n### gateway overhead: ${options.streams} concurrent streams of ${options.chunks} chunks from a fake upstream, ${options.requests} requests a round, ${options.rounds} rounds\n`,
+      `\n### gateway overhead: ${streams} concurrent streams of ${options.chunks} chunks from a fake upstream, ${pacing}; ${requests} requests a round, ${options.rounds} rounds\n`,
     );
     console.log("| path | first chunk p50 | p99 | requests/s | chunks/s | CPU a request: gateway / upstream / client |");
     console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
-    const { streams } = options;
     for (const [key, all] of rounds) {
       const firsts = all.flatMap((r) => r.firstChunkMs);
       const wallS = all.reduce((sum, r) => sum + r.wallMs, 0) / 1000;
-      const requests = firsts.length;
-      const perRequest = (seconds: number) => (seconds * 1e6) / requests;
-      const cpu = (name: string) => perRequest(all.reduce((sum, r) => sum + (r.cpuS.get(name) ?? 0), 0));
-      const figure = (stat: Parameters<typeof names.gatewayOverhead>[2], value: number) =>
-        run.figures.set(names.gatewayOverhead(streams, key, stat), value);
-      figure("first_chunk_p50_ms", percentile(firsts, 50));
-      figure("first_chunk_p99_ms", percentile(firsts, 99));
-      figure("requests_s", requests / wallS);
-      figure("chunks_s", all.reduce((sum, r) => sum + r.chunks, 0) / wallS);
-      if (key === "gateway") figure("gateway_cpu_us_per_request", cpu("gateway"));
-      figure("upstream_cpu_us_per_request", cpu("upstream"));
-      figure("client_cpu_us_per_request", perRequest(all.reduce((sum, r) => sum + r.clientCpuS, 0)));
-      const get = (stat: Parameters<typeof names.gatewayOverhead>[2]) => run.figures.get(names.gatewayOverhead(streams, key, stat));
+      const perRequest = (seconds: number) => (seconds * 1e6) / firsts.length;
+      const cpu = (process: string) => perRequest(all.reduce((sum, r) => sum + (r.cpuS.get(process) ?? 0), 0));
+      run.figures.set(name(key, "first_chunk_p50_ms"), percentile(firsts, 50));
+      run.figures.set(name(key, "first_chunk_p99_ms"), percentile(firsts, 99));
+      run.figures.set(name(key, "requests_s"), firsts.length / wallS);
+      run.figures.set(name(key, "chunks_s"), all.reduce((sum, r) => sum + r.chunks, 0) / wallS);
+      if (key === "gateway") run.figures.set(name(key, "gateway_cpu_us_per_request"), cpu("gateway"));
+      run.figures.set(name(key, "upstream_cpu_us_per_request"), cpu("upstream"));
+      run.figures.set(name(key, "client_cpu_us_per_request"), perRequest(all.reduce((sum, r) => sum + r.clientCpuS, 0)));
+      const get = (stat: GatewayStat) => run.figures.get(name(key, stat))!;
+      const gatewayCpu = key === "gateway" ? get("gateway_cpu_us_per_request").toFixed(0) : "—";
       console.log(
-        `| ${key} | ${get("first_chunk_p50_ms")!.toFixed(2)} ms | ${get("first_chunk_p99_ms")!.toFixed(2)} ms | ${get("requests_s")!.toFixed(0)} | ${get("chunks_s")!.toFixed(0)} | ${key === "gateway" ? get("gateway_cpu_us_per_request")!.toFixed(0) : "—"} / ${get("upstream_cpu_us_per_request")!.toFixed(0)} / ${get("client_cpu_us_per_request")!.toFixed(0)} µs |`,
+        `| ${key} | ${get("first_chunk_p50_ms").toFixed(2)} ms | ${get("first_chunk_p99_ms").toFixed(2)} ms | ${get("requests_s").toFixed(0)} | ${get("chunks_s").toFixed(0)} | ${gatewayCpu} / ${get("upstream_cpu_us_per_request").toFixed(0)} / ${get("client_cpu_us_per_request").toFixed(0)} µs |`,
       );
     }
-    const stat = (key: "direct" | "gateway", name: Parameters<typeof names.gatewayOverhead>[2]) =>
-      run.figures.get(names.gatewayOverhead(streams, key, name))!;
-    run.figures.set(
-      names.gatewayAdded(streams, "first_chunk_p50_added_ms"),
-      stat("gateway", "first_chunk_p50_ms") - stat("direct", "first_chunk_p50_ms"),
-    );
-    run.figures.set(
-      names.gatewayAdded(streams, "first_chunk_p99_added_ms"),
-      stat("gateway", "first_chunk_p99_ms") - stat("direct", "first_chunk_p99_ms"),
-    );
-    run.figures.ratio(
-      names.gatewayThroughputRatio(streams),
-      names.gatewayOverhead(streams, "gateway", "requests_s"),
-      names.gatewayOverhead(streams, "direct", "requests_s"),
-    );
+    const added = (stat: "first_chunk_p50_ms" | "first_chunk_p99_ms") =>
+      run.figures.get(name("gateway", stat))! - run.figures.get(name("direct", stat))!;
+    run.figures.set(names.gatewayAdded(upstreamName, streams, "first_chunk_p50_added_ms"), added("first_chunk_p50_ms"));
+    run.figures.set(names.gatewayAdded(upstreamName, streams, "first_chunk_p99_added_ms"), added("first_chunk_p99_ms"));
+    run.figures.ratio(names.gatewayThroughputRatio(upstreamName, streams), name("gateway", "requests_s"), name("direct", "requests_s"));
     console.log(
-      `\nadded by the gateway: ${run.figures.get(names.gatewayAdded(streams, "first_chunk_p50_added_ms"))!.toFixed(2)} ms at p50, ${run.figures.get(names.gatewayAdded(streams, "first_chunk_p99_added_ms"))!.toFixed(2)} ms at p99; throughput ${run.figures.get(names.gatewayThroughputRatio(streams))!.toFixed(3)}× direct`,
+      `\nadded by the gateway: ${added("first_chunk_p50_ms").toFixed(2)} ms at p50, ${added("first_chunk_p99_ms").toFixed(2)} ms at p99; throughput ${run.figures.get(names.gatewayThroughputRatio(upstreamName, streams))!.toFixed(3)}× direct`,
     );
   } finally {
     await gateway?.stop();

@@ -33,7 +33,8 @@
 //   embeddings  320 passages (128) of ~200 tokens in batches of 64, 4 slots;
 //   vision      one 448 × 448 image a request: TTFT of 4 (2) one at a time, images/s of 4 (2) at once;
 //   gateway     8 conversations (4) × 6 turns (3), ~500-token system prompt, ~100 tokens a turn, 48
-//               generated (16), per routing; 64 streams of 32 chunks, 2,560 requests (640) a round, 3 rounds.
+//               generated (16), per routing; 64 streams of 32 chunks back to back, 2,560 requests (640)
+//               a round, and 20 ms apart, 640 requests (128), 3 rounds each.
 // minutesTaken in the JSON gives each workload's minutes.
 // Writes a Markdown summary, bench/results/latest.json (--quick: quick.json, not committed) with
 // stable names per figure (bench/metrics.ts) and a chart beside it (.svg): aggregate tok/s against
@@ -103,7 +104,15 @@ const counts = {
     affinity: quick
       ? { workers: 3, conversations: 4, turns: 3, systemTokens: 500, turnTokens: 100, generated: 16, contextSize: 2048 }
       : { workers: 3, conversations: 8, turns: 6, systemTokens: 500, turnTokens: 100, generated: 48, contextSize: 2048 },
-    overhead: { streams: 64, requests: quick ? 640 : 2560, rounds: 3, chunks: 32 },
+    overhead: {
+      streams: 64,
+      upstreams: [
+        { intervalMs: 0, requests: quick ? 640 : 2560 },
+        { intervalMs: 20, requests: quick ? 128 : 640 },
+      ],
+      rounds: 3,
+      chunks: 32,
+    },
   },
 };
 /** KV cache types the first model's widest decode runs with again: memory saved and speed. */
