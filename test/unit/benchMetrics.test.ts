@@ -33,6 +33,30 @@ describe("bench figure names", () => {
     expect(goalOf("memory.decode_c16_kv_q8_0.modelhost.saving_mib")).toBeUndefined();
   });
 
+  it("names the gateway's figures (issue 34) and knows their goals", () => {
+    expect(names.gatewayCache("affinity", "cached_share")).toBe("gateway.affinity.cached_share");
+    expect(names.gatewayCacheTurn("round_robin", 3)).toBe("gateway.round_robin.turn3.cached_share");
+    expect(names.gatewayOverhead("burst", 64, "gateway", "first_chunk_p99_ms")).toBe(
+      "gateway.overhead.burst.c64.gateway.first_chunk_p99_ms",
+    );
+    expect(goalOf(names.gatewayCache("affinity", "cached_share"))!.met(0.8)).toBe(true);
+    expect(goalOf(names.gatewayCache("round_robin", "cached_share"))).toBeUndefined();
+    expect(goalOf(names.gatewayAdded("paced_20ms", 64, "first_chunk_p50_added_ms"))!.met(2.1)).toBe(false);
+    expect(goalOf(names.gatewayAdded("burst", 64, "first_chunk_p99_added_ms"))).toBeUndefined();
+    expect(goalOf(names.gatewayThroughputRatio("burst", 64))!.met(0.95)).toBe(true);
+    const figures = new ModelFigures();
+    figures.set(names.gatewayCache("affinity", "cached_share"), 0.85);
+    figures.set(names.gatewayAdded("burst", 64, "first_chunk_p50_added_ms"), 1.5);
+    expect(
+      summaryTable(new Map([["m", figures]]))
+        .split("\n")
+        .slice(2),
+    ).toEqual([
+      "| m | `gateway.affinity.cached_share` | 0.850 | ≥ 0.8 | yes |",
+      "| m | `gateway.overhead.burst.c64.first_chunk_p50_added_ms` | 1.50 ms | ≤ 2 ms | yes |",
+    ]);
+  });
+
   it("keeps finite figures, computes ratios, and tabulates ratios and memory only", () => {
     const figures = new ModelFigures();
     figures.set(names.decodeAggregate(4, "modelhost"), 300);
