@@ -17,7 +17,8 @@
 // process's CPU time a request (/proc/<pid>/stat), which decides the burst case's throughput: there
 // the load generator, the fake upstream and the gateway share two cores, and a closed loop of 64
 // clients keeps them all busy, so the gateway's latency is its queue (Little's law: 64 / its
-// requests/s). Paced, the upstream's pace decides both, as a model's would.
+// requests/s). Paced, the upstream's pace decides both, as a model's would. One stream at a time
+// (`c1`) gives the gateway's own latency, without a queue.
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import os from "node:os";
@@ -47,7 +48,7 @@ export interface GatewayOptions {
      * what the gateway's CPU a request decides; 20: a model decoding 50 tokens/s), and the
      * requests per path per round, over all streams.
      */
-    upstreams: ReadonlyArray<{ intervalMs: number; requests: number }>;
+    upstreams: ReadonlyArray<{ intervalMs: number; requests: number; streams?: number }>;
     rounds: number;
     /** Content chunks of each fake reply. */
     chunks: number;
@@ -298,7 +299,7 @@ async function benchOverhead(run: ModelRun, options: GatewayOptions["overhead"],
 async function overheadCase(
   run: ModelRun,
   options: GatewayOptions["overhead"],
-  { intervalMs, requests }: GatewayOptions["overhead"]["upstreams"][number],
+  { intervalMs, requests, streams = options.streams }: GatewayOptions["overhead"]["upstreams"][number],
   dir: string,
 ): Promise<void> {
   const upstreamName = intervalMs > 0 ? `paced_${intervalMs}ms` : "burst";
@@ -317,16 +318,15 @@ async function overheadCase(
       { key: "gateway", url: gateway.url, processes: { upstream, gateway } },
     ];
     // Warm-up: connections, the JIT of every path.
-    for (const each of paths) await load(each.url, "fake", options.streams, requests, each.processes);
+    for (const each of paths) await load(each.url, "fake", streams, requests, each.processes);
     const rounds = new Map<"direct" | "gateway", Round[]>(paths.map((each) => [each.key, []]));
     for (let round = 0; round < options.rounds; round++) {
       for (let i = 0; i < paths.length; i++) {
         const each = paths[(i + round) % paths.length]!;
         await quiet();
-        rounds.get(each.key)!.push(await load(each.url, "fake", options.streams, requests, each.processes));
+        rounds.get(each.key)!.push(await load(each.url, "fake", streams, requests, each.processes));
       }
     }
-    const { streams } = options;
     const name = (key: "direct" | "gateway", stat: GatewayStat) => names.gatewayOverhead(upstreamName, streams, key, stat);
     const pacing = intervalMs > 0 ? `${intervalMs} ms apart` : "back to back";
     console.log(

@@ -34,7 +34,7 @@
 //   vision      one 448 × 448 image a request: TTFT of 4 (2) one at a time, images/s of 4 (2) at once;
 //   gateway     8 conversations (4) × 6 turns (3), ~500-token system prompt, ~100 tokens a turn, 48
 //               generated (16), per routing; 64 streams of 32 chunks back to back, 2,560 requests (640)
-//               a round, and 20 ms apart, 640 requests (128), 3 rounds each.
+//               a round, and 20 ms apart, 640 requests (128); one stream, 400 requests (100); 3 rounds each.
 // minutesTaken in the JSON gives each workload's minutes.
 // Writes a Markdown summary, bench/results/latest.json (--quick: quick.json, not committed) with
 // stable names per figure (bench/metrics.ts) and a chart beside it (.svg): aggregate tok/s against
@@ -109,6 +109,8 @@ const counts = {
       upstreams: [
         { intervalMs: 0, requests: quick ? 640 : 2560 },
         { intervalMs: 20, requests: quick ? 128 : 640 },
+        // One stream at a time: the gateway's own latency, without the queue 64 streams make.
+        { intervalMs: 0, requests: quick ? 100 : 400, streams: 1 },
       ],
       rounds: 3,
       chunks: 32,
