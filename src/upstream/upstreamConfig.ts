@@ -24,6 +24,21 @@ const modelSchema = z.object({
   /** The upstream's own name for the model (vLLM's served name); default the name clients use. */
   model: z.string().min(1).optional(),
   endpoints: z.array(endpointSchema).min(1),
+  /**
+   * What its endpoints serve, as the model listings report it: chat (chat and legacy completions),
+   * embeddings, rerank, and vision (chat reads images). A request for anything else is a 400 here,
+   * not a guess at what the endpoint might do.
+   */
+  capabilities: z
+    .array(z.enum(["chat", "embeddings", "rerank", "vision"]))
+    .min(1)
+    .default(["chat"])
+    .refine((capabilities) => !capabilities.includes("vision") || capabilities.includes("chat"), "vision needs chat"),
+  /**
+   * What the endpoints' rerank scores are: probabilities (vLLM, modelhost), or the model's relevance
+   * logits (llama-server), which are turned into probabilities here.
+   */
+  rerankScores: z.enum(["probability", "logit"]).default("probability"),
 });
 
 const fileSchema = z.object({ models: z.record(z.string(), modelSchema) });

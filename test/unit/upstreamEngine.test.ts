@@ -14,7 +14,16 @@ function sseReply(): Response {
 }
 
 const request = fromChatCompletionRequest({ model: "remote", messages: [{ role: "user", content: "Hello" }] }).chat;
-const models = new Map([["remote", { endpoints: [{ url: "http://upstream.invalid/v1", weight: 1, maxConcurrent: 4 }] }]]);
+const models = new Map([
+  [
+    "remote",
+    {
+      endpoints: [{ url: "http://upstream.invalid/v1", weight: 1, maxConcurrent: 4 }],
+      capabilities: ["chat" as const],
+      rerankScores: "probability" as const,
+    },
+  ],
+]);
 const timeouts = { firstByteMs: 5_000, idleMs: 5_000 };
 
 describe("UpstreamEngine's hold on an endpoint", () => {
