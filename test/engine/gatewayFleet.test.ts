@@ -444,32 +444,47 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server", ...engineBuildTool
       expect(served.size).toBe(2);
     }, 90_000);
 
-    it("refuses what llama-server's chat completions cannot carry with a 400 in each protocol's shape, charging nothing", async () => {
+    it("serves llama-server's legacy completions, tokenizer and n choices as llama-server does", async () => {
+      const llamaRoot = upstream[LLAMA]![0]!.replace(/\/v1$/, "");
+      const post = async (url: string, body: object, key: string) => {
+        const response = await fetch(url, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(30_000),
+        });
+        expect(response.status).toBe(200);
+        return (await response.json()) as Record<string, unknown>;
+      };
+      const completion = { prompt: "Once upon a time", max_tokens: 6, temperature: 0 };
+      const through = await openai().completions.create({ ...completion, model: LLAMA });
+      const directText = (await post(`${upstream[LLAMA]![0]}/completions`, { ...completion, model: LLAMA_ALIAS }, LLAMA_KEY)) as {
+        choices: [{ text: string }];
+        usage: { prompt_tokens: number; completion_tokens: number };
+      };
+      expect(through.choices[0]!.text).toBe(directText.choices[0].text);
+      expect(through.usage).toMatchObject({
+        prompt_tokens: directText.usage.prompt_tokens,
+        completion_tokens: directText.usage.completion_tokens,
+      });
+      const tokens = await post(`${proxyUrl}/tokenize`, { model: LLAMA, content: "hello world" }, token);
+      expect(tokens).toEqual(await post(`${llamaRoot}/tokenize`, { content: "hello world" }, LLAMA_KEY));
+      // n choices are n requests (llama-server has no n): at temperature 0, n equal replies.
+      const several = await openai().chat.completions.create({
+        model: LLAMA,
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 4,
+        temperature: 0,
+        n: 2,
+      });
+      const one = await direct(LLAMA, { messages: [{ role: "user", content: "Hi" }], max_tokens: 4, temperature: 0 });
+      expect(several.choices.map((choice) => whole(choice.message.content))).toEqual([whole(one.content), whole(one.content)]);
+      expect(several.usage!.completion_tokens).toBe(2 * one.usage.completion_tokens);
+    }, 60_000);
+
+    it("refuses what the gateway cannot do for llama-server with a 400 in each protocol's shape, charging nothing", async () => {
       const { name, token: own } = await hosted.newAccount(undefined, { name: "refusals" });
       const messages = [{ role: "user" as const, content: "Hi" }];
-      const several = await openai(own)
-        .chat.completions.create({ model: LLAMA, messages, max_tokens: 4, n: 2 })
-        .catch((e: unknown) => e);
-      expect(several).toBeInstanceOf(OpenAI.BadRequestError);
-      expect((several as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({
-        type: "invalid_request_error",
-        param: "n",
-        message: expect.stringMatching(new RegExp(`\`${LLAMA}\` is served by upstream servers .* n > 1`)),
-      });
-      const raw = await openai(own)
-        .completions.create({ model: LLAMA, prompt: "Once upon a time", max_tokens: 4 })
-        .catch((e: unknown) => e);
-      expect(raw).toBeInstanceOf(OpenAI.BadRequestError);
-      expect((raw as InstanceType<typeof OpenAI.BadRequestError>).error).toMatchObject({ param: "prompt" });
-      const tokenize = await fetch(`${proxyUrl}/tokenize`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${own}` },
-        body: JSON.stringify({ model: LLAMA, content: "hello" }),
-      });
-      expect(tokenize.status).toBe(400);
-      expect(await tokenize.json()).toMatchObject({
-        error: { message: expect.stringMatching(/served by upstream servers .* tokenizing/) },
-      });
       const counted = await anthropic(own)
         .messages.countTokens({ model: LLAMA, messages })
         .catch((e: unknown) => e);
