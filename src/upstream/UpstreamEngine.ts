@@ -23,7 +23,7 @@ import {
   toUpstreamRerankRequest,
   toUpstreamTokenizeRequest,
 } from "../protocols/openai/toUpstreamRequest.js";
-import { UpstreamChunkReader, UpstreamLogprobsMissing } from "../protocols/openai/UpstreamChunkReader.js";
+import { UpstreamChunkReader, UpstreamLogprobsMissing, UpstreamUsageMissing } from "../protocols/openai/UpstreamChunkReader.js";
 import { EndpointPool, type Endpoint } from "./EndpointPool.js";
 import type { UpstreamModels } from "./upstreamConfig.js";
 import { shareTicket } from "./shareTicket.js";
@@ -593,6 +593,57 @@ export class UpstreamEngine implements Engine {
     this.#healthTimer = setInterval(() => void check(), intervalMs);
     // A check must not keep the process alive on its own.
     this.#healthTimer.unref();
+  }
+
+  /**
+   * Checks that every chat endpoint of `models` reports its usage, which limits and the ledger
+   * settle to and which is not guessed at: a greedy one-token streamed chat completion to each,
+   * concurrently, within `timeoutMs`. An endpoint that answers without usage is a configuration
+   * error (`noUsage`); one that cannot be asked now (down, busy, refusing the model) is only
+   * reported (`unchecked`): it is checked by use, where a stream without usage is an error.
+   */
+  async checkUsage(
+    models: UpstreamModels,
+    timeoutMs = Math.min(this.#timeouts.firstByteMs, 10_000),
+  ): Promise<Array<{ model: string; endpoint: string; noUsage: boolean; reason: string }>> {
+    const probes = [...models].flatMap(([name, declared]) =>
+      declared.capabilities.includes("chat")
+        ? declared.endpoints.map(async ({ url, key }) => {
+            const body = {
+              model: declared.model ?? name,
+              messages: [{ role: "user", content: "Hi" }],
+              max_tokens: 1,
+              temperature: 0,
+              stream: true,
+              stream_options: { include_usage: true },
+            };
+            const controller = new AbortController();
+            const timer = setTimeout(() => controller.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+            try {
+              const response = await this.#fetch(`${url}/chat/completions`, {
+                method: "POST",
+                headers: { "content-type": "application/json", ...(key ? { authorization: `Bearer ${key}` } : {}) },
+                body: JSON.stringify(body),
+                signal: controller.signal,
+              });
+              if (!response.ok || !response.body) {
+                const text = (await response.text().catch(() => "")).slice(0, 500);
+                return { model: name, endpoint: url, noUsage: false, reason: `HTTP ${response.status}: ${upstreamMessage(text) ?? ""}` };
+              }
+              const reader = new UpstreamChunkReader();
+              for await (const chunk of readChunks(response.body, timeoutMs, controller)) reader.read(chunk);
+              reader.finish();
+              return undefined;
+            } catch (error) {
+              const reason = controller.signal.aborted ? (controller.signal.reason as Error).message : (error as Error).message;
+              return { model: name, endpoint: url, noUsage: error instanceof UpstreamUsageMissing, reason };
+            } finally {
+              clearTimeout(timer);
+            }
+          })
+        : [],
+    );
+    return (await Promise.all(probes)).filter((problem) => problem !== undefined);
   }
 
   async close(): Promise<void> {

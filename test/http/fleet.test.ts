@@ -313,6 +313,29 @@ describe("a gateway in front of upstream workers", () => {
     }
   });
 
+  it("refuses to start in front of an upstream that streams without usage", async () => {
+    // An OpenAI-compatible server that leaves usage out of its streams (as some do unless asked in
+    // their own way): its token counts would have to be guessed.
+    const bare = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(
+        `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: "stop" }] })}\n\ndata: [DONE]\n\n`,
+      );
+    });
+    bare.listen(0, "127.0.0.1");
+    await once(bare, "listening");
+    const url = `http://127.0.0.1:${(bare.address() as AddressInfo).port}/v1`;
+    const file = path.join(dir, "bare.json");
+    await writeFile(file, JSON.stringify({ models: { bare: { endpoints: [{ url }] } } }));
+    try {
+      await expect(startTestServer({ config: { upstreams: file } })).rejects.toThrow(
+        new RegExp(`The upstream ${url} serving \`bare\` streams chat completions without usage`),
+      );
+    } finally {
+      bare.close();
+    }
+  });
+
   it("routes around a worker that is gone before the first byte: no request fails; /metrics shows it", async () => {
     const scrape = async () => {
       const metrics = await (await fetch(`${gateway.url}/metrics`)).text();

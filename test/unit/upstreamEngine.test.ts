@@ -62,3 +62,50 @@ describe("UpstreamEngine's hold on an endpoint", () => {
     expect(endpoint.inFlight).toBe(0);
   });
 });
+
+describe("UpstreamEngine's check that endpoints report usage", () => {
+  /** An upstream's stream of one chunk and its finish, with or without the usage chunk. */
+  const streamed = (usage: boolean) => {
+    const events = [
+      { choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: "length" }] },
+      ...(usage ? [{ choices: [], usage: { prompt_tokens: 5, completion_tokens: 1 } }] : []),
+    ];
+    return new Response(events.map((event) => `data: ${JSON.stringify(event)}\n\n`).join("") + "data: [DONE]\n\n");
+  };
+  const declared = (urls: string[]) =>
+    new Map([
+      [
+        "remote",
+        {
+          endpoints: urls.map((url) => ({ url, weight: 1, maxConcurrent: 4 })),
+          capabilities: ["chat" as const],
+          rerankScores: "probability" as const,
+        },
+      ],
+    ]);
+
+  it("finds the endpoint that streams without usage, and only reports one it cannot ask now", async () => {
+    const asked: string[] = [];
+    const fetch: typeof globalThis.fetch = async (input, init) => {
+      const url = String(input);
+      asked.push(`${url} ${JSON.parse(String(init?.body)).max_tokens}`);
+      if (url.startsWith("http://good")) return streamed(true);
+      if (url.startsWith("http://bare")) return streamed(false);
+      if (url.startsWith("http://missing")) return new Response('{"error":{"message":"no such model"}}', { status: 404 });
+      throw new TypeError("fetch failed");
+    };
+    const engine = new UpstreamEngine(new Map(), { timeouts, fetch });
+    const problems = await engine.checkUsage(declared(["http://good/v1", "http://bare/v1", "http://missing/v1", "http://down/v1"]));
+    expect(asked.sort()).toEqual([
+      "http://bare/v1/chat/completions 1",
+      "http://down/v1/chat/completions 1",
+      "http://good/v1/chat/completions 1",
+      "http://missing/v1/chat/completions 1",
+    ]);
+    expect(problems).toEqual([
+      { model: "remote", endpoint: "http://bare/v1", noUsage: true, reason: expect.stringMatching(/no usage/) },
+      { model: "remote", endpoint: "http://missing/v1", noUsage: false, reason: "HTTP 404: no such model" },
+      { model: "remote", endpoint: "http://down/v1", noUsage: false, reason: "fetch failed" },
+    ]);
+  });
+});

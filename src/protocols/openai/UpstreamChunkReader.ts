@@ -110,7 +110,7 @@ export class UpstreamChunkReader {
   /** The `done` event once the stream has ended; throws, naming what is missing, if it ended short. */
   finish(): ChatEvent & { type: "done" } {
     if (this.#finishReason === undefined) throw new Error("the upstream's stream ended before its finish reason");
-    if (this.#usage === undefined) throw new Error("the upstream's stream carried no usage (stream_options.include_usage)");
+    if (this.#usage === undefined) throw new UpstreamUsageMissing("the upstream's stream carried no usage (stream_options.include_usage)");
     const ended = this.#now();
     const first = this.#firstAt ?? ended;
     return {
@@ -121,6 +121,9 @@ export class UpstreamChunkReader {
     };
   }
 }
+
+/** An upstream's stream that ended without usage: its token counts are not guessed at. */
+export class UpstreamUsageMissing extends Error {}
 
 /** An upstream that streams text without the logprobs the request asked for: the client's request cannot be served there. */
 export class UpstreamLogprobsMissing extends Error {}
