@@ -109,3 +109,33 @@ describe("UpstreamEngine's check that endpoints report usage", () => {
     ]);
   });
 });
+
+describe("UpstreamEngine's settling of a stream the client leaves", () => {
+  it("charges the prompt's estimate and a token a chunk read, not nothing", async () => {
+    // Three chunks of text, then an upstream still generating.
+    const encoder = new TextEncoder();
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const text of ["A", "B", "C"]) {
+          controller.enqueue(encoder.encode(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: text } }] })}\n\n`));
+        }
+      },
+    });
+    const engine = new UpstreamEngine(models, { timeouts, fetch: async () => new Response(body) });
+    const settled: Array<{ promptTokens: number; completionTokens: number }> = [];
+    const admitted: number[] = [];
+    const stream = await engine.chat(request, {
+      signal: new AbortController().signal,
+      admit: async (size) => {
+        admitted.push(size.promptTokens);
+        return { maxOutputTokens: size.maxOutputTokens, settle: (usage) => settled.push(usage) };
+      },
+    });
+    expect(await stream.next()).toMatchObject({ value: { type: "text", text: "A" } });
+    expect(await stream.next()).toMatchObject({ value: { type: "text", text: "B" } });
+    await stream.return();
+    expect(settled).toEqual([{ promptTokens: admitted[0], completionTokens: 2 }]);
+    expect(admitted[0]).toBeGreaterThan(0);
+    expect(engine.pools.get("remote")!.endpoints[0]!.inFlight).toBe(0);
+  });
+});
