@@ -313,6 +313,42 @@ describe("a gateway in front of upstream workers", () => {
     }
   });
 
+  it("refuses logprobs from an upstream that gives none, naming it, rather than leaving them out", async () => {
+    const plain = createServer((_request, response) => {
+      const chunks = [
+        { choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: "stop" }] },
+        { choices: [], usage: { prompt_tokens: 3, completion_tokens: 1 } },
+      ];
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join("") + "data: [DONE]\n\n");
+    });
+    plain.listen(0, "127.0.0.1");
+    await once(plain, "listening");
+    const url = `http://127.0.0.1:${(plain.address() as AddressInfo).port}/v1`;
+    const file = path.join(dir, "plain.json");
+    await writeFile(file, JSON.stringify({ models: { plain: { endpoints: [{ url }] } } }));
+    const server = await startTestServer({ config: { upstreams: file } });
+    try {
+      const body = { model: "plain", max_tokens: 4, logprobs: true, messages: [{ role: "user", content: "Hi" }] };
+      const refused = await postJson(`${server.url}/v1/chat/completions`, body);
+      expect(refused.status).toBe(400);
+      expect(await refused.json()).toMatchObject({
+        error: { param: "logprobs", message: `The upstream ${url} serving \`plain\` gives no logprobs.` },
+      });
+      const streamed = await postJson(`${server.url}/v1/chat/completions`, { ...body, stream: true });
+      expect(await streamed.text()).toContain("gives no logprobs");
+      const without = await server.client.chat.completions.create({
+        model: "plain",
+        max_tokens: 4,
+        messages: [{ role: "user", content: "Hi" }],
+      });
+      expect(without.choices[0]!.message.content).toBe("Hi");
+    } finally {
+      await server.close();
+      plain.close();
+    }
+  });
+
   it("refuses to start in front of an upstream that streams without usage", async () => {
     // An OpenAI-compatible server that leaves usage out of its streams (as some do unless asked in
     // their own way): its token counts would have to be guessed.
