@@ -46,6 +46,8 @@ export interface PoolOptions {
 interface State extends Endpoint {
   inFlight: number;
   down: boolean;
+  /** Out by a failed active health check: no request tries it (half-open) until a check passes. */
+  held: boolean;
   failures: number;
   ejections: number;
   retryAt: number;
@@ -72,7 +74,7 @@ export class EndpointPool {
 
   constructor(specs: readonly EndpointSpec[], options: PoolOptions = {}) {
     if (specs.length === 0) throw new Error("A pool needs at least one endpoint.");
-    this.#states = specs.map((spec) => ({ spec, inFlight: 0, down: false, failures: 0, ejections: 0, retryAt: 0 }));
+    this.#states = specs.map((spec) => ({ spec, inFlight: 0, down: false, held: false, failures: 0, ejections: 0, retryAt: 0 }));
     this.#loadFactor = options.loadFactor ?? 1.25;
     this.#failuresToEject = options.failuresToEject ?? 3;
     this.#ejectMs = options.ejectMs ?? 5_000;
@@ -117,15 +119,21 @@ export class EndpointPool {
     if (state.failures >= this.#failuresToEject || state.ejections > 0) this.#eject(state);
   }
 
-  /** Takes an endpoint out now (an active health check failed). */
+  /**
+   * Takes an endpoint out now, and keeps it out until `markUp` (an active health check failed): its
+   * passive time out ending does not let a request try it, as a hung endpoint would hold that
+   * request for the whole first-byte timeout. Called again while it is out, it changes nothing.
+   */
   markDown(endpoint: Endpoint): void {
-    this.#eject(endpoint as State);
+    const state = endpoint as State;
+    if (!state.held) this.#eject(state);
+    state.held = true;
   }
 
   /** Puts an endpoint back (an active health check passed). */
   markUp(endpoint: Endpoint): void {
     const state = endpoint as State;
-    Object.assign(state, { down: false, failures: 0, ejections: 0, retryAt: 0 });
+    Object.assign(state, { down: false, held: false, failures: 0, ejections: 0, retryAt: 0 });
   }
 
   #eject(state: State): void {
@@ -135,10 +143,13 @@ export class EndpointPool {
     state.failures = 0;
   }
 
-  /** Endpoints whose time out is over are tried again (their next failure takes them out at once). */
+  /**
+   * Endpoints whose time out is over are tried again (their next failure takes them out at once),
+   * but not those a failed health check holds out.
+   */
   #readmit(): void {
     const now = this.#now();
-    for (const state of this.#states) if (state.down && now >= state.retryAt) state.down = false;
+    for (const state of this.#states) if (state.down && !state.held && now >= state.retryAt) state.down = false;
   }
 
   #leastLoaded(usable: (state: State) => boolean): { state: State; preferred: boolean } | undefined {

@@ -585,7 +585,8 @@ export class UpstreamEngine implements Engine {
             () => false,
           );
           if (healthy && endpoint.down) pool.markUp(endpoint);
-          else if (!healthy && !endpoint.down) pool.markDown(endpoint);
+          // Also when failed requests took it out already: then the check holds it out (markDown).
+          else if (!healthy) pool.markDown(endpoint);
         }),
       );
       await Promise.all(checks);

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { fromChatCompletionRequest } from "../../src/protocols/openai/fromChatCompletionRequest.js";
 import { UpstreamEngine } from "../../src/upstream/UpstreamEngine.js";
 
@@ -137,5 +137,64 @@ describe("UpstreamEngine's settling of a stream the client leaves", () => {
     expect(settled).toEqual([{ promptTokens: admitted[0], completionTokens: 2 }]);
     expect(admitted[0]).toBeGreaterThan(0);
     expect(engine.pools.get("remote")!.endpoints[0]!.inFlight).toBe(0);
+  });
+});
+
+describe("UpstreamEngine's active health checks", () => {
+  /** An upstream whose GET /models fails while `failing`, and whose chat completions are counted and answered (or fail, `chatFails`). */
+  function upstream() {
+    const state = { failing: true, chatFails: false, chats: 0 };
+    const fetch: typeof globalThis.fetch = async (input) => {
+      if (String(input).endsWith("/models")) return new Response("{}", { status: state.failing ? 500 : 200 });
+      state.chats++;
+      if (state.chatFails) throw new TypeError("fetch failed");
+      return sseReply();
+    };
+    return { state, fetch };
+  }
+
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  // The pool's passive time out is 5 s (doubling): past it, an endpoint its failed requests took
+  // out gets one request to try it again. An endpoint its checks say is down must not: a hung one
+  // would make that request wait the first-byte timeout (60 s by default) before another endpoint.
+  it("keeps an endpoint whose checks fail out of its pool past the passive time out, until a check passes", async () => {
+    vi.useFakeTimers();
+    const { state, fetch } = upstream();
+    const engine = new UpstreamEngine(models, { timeouts, fetch });
+    const endpoint = engine.pools.get("remote")!.endpoints[0]!;
+    engine.checkHealth(1_000);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(endpoint.down).toBe(true);
+    // 30 s of failed checks: six passive time outs' worth.
+    await vi.advanceTimersByTimeAsync(30_000);
+    await expect(engine.chat(request, { signal: new AbortController().signal })).rejects.toMatchObject({ code: "overloaded" });
+    expect(state.chats).toBe(0);
+    state.failing = false;
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(endpoint.down).toBe(false);
+    await engine.chat(request, { signal: new AbortController().signal });
+    expect(state.chats).toBe(1);
+    await engine.close();
+  });
+
+  it("keeps out an endpoint that failed requests took out, once its checks fail too", async () => {
+    vi.useFakeTimers();
+    const { state, fetch } = upstream();
+    state.failing = false;
+    state.chatFails = true;
+    const engine = new UpstreamEngine(models, { timeouts, fetch });
+    const endpoint = engine.pools.get("remote")!.endpoints[0]!;
+    // 3 failed requests in a row take it out (passively); then its checks start failing.
+    for (let i = 0; i < 3; i++) await expect(engine.chat(request, { signal: new AbortController().signal })).rejects.toThrow();
+    expect(endpoint.down).toBe(true);
+    state.failing = true;
+    engine.checkHealth(1_000);
+    await vi.advanceTimersByTimeAsync(30_000);
+    await expect(engine.chat(request, { signal: new AbortController().signal })).rejects.toMatchObject({ code: "overloaded" });
+    expect(state.chats).toBe(3);
+    await engine.close();
   });
 });
