@@ -253,6 +253,9 @@ describe("a gateway's upstream workers failing under load", () => {
       expect(end(series(urls[1]!, "ok")) - before(series(urls[1]!, "ok"))).toBe(7);
       expect(end(series(urls[1]!, "error")) - before(series(urls[1]!, "error"))).toBe(0);
       for (const url of urls) expect(end(`modelhost_upstream_in_flight{model="remote",endpoint="${url}"}`)).toBe(0);
+      // The hung worker gave back the slot of the stream the gateway left, and none of the requests
+      // the gateway gave up on while it was stopped (their connections closed) holds one.
+      await expect.poll(() => load(hung), { timeout: 5_000, interval: 50 }).toEqual({ active: 0, queued: 0 });
     } finally {
       hung.signal("SIGCONT");
     }
