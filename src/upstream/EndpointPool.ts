@@ -4,6 +4,8 @@ import { createHash } from "node:crypto";
 export interface EndpointSpec {
   /** Its OpenAI-compatible base URL, e.g. http://10.0.0.5:8080/v1. */
   url: string;
+  /** What errors call it (default: its place in the pool, #1, #2, …): not its URL, which clients are not told. */
+  name?: string;
   /** Sent as `Authorization: Bearer …`; absent, none. */
   key?: string;
   /** Its share of the pool's requests, relative to the others' (a GPU twice as fast: 2). Default 1. */

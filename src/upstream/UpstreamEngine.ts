@@ -89,6 +89,7 @@ export class UpstreamEngine implements Engine {
   /** Told of every attempt as it ends (the server's metrics). */
   onAttempt: (attempt: UpstreamAttempt) => void = () => {};
   #healthTimer: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: typeof fetch }) {
     this.#timeouts = options.timeouts;
@@ -311,7 +312,7 @@ export class UpstreamEngine implements Engine {
         done(refused ? "refused" : endpointFine ? "ok" : "error");
         if (signal.aborted) throw signal.reason;
         if (refused) throw new ServerError("invalid_request", { message: error.message });
-        lastFailure = `${pick.endpoint.spec.url}: ${(error as Error).message}`;
+        lastFailure = `${endpointName(model.pool, pick.endpoint)}: ${(error as Error).message}`;
       }
     }
   }
@@ -380,7 +381,7 @@ export class UpstreamEngine implements Engine {
           model.pool.end(endpoint, false);
           done("error");
           throw new ServerError("engine_unavailable", {
-            message: `The upstream ${endpoint.spec.url} serving \`${model.info.id}\` failed: ${(error as Error).message}.`,
+            message: `The upstream endpoint ${endpointName(model.pool, endpoint)} serving \`${model.info.id}\` failed: ${(error as Error).message}.`,
           });
         }
       });
@@ -431,7 +432,9 @@ export class UpstreamEngine implements Engine {
         const text = (await response.text().catch(() => "")).slice(0, 2000);
         const message = upstreamMessage(text) ?? `HTTP ${response.status}`;
         if (response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429) {
-          throw new UpstreamRefusal(`The upstream ${endpoint.spec.url} serving \`${model.info.id}\` refused ${route.what}: ${message}`);
+          throw new UpstreamRefusal(
+            `The upstream endpoint ${endpointName(model.pool, endpoint)} serving \`${model.info.id}\` refused ${route.what}: ${message}`,
+          );
         }
         throw new Error(`HTTP ${response.status}: ${message}`);
       }
@@ -501,12 +504,12 @@ export class UpstreamEngine implements Engine {
         if (error instanceof UpstreamLogprobsMissing) {
           throw new ServerError("invalid_request", {
             param: "logprobs",
-            message: `The upstream ${endpoint.spec.url} serving \`${name}\` gives no logprobs.`,
+            message: `The upstream endpoint ${endpointName(pool, endpoint)} serving \`${name}\` gives no logprobs.`,
           });
         }
         failed = true;
         throw new ServerError("engine_unavailable", {
-          message: `The upstream ${endpoint.spec.url} serving \`${name}\` failed mid-stream: ${(error as Error).message}.`,
+          message: `The upstream endpoint ${endpointName(pool, endpoint)} serving \`${name}\` failed mid-stream: ${(error as Error).message}.`,
           cause: error,
         });
       } finally {
@@ -563,14 +566,16 @@ export class UpstreamEngine implements Engine {
   }
 
   /**
-   * Active health checks: every `intervalMs`, each endpoint's `GET …/models` (every OpenAI-compatible
-   * server answers it) must answer 2xx within `timeoutMs`. One that does not is taken out at once;
-   * one that does is put back, so an endpoint that recovered is used again before a request has to
-   * try it, and one that died is left before a request finds out.
+   * Active health checks: `intervalMs` after the last round ended, each endpoint's `GET …/models`
+   * (every OpenAI-compatible server answers it) must answer 2xx within `timeoutMs`. One that does
+   * not is taken out at once; one that does is put back, so an endpoint that recovered is used again
+   * before a request has to try it, and one that died is left before a request finds out. The
+   * timeout is at least 1 s whatever the interval: a busy server (or a busy gateway: on 2 cores
+   * under a test suite, a loopback answer took over 100 ms) is not a dead one.
    */
-  checkHealth(intervalMs: number, timeoutMs = Math.min(intervalMs, 5_000)): void {
-    clearInterval(this.#healthTimer);
-    const check = async () => {
+  checkHealth(intervalMs: number, timeoutMs = Math.min(Math.max(intervalMs, 1_000), 5_000)): void {
+    clearTimeout(this.#healthTimer);
+    const round = async () => {
       const checks = [...this.#models.values()].flatMap(({ pool }) =>
         pool.endpoints.map(async (endpoint) => {
           const { url, key } = endpoint.spec;
@@ -590,10 +595,15 @@ export class UpstreamEngine implements Engine {
         }),
       );
       await Promise.all(checks);
+      if (!this.#closed) schedule();
     };
-    this.#healthTimer = setInterval(() => void check(), intervalMs);
-    // A check must not keep the process alive on its own.
-    this.#healthTimer.unref();
+    // One round at a time: a hung endpoint's checks do not pile up.
+    const schedule = () => {
+      this.#healthTimer = setTimeout(() => void round(), intervalMs);
+      // A check must not keep the process alive on its own.
+      this.#healthTimer.unref();
+    };
+    schedule();
   }
 
   /**
@@ -648,7 +658,8 @@ export class UpstreamEngine implements Engine {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.#healthTimer);
+    this.#closed = true;
+    clearTimeout(this.#healthTimer);
   }
 
   #find(name: string): UpstreamModel | undefined {
@@ -715,6 +726,15 @@ export function conversationKey(request: ChatRequest): string {
       ? (user.images ?? []).map((image) => (image.source.type === "checked" ? image.source.image.bytes.length : 0))
       : [];
   return hash([request.model, system, user?.content ?? "", images]);
+}
+
+/**
+ * An endpoint as clients read of it in errors: its `name` in the upstreams file, or its place in
+ * its pool (#1, #2, …). Never its URL: a hosted gateway's clients have no business knowing its
+ * fleet's addresses (the operator finds the endpoint in the file, and its URL in /metrics and logs).
+ */
+function endpointName(pool: EndpointPool, endpoint: Endpoint): string {
+  return endpoint.spec.name ?? `#${pool.endpoints.indexOf(endpoint) + 1}`;
 }
 
 /** A stream whose first event is `event` (an echoed prompt), then `stream`'s. */

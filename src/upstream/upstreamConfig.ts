@@ -15,6 +15,8 @@ import { isValidModelName } from "../core/modelName.js";
  */
 const endpointSchema = z.object({
   url: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
+  /** What error messages call it (default its place in the pool, #1, #2, …): clients are never told its URL. */
+  name: z.string().min(1).max(100).optional(),
   key: z.string().min(1).optional(),
   weight: z.number().positive().max(1000).default(1),
   maxConcurrent: z.number().int().positive().max(100_000).default(64),

@@ -215,7 +215,11 @@ describe("a gateway in front of upstream workers", () => {
     });
     const ghost = await postJson(`${gateway.url}/v1/chat/completions`, { ...question("hi"), model: "ghost" });
     expect(ghost.status).toBe(400);
-    expect(await ghost.json()).toMatchObject({ error: { message: expect.stringMatching(/refused chat completions: .*no-such-model/) } });
+    const refusal = await ghost.json();
+    expect(refusal).toMatchObject({
+      error: { message: expect.stringMatching(/endpoint #1 serving `ghost` refused chat completions: .*no-such-model/) },
+    });
+    expect(JSON.stringify(refusal)).not.toContain(workers[0]!.url);
     // A model declared to read images is listed so, and its images go to the upstream (here a
     // worker whose model has no projector, which refuses them).
     const seer = (await gateway.client.models.list()).data.find((model) => model.id === "seer") as unknown as { capabilities: string[] };
@@ -333,7 +337,8 @@ describe("a gateway in front of upstream workers", () => {
       const refused = await postJson(`${server.url}/v1/chat/completions`, body);
       expect(refused.status).toBe(400);
       expect(await refused.json()).toMatchObject({
-        error: { param: "logprobs", message: `The upstream ${url} serving \`plain\` gives no logprobs.` },
+        // Named by its place in the pool: a client is not told the fleet's addresses.
+        error: { param: "logprobs", message: "The upstream endpoint #1 serving `plain` gives no logprobs." },
       });
       const streamed = await postJson(`${server.url}/v1/chat/completions`, { ...body, stream: true });
       expect(await streamed.text()).toContain("gives no logprobs");

@@ -120,7 +120,7 @@ describe("a gateway's upstream workers failing under load", () => {
     expect(cut.done).toBe(false);
     expect(cut.error).toEqual({
       error: {
-        message: expect.stringMatching(/^The upstream .* serving `remote` failed mid-stream: /),
+        message: expect.stringMatching(/^The upstream endpoint #\d serving `remote` failed mid-stream: /),
         type: "server_error",
         param: null,
         code: "engine_unavailable",
