@@ -132,9 +132,15 @@ export class EndpointPool {
     state.held = true;
   }
 
-  /** Puts an endpoint back (an active health check passed). */
+  /**
+   * Puts back an endpoint a health check took out (`markDown`), now that one passed. One that
+   * failed requests took out stays out until its own retry: answering `GET /models` says nothing
+   * of the chat requests it failed (a server up with a broken model), and putting it back at each
+   * check would fail three requests there every interval.
+   */
   markUp(endpoint: Endpoint): void {
     const state = endpoint as State;
+    if (!state.held) return;
     Object.assign(state, { down: false, held: false, failures: 0, ejections: 0, retryAt: 0 });
   }
 
