@@ -39,7 +39,9 @@ export interface Reservation {
  * - concurrent requests: admitted and not yet settled.
  * `admit` reserves the request's worst case (prompt + maximum output); `settle` replaces the
  * reservation with what was really used (for a stream, up to its end or the client's abort) and
- * frees the concurrency slot. The day's tokens never exceed the limit, whatever the concurrency.
+ * frees the concurrency slot. The day's tokens never exceed the limit, whatever the concurrency,
+ * as long as a reservation is the request's worst case; one that used more (an upstream model's
+ * prompt, reserved as an estimate) is charged in full, and the day passes its limit by the excess.
  *
  * Holders. Each limiter instance (a server process) holds the reservations it admitted, under a
  * lease it renews with `heartbeat`. A holder that dies (kill -9, a crashed machine) never settles;

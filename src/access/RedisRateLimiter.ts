@@ -48,16 +48,16 @@ local function parse_held(entry)
   local day, tokens, prompt, holder = string.match(entry, '^(%d+):(%d+):?(%d*):?(.*)$')
   return day, tonumber(tokens), tonumber(prompt) or 0, holder
 end
--- Replaces a reservation's tokens with the used ones (at most the reserved: see SqliteRateLimiter)
--- in the day it was admitted on, and frees its slot. 1, or 0 when there is no such open reservation.
+-- Replaces a reservation's tokens with the used ones (more too: see SqliteRateLimiter) in the day
+-- it was admitted on, and frees its slot. 1, or 0 when there is no such open reservation.
 local function settle_held(open, held, day_base, id, used)
   local entry = redis.call('HGET', held, id)
   if not entry then return 0 end
   local day, reserved = parse_held(entry)
-  local refund = reserved - math.min(used, reserved)
+  local refund = reserved - used
   local day_hash = day_base .. day
   -- An expired day hash stays expired: recreating it would make a counter without an expiry.
-  if refund > 0 and redis.call('EXISTS', day_hash) == 1 then redis.call('HINCRBY', day_hash, 'tokens', -refund) end
+  if refund ~= 0 and redis.call('EXISTS', day_hash) == 1 then redis.call('HINCRBY', day_hash, 'tokens', -refund) end
   redis.call('HDEL', held, id)
   redis.call('ZREM', open, id)
   return 1

@@ -234,10 +234,13 @@ export class SqliteRateLimiter implements RateLimiter {
   #settleNow(key: string, id: string, usedTokens: number): void {
     const held = this.#statements.findReservation.get(key, id);
     if (!held) return;
-    // admit reserved the worst case; more is the caller's mistake, and counting it would take the
-    // day past a limit that is promised never to be exceeded (the usage ledger has the real figure).
-    const refund = held.tokens - Math.min(usedTokens, held.tokens);
-    if (refund > 0) this.#statements.refundDay.run(refund, key, held.day);
+    // What was used replaces what was reserved, also when it is more: a model served by an upstream
+    // server reserves an estimate of its prompt (the upstream counts it), and the upstream's count
+    // (the ledger's) is what the day's budget must hold, or a prompt 3 times its estimate would be
+    // charged a third. The day then passes its limit by the estimate's error, and the next request
+    // is refused. A model run here reserves its exact prompt and output cap, so never uses more.
+    const refund = held.tokens - usedTokens;
+    if (refund !== 0) this.#statements.refundDay.run(refund, key, held.day);
     this.#statements.release.run(key, id);
   }
 

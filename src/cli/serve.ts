@@ -16,7 +16,7 @@ import { openGate, openResponseStore } from "./openAccess.js";
 import { pullSettingsOf } from "./pullSettings.js";
 import { FleetEngine } from "../upstream/FleetEngine.js";
 import { UpstreamEngine } from "../upstream/UpstreamEngine.js";
-import { readUpstreams } from "../upstream/upstreamConfig.js";
+import { readUpstreams, UpstreamConfigError, type UpstreamModels } from "../upstream/upstreamConfig.js";
 import { upstreamMetrics } from "../upstream/upstreamMetrics.js";
 import type { Registry } from "prom-client";
 
@@ -77,10 +77,25 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     logger,
   });
   const upstream = config.upstreams
-    ? new UpstreamEngine(await readUpstreams(config.upstreams), {
-        timeouts: { firstByteMs: config.upstreamFirstByteTimeout, idleMs: config.upstreamIdleTimeout },
-      })
+    ? new UpstreamEngine(new Map(), { timeouts: { firstByteMs: config.upstreamFirstByteTimeout, idleMs: config.upstreamIdleTimeout } })
     : undefined;
+  /**
+   * The upstreams file, read and its endpoints' usage checked (UpstreamEngine.checkUsage): one
+   * that answers without usage is refused, as the file is when it does not read.
+   */
+  const readChecked = async (file: string): Promise<UpstreamModels> => {
+    const models = await readUpstreams(file);
+    const problems = await upstream!.checkUsage(models);
+    const noUsage = problems.find((problem) => problem.noUsage);
+    if (noUsage) {
+      throw new UpstreamConfigError(
+        `The upstream ${noUsage.endpoint} serving \`${noUsage.model}\` streams chat completions without usage (stream_options.include_usage), which limits and the usage ledger settle to: serve the model with a server that reports it, or remove the endpoint from ${file}.`,
+      );
+    }
+    for (const problem of problems) logger.warn(problem, "upstream endpoint's usage not checked now: it is checked by use");
+    return models;
+  };
+  if (upstream) upstream.replace(await readChecked(config.upstreams));
   if (upstream && config.upstreamHealthInterval > 0) upstream.checkHealth(config.upstreamHealthInterval);
   const engine = upstream ? new FleetEngine(local, upstream) : local;
   // The engine itself (not the app's observed wrapper of it): unloading a deleted model is no request.
@@ -98,7 +113,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
   const reload = async (): Promise<string> => {
     if (!upstream) return "nothing to reload (no --upstreams)";
     try {
-      const models = await readUpstreams(config.upstreams);
+      const models = await readChecked(config.upstreams);
       upstream.replace(models);
       logger.info({ upstreams: config.upstreams, models: [...models.keys()] }, "upstreams reloaded");
       return `reloaded ${config.upstreams}: ${models.size} upstream model${models.size === 1 ? "" : "s"}`;

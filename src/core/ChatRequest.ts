@@ -160,8 +160,24 @@ export interface ChatRequest {
   /** How many choices to generate from the one prompt (1-8; default 1): see Engine.chatChoices. */
   n?: number;
   /**
+   * The client's own name for what its requests share (OpenAI's `prompt_cache_key`: a conversation,
+   * a user): a gateway sends requests with the same key to the same upstream, which holds their
+   * prompt cache. Absent, the conversation's start stands for it.
+   */
+  promptCacheKey?: string;
+  /**
    * Legacy completions' `echo`: each choice's first text event is the prompt override's text (the
    * prefix, for infill; token ids detokenized with their special tokens), then the completion.
    */
   echo?: boolean;
+}
+
+/**
+ * The seed of choice `index`: the request's own for the first (so n=1 replies as before), and for
+ * the others one derived from it (golden-ratio steps, as a uint32), so choices are reproducible
+ * but differ. Without a seed every choice's sampler seeds itself at random.
+ */
+export function choiceSeed(seed: number | undefined, index: number): number | undefined {
+  if (seed === undefined || index === 0) return seed;
+  return (seed + Math.imul(index, 0x9e3779b9)) >>> 0;
 }

@@ -38,8 +38,15 @@ export interface ModelInfo {
    * beside the model by name): the model reads images through it.
    */
   projector?: string;
+  /** A model served upstream whose servers read images (its declaration says so), with no projector here. */
+  upstreamVision?: boolean;
   /** The pooling the file declares for embeddings (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
   poolingType?: number;
+}
+
+/** Whether a model's chat reads images: through its projector, or on the upstream that serves it. */
+export function readsImages(model: ModelInfo): boolean {
+  return model.capabilities.includes("chat") && (model.projector !== undefined || model.upstreamVision === true);
 }
 
 export interface LoadedModelStatus {

@@ -1,6 +1,6 @@
 import { GgmlType, LlamaGrammar, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import type { ChatEvent, ChatStream, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
-import type { ChatRequest } from "../core/ChatRequest.js";
+import { choiceSeed, type ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { KvCacheStatus, KvCacheType } from "../core/KvCacheType.js";
 import type { PromptPreview, RequestOptions } from "../core/Engine.js";
@@ -547,16 +547,6 @@ async function loadProjector(
 
 /** llama.cpp's LLAMA_POOLING_TYPE_MEAN. */
 const MEAN_POOLING = 1;
-
-/**
- * The seed of choice `index`: the request's own for the first (so n=1 replies as before), and for
- * the others one derived from it (golden-ratio steps, as a uint32), so choices are reproducible
- * but differ. Without a seed every choice's sampler seeds itself at random.
- */
-function choiceSeed(seed: number | undefined, index: number): number | undefined {
-  if (seed === undefined || index === 0) return seed;
-  return (seed + Math.imul(index, 0x9e3779b9)) >>> 0;
-}
 
 /** A completion whose first text event is its prompt (legacy completions' `echo`), with the prompt's logprobs when scored. */
 async function* withEcho(

@@ -1,6 +1,7 @@
 import type { ChatMessage, ChatRequest, ImageSource, MessageImage } from "../core/ChatRequest.js";
 import type { Engine } from "../core/Engine.js";
 import { decorateEngine } from "../core/decorateEngine.js";
+import { readsImages } from "../core/ModelInfo.js";
 import { checkImage, decodeBase64, noProjectorMessage, parseDataUrl, type ImageInput, type ImageLimits } from "../core/images.js";
 import { ServerError } from "../core/ServerError.js";
 
@@ -27,7 +28,7 @@ export function resolveImages(engine: Engine, policy: ImagePolicy): Engine {
     const model = await engine.findModel(request.model);
     // An unknown model is the engine's error to give, in its words, whatever the images are.
     if (!model) return request;
-    if (model.projector === undefined) {
+    if (!readsImages(model)) {
       throw new ServerError("invalid_request", {
         param: images[0]!.param,
         message: noProjectorMessage(request.model),

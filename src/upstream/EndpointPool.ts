@@ -4,6 +4,8 @@ import { createHash } from "node:crypto";
 export interface EndpointSpec {
   /** Its OpenAI-compatible base URL, e.g. http://10.0.0.5:8080/v1. */
   url: string;
+  /** What errors call it (default: its place in the pool, #1, #2, …): not its URL, which clients are not told. */
+  name?: string;
   /** Sent as `Authorization: Bearer …`; absent, none. */
   key?: string;
   /** Its share of the pool's requests, relative to the others' (a GPU twice as fast: 2). Default 1. */
@@ -58,6 +60,8 @@ export interface PoolOptions {
 interface State extends Endpoint {
   inFlight: number;
   down: boolean;
+  /** Out by a failed active health check: no request tries it (half-open) until a check passes. */
+  held: boolean;
   failures: number;
   ejections: number;
   retryAt: number;
@@ -89,7 +93,16 @@ export class EndpointPool {
 
   constructor(specs: readonly EndpointSpec[], options: PoolOptions = {}) {
     if (specs.length === 0) throw new Error("A pool needs at least one endpoint.");
-    this.#states = specs.map((spec) => ({ spec, inFlight: 0, down: false, failures: 0, ejections: 0, retryAt: 0, credit: 0 }));
+    this.#states = specs.map((spec) => ({
+      spec,
+      inFlight: 0,
+      down: false,
+      held: false,
+      failures: 0,
+      ejections: 0,
+      retryAt: 0,
+      credit: 0,
+    }));
     this.#routing = options.routing ?? "affinity";
     this.#loadFactor = options.loadFactor ?? 1.25;
     this.#failuresToEject = options.failuresToEject ?? 3;
@@ -140,15 +153,27 @@ export class EndpointPool {
     if (state.failures >= this.#failuresToEject || state.ejections > 0) this.#eject(state);
   }
 
-  /** Takes an endpoint out now (an active health check failed). */
+  /**
+   * Takes an endpoint out now, and keeps it out until `markUp` (an active health check failed): its
+   * passive time out ending does not let a request try it, as a hung endpoint would hold that
+   * request for the whole first-byte timeout. Called again while it is out, it changes nothing.
+   */
   markDown(endpoint: Endpoint): void {
-    this.#eject(endpoint as State);
+    const state = endpoint as State;
+    if (!state.held) this.#eject(state);
+    state.held = true;
   }
 
-  /** Puts an endpoint back (an active health check passed). */
+  /**
+   * Puts back an endpoint a health check took out (`markDown`), now that one passed. One that
+   * failed requests took out stays out until its own retry: answering `GET /models` says nothing
+   * of the chat requests it failed (a server up with a broken model), and putting it back at each
+   * check would fail three requests there every interval.
+   */
   markUp(endpoint: Endpoint): void {
     const state = endpoint as State;
-    Object.assign(state, { down: false, failures: 0, ejections: 0, retryAt: 0 });
+    if (!state.held) return;
+    Object.assign(state, { down: false, held: false, failures: 0, ejections: 0, retryAt: 0 });
   }
 
   #eject(state: State): void {
@@ -158,10 +183,13 @@ export class EndpointPool {
     state.failures = 0;
   }
 
-  /** Endpoints whose time out is over are tried again (their next failure takes them out at once). */
+  /**
+   * Endpoints whose time out is over are tried again (their next failure takes them out at once),
+   * but not those a failed health check holds out.
+   */
   #readmit(): void {
     const now = this.#now();
-    for (const state of this.#states) if (state.down && now >= state.retryAt) state.down = false;
+    for (const state of this.#states) if (state.down && !state.held && now >= state.retryAt) state.down = false;
   }
 
   #leastLoaded(usable: (state: State) => boolean): { state: State; preferred: boolean } | undefined {

@@ -1,18 +1,32 @@
 import { createHash } from "node:crypto";
 import { createParser } from "eventsource-parser";
 import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
-import type { ChatRequest } from "../core/ChatRequest.js";
-import type { EmbedResult } from "../core/EmbedRequest.js";
+import { choiceSeed, type ChatRequest } from "../core/ChatRequest.js";
+import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { AdmissionTicket, Engine, LoadOptions, PromptPreview, RequestOptions } from "../core/Engine.js";
 import type { EngineStatus, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
-import type { RerankResult } from "../core/RerankRequest.js";
+import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import { ServerError } from "../core/ServerError.js";
-import type { DetokenizeResult, TokenizeResult } from "../core/TokenizeRequest.js";
-import { toUpstreamChatRequest } from "../protocols/openai/toUpstreamChatRequest.js";
-import { UpstreamChunkReader } from "../protocols/openai/UpstreamChunkReader.js";
+import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
+import {
+  fromUpstreamDetokenize,
+  fromUpstreamEmbeddings,
+  fromUpstreamRerank,
+  fromUpstreamTokenize,
+} from "../protocols/openai/fromUpstreamResponse.js";
+import {
+  toUpstreamChatRequest,
+  toUpstreamCompletionRequest,
+  toUpstreamDetokenizeRequest,
+  toUpstreamEmbeddingRequest,
+  toUpstreamRerankRequest,
+  toUpstreamTokenizeRequest,
+} from "../protocols/openai/toUpstreamRequest.js";
+import { UpstreamChunkReader, UpstreamLogprobsMissing, UpstreamUsageMissing } from "../protocols/openai/UpstreamChunkReader.js";
 import { EndpointPool, type Endpoint } from "./EndpointPool.js";
 import type { UpstreamModels } from "./upstreamConfig.js";
+import { shareTicket } from "./shareTicket.js";
 
 export interface UpstreamTimeouts {
   /** To the upstream's response headers and first chunk: a hung endpoint's requests go elsewhere. */
@@ -39,6 +53,15 @@ interface UpstreamModel {
   /** The upstream's name for it. */
   model: string;
   pool: EndpointPool;
+  rerankScores: "probability" | "logit";
+}
+
+/** One of the upstream's routes: its path, below the endpoint's URL or at its server's root (llama-server's /tokenize). */
+interface Route {
+  path: string;
+  root?: boolean;
+  /** What it serves, as an error names it ("tokenizing"). */
+  what: string;
 }
 
 /**
@@ -66,6 +89,7 @@ export class UpstreamEngine implements Engine {
   /** Told of every attempt as it ends (the server's metrics). */
   onAttempt: (attempt: UpstreamAttempt) => void = () => {};
   #healthTimer: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: typeof fetch }) {
     this.#timeouts = options.timeouts;
@@ -89,10 +113,13 @@ export class UpstreamEngine implements Engine {
         this.#models.set(name, kept);
         continue;
       }
+      const capabilities = declared.capabilities.filter((capability) => capability !== "vision");
+      const chat = capabilities.includes("chat");
       this.#models.set(name, {
         declaration,
         model: declared.model ?? name,
         pool: new EndpointPool(declared.endpoints, { routing: declared.routing }),
+        rerankScores: declared.rerankScores,
         info: {
           id: name,
           aliases: [],
@@ -100,10 +127,11 @@ export class UpstreamEngine implements Engine {
           sizeBytes: 0,
           created,
           architecture: "upstream",
-          hasChatTemplate: true,
+          hasChatTemplate: chat,
           fillInTheMiddle: false,
-          capabilities: ["chat"],
-          templateFeatures: ["tools"],
+          capabilities,
+          ...(chat ? { templateFeatures: ["tools"] as const } : {}),
+          ...(declared.capabilities.includes("vision") ? { upstreamVision: true } : {}),
         },
       });
     }
@@ -132,31 +160,128 @@ export class UpstreamEngine implements Engine {
     return stream!;
   }
 
+  /**
+   * `n` choices are `n` requests to the endpoint the conversation prefers, each its own seed (as
+   * the engine's choices: choiceSeed), which every server serves (llama-server has no `n`): the
+   * first is opened alone, so a server that caches prompts across requests (vLLM) reads the
+   * prompt once, then the others together. A prompt given as is goes to legacy completions.
+   */
   async chatChoices(request: ChatRequest, options: RequestOptions): Promise<ChatStream[]> {
     const model = this.#model(request.model);
-    if ((request.n ?? 1) > 1) throw this.#cannot(request.model, "n > 1 (several choices)", "n");
-    const body = toUpstreamChatRequest(request, model.model);
+    this.#require(model, "chat");
+    const n = request.n ?? 1;
+    const body = request.prompt ? toUpstreamCompletionRequest(request, model.model) : toUpstreamChatRequest(request, model.model);
+    const route: Route = request.prompt
+      ? { path: "/completions", what: "legacy completions" }
+      : { path: "/chat/completions", what: "chat completions" };
+    // Echo writes the prompt back before the completion: a text prompt is written here; token
+    // ids would need the upstream's detokenizer, and the prompt's logprobs its scoring.
+    const echo = request.echo && request.prompt?.type === "raw" ? request.prompt.text : undefined;
+    if (request.echo && (echo === undefined || request.logprobs)) {
+      throw this.#cannot(request.model, "echo of a prompt given as token ids, or with logprobs", "echo");
+    }
     // The prompt's size is the upstream's to tell: its usage settles the admission, which reserves
-    // an estimate (4 bytes a token, about what BPE vocabularies average on English) and the output cap.
-    const estimate = Math.ceil(Buffer.byteLength(JSON.stringify(body.messages)) / 4);
-    const ticket = await options.admit?.({ promptTokens: estimate, maxOutputTokens: request.maxTokens ?? DEFAULT_MAX_OUTPUT });
-    if (ticket && ticket.maxOutputTokens < (request.maxTokens ?? Infinity)) body.max_tokens = ticket.maxOutputTokens;
+    // an estimate (4 bytes a token, about what BPE vocabularies average on English; the tools'
+    // schemas are rendered into the prompt too) and the output cap.
+    const estimate = Math.ceil(Buffer.byteLength(JSON.stringify([body.messages ?? body.prompt, body.tools ?? []])) / 4);
+    const perChoice = request.maxTokens ?? DEFAULT_MAX_OUTPUT;
+    const ticket = await options.admit?.({ promptTokens: estimate, maxOutputTokens: perChoice * n });
+    // What the limits grant is shared by the choices, as the engine shares it (at least a token each).
+    const granted = ticket ? Math.max(1, Math.floor(ticket.maxOutputTokens / n)) : Infinity;
+    if (granted < (request.maxTokens ?? Infinity)) body.max_tokens = granted;
+    const tickets = shareTicket(ticket, n);
+    const key = conversationKey(request);
+    const logprobs = request.logprobs !== undefined;
+    const open = (choice: number) => {
+      const seed = choiceSeed(request.sampling.seed, choice);
+      const choiceBody = seed === undefined ? body : { ...body, seed };
+      return this.#send(model, route, choiceBody, {
+        key,
+        signal: options.signal,
+        ticket: tickets[choice],
+        logprobs,
+        estimate,
+      });
+    };
+    const opened: ChatStream[] = [];
     try {
-      return [await this.#send(model, body, conversationKey(request), options.signal, ticket)];
+      opened.push(await open(0));
+      const rest = await Promise.allSettled(Array.from({ length: n - 1 }, (_, i) => open(i + 1)));
+      for (const result of rest) if (result.status === "fulfilled") opened.push(result.value);
+      const failed = rest.find((result) => result.status === "rejected");
+      if (failed) throw failed.reason;
     } catch (error) {
-      ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+      // The choices opened give their endpoints back; every share of the admission is settled.
+      await Promise.all(opened.map((stream) => stream.return()));
+      for (const share of tickets) share?.settle({ promptTokens: 0, completionTokens: 0 });
       throw error;
     }
+    return echo === undefined ? opened : opened.map((stream) => withFirst(stream, { type: "text", text: echo }));
   }
 
-  /** Sends the request to an endpoint of the pool, and to the next one if it fails before its first chunk. */
-  async #send(
+  async embed(request: EmbedRequest, options: RequestOptions): Promise<EmbedResult> {
+    const model = this.#model(request.model);
+    this.#require(model, "embeddings");
+    const body = toUpstreamEmbeddingRequest(request, model.model);
+    const estimate = request.inputs.reduce(
+      (sum, input) => sum + (typeof input === "string" ? Math.ceil(Buffer.byteLength(input) / 4) : input.length),
+      0,
+    );
+    const { vectors, promptTokens } = await this.#exchange(
+      model,
+      { path: "/embeddings", what: "embeddings" },
+      body,
+      options,
+      estimate,
+      (reply) => fromUpstreamEmbeddings(reply, request.inputs.length, request.dimensions),
+    );
+    return { vectors, promptTokens, loadMs: 0 };
+  }
+
+  async rerank(request: RerankRequest, options: RequestOptions): Promise<RerankResult> {
+    const model = this.#model(request.model);
+    this.#require(model, "rerank");
+    const body = toUpstreamRerankRequest(request, model.model);
+    // The query is read with each document.
+    const estimate = Math.ceil(request.documents.reduce((sum, document) => sum + Buffer.byteLength(request.query + document), 0) / 4);
+    const { scores, promptTokens } = await this.#exchange(model, { path: "/rerank", what: "rerank" }, body, options, estimate, (reply) =>
+      fromUpstreamRerank(reply, request.documents.length, model.rerankScores),
+    );
+    return { scores, promptTokens, loadMs: 0 };
+  }
+
+  async tokenize(request: TokenizeRequest, options: RequestOptions): Promise<TokenizeResult> {
+    const model = this.#model(request.model);
+    const route = { path: "/tokenize", root: true, what: "tokenizing (POST /tokenize at its root)" };
+    const result = await this.#exchange(model, route, toUpstreamTokenizeRequest(request, model.model), options, 0, (reply) => ({
+      result: fromUpstreamTokenize(reply, request.withPieces),
+      promptTokens: 0,
+    }));
+    if (!result.result) throw this.#cannot(request.model, "the tokens' pieces (its /tokenize gives ids only)", "with_pieces");
+    return result.result;
+  }
+
+  async detokenize(request: DetokenizeRequest, options: RequestOptions): Promise<DetokenizeResult> {
+    const model = this.#model(request.model);
+    const route = { path: "/detokenize", root: true, what: "detokenizing (POST /detokenize at its root)" };
+    const { content } = await this.#exchange(model, route, toUpstreamDetokenizeRequest(request, model.model), options, 0, (reply) => ({
+      content: fromUpstreamDetokenize(reply),
+      promptTokens: 0,
+    }));
+    return { content };
+  }
+
+  /**
+   * Runs `attempt` on an endpoint of the pool, and on the next one if it fails before the request
+   * is the endpoint's (a stream's first chunk, a reply's body). `attempt` gives the endpoint back
+   * itself once it succeeds (a stream holds it to its end); a failed attempt's is given back here.
+   */
+  async #route<T>(
     model: UpstreamModel,
-    body: Record<string, unknown>,
-    key: string,
+    key: string | undefined,
     signal: AbortSignal,
-    ticket: AdmissionTicket | undefined,
-  ): Promise<ChatStream> {
+    attempt: (endpoint: Endpoint, done: (outcome: UpstreamAttempt["outcome"]) => void) => Promise<T>,
+  ): Promise<T> {
     const tried = new Set<Endpoint>();
     let lastFailure = "";
     for (;;) {
@@ -169,7 +294,7 @@ export class UpstreamEngine implements Engine {
       }
       tried.add(pick.endpoint);
       const started = performance.now();
-      const attempt = (outcome: UpstreamAttempt["outcome"]) =>
+      const done = (outcome: UpstreamAttempt["outcome"]) =>
         this.onAttempt({
           model: model.info.id,
           endpoint: pick.endpoint.spec.url,
@@ -178,45 +303,126 @@ export class UpstreamEngine implements Engine {
           preferred: pick.preferred,
         });
       try {
-        return await this.#open(model, pick.endpoint, body, signal, ticket, attempt);
+        return await attempt(pick.endpoint, done);
       } catch (error) {
         const refused = error instanceof UpstreamRefusal;
         // The client leaving, or refusing what it sent, is no fault of the endpoint.
         const endpointFine = refused || signal.aborted;
         model.pool.end(pick.endpoint, endpointFine);
-        attempt(refused ? "refused" : endpointFine ? "ok" : "error");
+        done(refused ? "refused" : endpointFine ? "ok" : "error");
         if (signal.aborted) throw signal.reason;
         if (refused) throw new ServerError("invalid_request", { message: error.message });
-        lastFailure = `${pick.endpoint.spec.url}: ${(error as Error).message}`;
+        lastFailure = `${endpointName(model.pool, pick.endpoint)}: ${(error as Error).message}`;
       }
     }
   }
 
-  /** Opens the stream on one endpoint and reads up to its first chunk: then the request is this endpoint's. */
-  async #open(
+  /** Streams the request from an endpoint of the pool: the endpoint is the request's once its first chunk has come. */
+  #send(
     model: UpstreamModel,
-    endpoint: Endpoint,
+    route: Route,
     body: Record<string, unknown>,
-    signal: AbortSignal,
-    ticket: AdmissionTicket | undefined,
-    attempt: (outcome: UpstreamAttempt["outcome"]) => void,
+    {
+      key,
+      signal,
+      ticket,
+      logprobs,
+      estimate,
+    }: { key: string; signal: AbortSignal; ticket: AdmissionTicket | undefined; logprobs: boolean; estimate: number },
   ): Promise<ChatStream> {
+    return this.#route(model, key, signal, async (endpoint, done) => {
+      const { response, controller, release } = await this.#post(model, endpoint, route, body, signal);
+      try {
+        const chunks = readChunks(response.body!, this.#timeouts.idleMs, controller);
+        const first = await chunks.next();
+        release.firstByte();
+        const reader = new UpstreamChunkReader({ logprobs });
+        return this.#stream(model, endpoint, { first, chunks, signal, reader, estimate }, ticket, (failed) => {
+          release.all();
+          done(failed ? "error" : "ok");
+        });
+      } catch (error) {
+        throw release.failed(error);
+      }
+    });
+  }
+
+  /**
+   * One JSON request and its reply (embeddings, rerank, the tokenizer), on an endpoint of the pool,
+   * admitted with `estimate` prompt tokens and settled to the upstream's count (`read`'s).
+   */
+  async #exchange<T extends { promptTokens: number }>(
+    model: UpstreamModel,
+    route: Route,
+    body: Record<string, unknown>,
+    options: RequestOptions,
+    estimate: number,
+    read: (reply: unknown) => T,
+  ): Promise<T> {
+    const ticket = await options.admit?.({ promptTokens: estimate, maxOutputTokens: 0 });
+    let result: T | undefined;
+    try {
+      result = await this.#route(model, undefined, options.signal, async (endpoint, done) => {
+        const { response, release } = await this.#post(model, endpoint, route, body, options.signal);
+        let reply: unknown;
+        try {
+          reply = await response.json();
+        } catch (error) {
+          throw release.failed(error);
+        }
+        release.all();
+        // What the reply says is read once it is the endpoint's: a malformed one is its failure.
+        try {
+          const read_ = read(reply);
+          model.pool.end(endpoint, true);
+          done("ok");
+          return read_;
+        } catch (error) {
+          model.pool.end(endpoint, false);
+          done("error");
+          throw new ServerError("engine_unavailable", {
+            message: `The upstream endpoint ${endpointName(model.pool, endpoint)} serving \`${model.info.id}\` failed: ${(error as Error).message}.`,
+          });
+        }
+      });
+      return result;
+    } finally {
+      ticket?.settle({ promptTokens: result?.promptTokens ?? 0, completionTokens: 0 });
+    }
+  }
+
+  /**
+   * POSTs `body` to one endpoint, up to its response's headers, within the first-byte timeout
+   * (which the caller ends with `release.firstByte()` once its first byte has come). A 4xx the
+   * client caused is an UpstreamRefusal; any other failure an Error naming it.
+   */
+  async #post(model: UpstreamModel, endpoint: Endpoint, route: Route, body: Record<string, unknown>, signal: AbortSignal) {
     // A client that left before this point has no abort event left to fire.
     signal.throwIfAborted();
     const controller = new AbortController();
     const stop = () => controller.abort(signal.reason);
     signal.addEventListener("abort", stop, { once: true });
     const firstByte = setTimeout(
-      () => controller.abort(new Error(`no first chunk within ${this.#timeouts.firstByteMs} ms`)),
+      () => controller.abort(new Error(`no first byte within ${this.#timeouts.firstByteMs} ms`)),
       this.#timeouts.firstByteMs,
     );
-    const release = () => {
-      clearTimeout(firstByte);
-      signal.removeEventListener("abort", stop);
-      controller.abort();
+    const release = {
+      firstByte: () => clearTimeout(firstByte),
+      all: () => {
+        clearTimeout(firstByte);
+        signal.removeEventListener("abort", stop);
+        controller.abort();
+      },
+      /** The error to throw: a timeout of ours aborted the request, say which (the fetch only says it was aborted). */
+      failed: (error: unknown) => {
+        const reason = controller.signal.aborted && !signal.aborted ? (controller.signal.reason as Error) : error;
+        release.all();
+        return reason;
+      },
     };
+    const base = route.root ? endpoint.spec.url.replace(/\/v1$/, "") : endpoint.spec.url;
     try {
-      const response = await this.#fetch(`${endpoint.spec.url}/chat/completions`, {
+      const response = await this.#fetch(`${base}${route.path}`, {
         method: "POST",
         headers: { "content-type": "application/json", ...(endpoint.spec.key ? { authorization: `Bearer ${endpoint.spec.key}` } : {}) },
         body: JSON.stringify(body),
@@ -226,22 +432,15 @@ export class UpstreamEngine implements Engine {
         const text = (await response.text().catch(() => "")).slice(0, 2000);
         const message = upstreamMessage(text) ?? `HTTP ${response.status}`;
         if (response.status >= 400 && response.status < 500 && response.status !== 408 && response.status !== 429) {
-          throw new UpstreamRefusal(`The upstream serving \`${model.info.id}\` refused the request: ${message}`);
+          throw new UpstreamRefusal(
+            `The upstream endpoint ${endpointName(model.pool, endpoint)} serving \`${model.info.id}\` refused ${route.what}: ${message}`,
+          );
         }
         throw new Error(`HTTP ${response.status}: ${message}`);
       }
-      const chunks = readChunks(response.body, this.#timeouts.idleMs, controller);
-      const first = await chunks.next();
-      clearTimeout(firstByte);
-      return this.#stream(model, endpoint, { first, chunks, signal }, ticket, (failed) => {
-        release();
-        attempt(failed ? "error" : "ok");
-      });
+      return { response, controller, release };
     } catch (error) {
-      // A timeout of ours aborted the request: say which (the fetch only says it was aborted).
-      const reason = controller.signal.aborted && !signal.aborted ? (controller.signal.reason as Error) : error;
-      release();
-      throw reason;
+      throw release.failed(error);
     }
   }
 
@@ -249,24 +448,38 @@ export class UpstreamEngine implements Engine {
   #stream(
     model: UpstreamModel,
     endpoint: Endpoint,
-    { first, chunks, signal }: { first: IteratorResult<unknown, void>; chunks: AsyncGenerator<unknown, void>; signal: AbortSignal },
+    {
+      first,
+      chunks,
+      signal,
+      reader,
+      estimate,
+    }: {
+      first: IteratorResult<unknown, void>;
+      chunks: AsyncGenerator<unknown, void>;
+      signal: AbortSignal;
+      reader: UpstreamChunkReader;
+      /** The prompt's estimated size, settled to when no usage comes. */
+      estimate: number;
+    },
     ticket: AdmissionTicket | undefined,
     /** Called once as the stream ends, `failed` if the upstream failed it. */
     release: (failed: boolean) => void,
   ): ChatStream {
-    const reader = new UpstreamChunkReader();
     const pool = model.pool;
     const name = model.info.id;
     let ended = false;
     let settled = false;
+    let chunksRead = 0;
     // Once, however the stream ends: read to its end, failed, or returned by its reader (even before
     // its first event, when a generator's own `finally` would not run).
     const end = async (failed: boolean) => {
       if (ended) return;
       ended = true;
-      // A client that left, or a stream that failed: what the upstream used is unknown, and the
-      // reservation goes (the upstream counts it in its own metrics).
-      if (!settled) ticket?.settle({ promptTokens: 0, completionTokens: 0 });
+      // A client that left, or a stream that failed, before the upstream's usage came: settled to
+      // the prompt's estimate and a token a chunk read (llama-server, vLLM and modelhost stream a
+      // token a chunk), so leaving early does not make what was read free.
+      if (!settled) ticket?.settle({ promptTokens: estimate, completionTokens: chunksRead });
       pool.end(endpoint, !failed);
       await chunks.return();
       release(failed);
@@ -275,8 +488,12 @@ export class UpstreamEngine implements Engine {
       let failed = false;
       try {
         if (!first.done) {
+          chunksRead++;
           yield* reader.read(first.value);
-          for await (const chunk of chunks) yield* reader.read(chunk);
+          for await (const chunk of chunks) {
+            chunksRead++;
+            yield* reader.read(chunk);
+          }
         }
         const done = reader.finish();
         ticket?.settle({ promptTokens: done.usage.promptTokens, completionTokens: done.usage.completionTokens });
@@ -284,9 +501,15 @@ export class UpstreamEngine implements Engine {
         yield done;
       } catch (error) {
         if (signal.aborted) throw signal.reason;
+        if (error instanceof UpstreamLogprobsMissing) {
+          throw new ServerError("invalid_request", {
+            param: "logprobs",
+            message: `The upstream endpoint ${endpointName(pool, endpoint)} serving \`${name}\` gives no logprobs.`,
+          });
+        }
         failed = true;
         throw new ServerError("engine_unavailable", {
-          message: `The upstream ${endpoint.spec.url} serving \`${name}\` failed mid-stream: ${(error as Error).message}.`,
+          message: `The upstream endpoint ${endpointName(pool, endpoint)} serving \`${name}\` failed mid-stream: ${(error as Error).message}.`,
           cause: error,
         });
       } finally {
@@ -313,22 +536,6 @@ export class UpstreamEngine implements Engine {
 
   renderPrompt(request: ChatRequest): Promise<PromptPreview> {
     return this.#refuse(request.model, "rendering the prompt here (POST /apply-template, count_tokens)");
-  }
-
-  embed(request: { model: string }): Promise<EmbedResult> {
-    return this.#refuse(request.model, "embeddings");
-  }
-
-  rerank(request: { model: string }): Promise<RerankResult> {
-    return this.#refuse(request.model, "rerank");
-  }
-
-  tokenize(request: { model: string }): Promise<TokenizeResult> {
-    return this.#refuse(request.model, "tokenizing");
-  }
-
-  detokenize(request: { model: string }): Promise<DetokenizeResult> {
-    return this.#refuse(request.model, "detokenizing");
   }
 
   async load(name: string, _options: LoadOptions): Promise<{ model: ModelInfo; loadMs: number }> {
@@ -359,14 +566,16 @@ export class UpstreamEngine implements Engine {
   }
 
   /**
-   * Active health checks: every `intervalMs`, each endpoint's `GET …/models` (every OpenAI-compatible
-   * server answers it) must answer 2xx within `timeoutMs`. One that does not is taken out at once;
-   * one that does is put back, so an endpoint that recovered is used again before a request has to
-   * try it, and one that died is left before a request finds out.
+   * Active health checks: `intervalMs` after the last round ended, each endpoint's `GET …/models`
+   * (every OpenAI-compatible server answers it) must answer 2xx within `timeoutMs`. One that does
+   * not is taken out at once; one that does is put back, so an endpoint that recovered is used again
+   * before a request has to try it, and one that died is left before a request finds out. The
+   * timeout is at least 1 s whatever the interval: a busy server (or a busy gateway: on 2 cores
+   * under a test suite, a loopback answer took over 100 ms) is not a dead one.
    */
-  checkHealth(intervalMs: number, timeoutMs = Math.min(intervalMs, 5_000)): void {
-    clearInterval(this.#healthTimer);
-    const check = async () => {
+  checkHealth(intervalMs: number, timeoutMs = Math.min(Math.max(intervalMs, 1_000), 5_000)): void {
+    clearTimeout(this.#healthTimer);
+    const round = async () => {
       const checks = [...this.#models.values()].flatMap(({ pool }) =>
         pool.endpoints.map(async (endpoint) => {
           const { url, key } = endpoint.spec;
@@ -381,18 +590,76 @@ export class UpstreamEngine implements Engine {
             () => false,
           );
           if (healthy && endpoint.down) pool.markUp(endpoint);
-          else if (!healthy && !endpoint.down) pool.markDown(endpoint);
+          // Also when failed requests took it out already: then the check holds it out (markDown).
+          else if (!healthy) pool.markDown(endpoint);
         }),
       );
       await Promise.all(checks);
+      if (!this.#closed) schedule();
     };
-    this.#healthTimer = setInterval(() => void check(), intervalMs);
-    // A check must not keep the process alive on its own.
-    this.#healthTimer.unref();
+    // One round at a time: a hung endpoint's checks do not pile up.
+    const schedule = () => {
+      this.#healthTimer = setTimeout(() => void round(), intervalMs);
+      // A check must not keep the process alive on its own.
+      this.#healthTimer.unref();
+    };
+    schedule();
+  }
+
+  /**
+   * Checks that every chat endpoint of `models` reports its usage, which limits and the ledger
+   * settle to and which is not guessed at: a greedy one-token streamed chat completion to each,
+   * concurrently, within `timeoutMs`. An endpoint that answers without usage is a configuration
+   * error (`noUsage`); one that cannot be asked now (down, busy, refusing the model) is only
+   * reported (`unchecked`): it is checked by use, where a stream without usage is an error.
+   */
+  async checkUsage(
+    models: UpstreamModels,
+    timeoutMs = Math.min(this.#timeouts.firstByteMs, 10_000),
+  ): Promise<Array<{ model: string; endpoint: string; noUsage: boolean; reason: string }>> {
+    const probes = [...models].flatMap(([name, declared]) =>
+      declared.capabilities.includes("chat")
+        ? declared.endpoints.map(async ({ url, key }) => {
+            const body = {
+              model: declared.model ?? name,
+              messages: [{ role: "user", content: "Hi" }],
+              max_tokens: 1,
+              temperature: 0,
+              stream: true,
+              stream_options: { include_usage: true },
+            };
+            const controller = new AbortController();
+            const timer = setTimeout(() => controller.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+            try {
+              const response = await this.#fetch(`${url}/chat/completions`, {
+                method: "POST",
+                headers: { "content-type": "application/json", ...(key ? { authorization: `Bearer ${key}` } : {}) },
+                body: JSON.stringify(body),
+                signal: controller.signal,
+              });
+              if (!response.ok || !response.body) {
+                const text = (await response.text().catch(() => "")).slice(0, 500);
+                return { model: name, endpoint: url, noUsage: false, reason: `HTTP ${response.status}: ${upstreamMessage(text) ?? ""}` };
+              }
+              const reader = new UpstreamChunkReader();
+              for await (const chunk of readChunks(response.body, timeoutMs, controller)) reader.read(chunk);
+              reader.finish();
+              return undefined;
+            } catch (error) {
+              const reason = controller.signal.aborted ? (controller.signal.reason as Error).message : (error as Error).message;
+              return { model: name, endpoint: url, noUsage: error instanceof UpstreamUsageMissing, reason };
+            } finally {
+              clearTimeout(timer);
+            }
+          })
+        : [],
+    );
+    return (await Promise.all(probes)).filter((problem) => problem !== undefined);
   }
 
   async close(): Promise<void> {
-    clearInterval(this.#healthTimer);
+    this.#closed = true;
+    clearTimeout(this.#healthTimer);
   }
 
   #find(name: string): UpstreamModel | undefined {
@@ -417,26 +684,73 @@ export class UpstreamEngine implements Engine {
     });
   }
 
+  /** Refuses what the model's declaration does not say its endpoints serve. */
+  #require(model: UpstreamModel, capability: "chat" | "embeddings" | "rerank"): void {
+    if (model.info.capabilities.includes(capability)) return;
+    throw new ServerError("invalid_request", {
+      message: `The model \`${model.info.id}\` is served by upstream servers declared to serve ${model.info.capabilities.join(", ")}, not ${capability} (its "capabilities" in the upstreams file).`,
+    });
+  }
+
   async #refuse(name: string, what: string): Promise<never> {
     throw this.#cannot(name, what);
   }
 }
 
 /**
- * The key that keeps a conversation on one endpoint: its model, system prompt and first user
- * message, which its later turns repeat (a conversation's prompt grows at the end). Two
- * conversations that begin alike share an endpoint, and with it the cache of what they share.
+ * The key that keeps a conversation on one endpoint: the client's own (`prompt_cache_key`), or its
+ * model, system prompt and first user message, which its later turns repeat (a conversation's
+ * prompt grows at the end). Two conversations that begin alike share an endpoint, and with it the
+ * cache of what they share. A prompt given as is keys on its first 1,024 characters (about 250
+ * tokens: what prompts built on one template or document share).
  */
 export function conversationKey(request: ChatRequest): string {
+  const hash = (parts: unknown[]) => createHash("sha256").update(JSON.stringify(parts)).digest("hex");
+  if (request.promptCacheKey !== undefined) return hash([request.model, "key", request.promptCacheKey]);
+  const prompt = request.prompt;
+  if (prompt)
+    return hash([
+      request.model,
+      "prompt",
+      prompt.type === "raw"
+        ? prompt.text.slice(0, 1024)
+        : prompt.type === "tokens"
+          ? prompt.tokens.slice(0, 256)
+          : prompt.prefix.slice(0, 1024),
+    ]);
   const system = request.messages.filter((message) => message.role === "system").map((message) => message.content);
   const user = request.messages.find((message) => message.role === "user");
+  // An image by its size: its bytes are megabytes to hash again on every turn.
   const images =
     user?.role === "user"
       ? (user.images ?? []).map((image) => (image.source.type === "checked" ? image.source.image.bytes.length : 0))
       : [];
-  return createHash("sha256")
-    .update(JSON.stringify([request.model, system, user?.content ?? "", images]))
-    .digest("hex");
+  return hash([request.model, system, user?.content ?? "", images]);
+}
+
+/**
+ * An endpoint as clients read of it in errors: its `name` in the upstreams file, or its place in
+ * its pool (#1, #2, …). Never its URL: a hosted gateway's clients have no business knowing its
+ * fleet's addresses (the operator finds the endpoint in the file, and its URL in /metrics and logs).
+ */
+function endpointName(pool: EndpointPool, endpoint: Endpoint): string {
+  return endpoint.spec.name ?? `#${pool.endpoints.indexOf(endpoint) + 1}`;
+}
+
+/** A stream whose first event is `event` (an echoed prompt), then `stream`'s. */
+function withFirst(stream: ChatStream, event: ChatEvent): ChatStream {
+  let sent = false;
+  return {
+    next: () => {
+      if (sent) return stream.next();
+      sent = true;
+      return Promise.resolve({ value: event, done: false });
+    },
+    return: () => stream.return(),
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 /** The upstream's error message, from an OpenAI-shaped (or Ollama-shaped) error body. */

@@ -15,6 +15,8 @@ import { isValidModelName } from "../core/modelName.js";
  */
 const endpointSchema = z.object({
   url: z.url({ protocol: /^https?$/ }).transform((url) => url.replace(/\/+$/, "")),
+  /** What error messages call it (default its place in the pool, #1, #2, …): clients are never told its URL. */
+  name: z.string().min(1).max(100).optional(),
   key: z.string().min(1).optional(),
   weight: z.number().positive().max(1000).default(1),
   maxConcurrent: z.number().int().positive().max(100_000).default(64),
@@ -24,6 +26,21 @@ const modelSchema = z.object({
   /** The upstream's own name for the model (vLLM's served name); default the name clients use. */
   model: z.string().min(1).optional(),
   endpoints: z.array(endpointSchema).min(1),
+  /**
+   * What its endpoints serve, as the model listings report it: chat (chat and legacy completions),
+   * embeddings, rerank, and vision (chat reads images). A request for anything else is a 400 here,
+   * not a guess at what the endpoint might do.
+   */
+  capabilities: z
+    .array(z.enum(["chat", "embeddings", "rerank", "vision"]))
+    .min(1)
+    .default(["chat"])
+    .refine((capabilities) => !capabilities.includes("vision") || capabilities.includes("chat"), "vision needs chat"),
+  /**
+   * What the endpoints' rerank scores are: probabilities (vLLM, modelhost), or the model's relevance
+   * logits (llama-server), which are turned into probabilities here.
+   */
+  rerankScores: z.enum(["probability", "logit"]).default("probability"),
   /**
    * `affinity` (the pool's default): a conversation stays on the endpoint holding its prompt cache;
    * `round-robin`: the endpoints in turn (EndpointPool). Optional rather than defaulted here, so that

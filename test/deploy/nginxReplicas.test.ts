@@ -1,13 +1,13 @@
 // Issue 16: the shape users deploy, run for real. nginx (Debian's) in front of two replicas of the
 // hosted profile, which share PostgreSQL (accounts, tokens, usage) and Redis (limits), all on
 // loopback. nginx runs the configuration of docs/deploy.md verbatim, with only its ports changed.
-import { readFileSync } from "node:fs";
 import { mkdtemp, rm, symlink } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TiersConfig } from "../../src/access/tiers.js";
 import { needs } from "../support/debianPackages.js";
+import { documentedSite } from "../support/deployDoc.js";
 import { freePort } from "../support/freePort.js";
 import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { startNginx, type RunningNginx } from "../support/startNginx.js";
@@ -20,20 +20,6 @@ const tiers: TiersConfig = {
   default: "load",
   tiers: { load: { models: {} }, strict: { requestsPerMinute: 15, models: {} } },
 };
-
-/** The ```nginx block of docs/deploy.md, with its listen port and upstream ports replaced. */
-function documentedSite(ports: { listen: number; replicas: readonly [number, number] }): string {
-  const doc = readFileSync(path.resolve(import.meta.dirname, "../../docs/deploy.md"), "utf8");
-  const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1];
-  if (block === undefined) throw new Error("docs/deploy.md has no ```nginx block");
-  let replica = 0;
-  const site = block
-    .replace(/listen 127\.0\.0\.1:8080;/, `listen 127.0.0.1:${ports.listen};`)
-    .replace(/server 127\.0\.0\.1:1143[45]/g, () => `server 127.0.0.1:${ports.replicas[replica++]}`);
-  if (replica !== 2 || !site.includes(`listen 127.0.0.1:${ports.listen};`))
-    throw new Error("docs/deploy.md's nginx block changed shape: update this test");
-  return site;
-}
 
 interface Outcome {
   sentAt: number;

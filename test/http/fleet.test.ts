@@ -9,6 +9,7 @@ import { Ollama } from "ollama";
 import { mkdtemp, rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { encodePng } from "../support/images.js";
 import { testModelPath } from "../support/testModels.js";
 
 /**
@@ -28,9 +29,10 @@ describe("a gateway in front of upstream workers", () => {
     // routing), and a context of 32,768 tokens, which a stream the client leaves would take seconds
     // to fill: the cancellation test sees the slot free long before.
     const long = await testModelPath("long-tiny");
+    const rerank = await testModelPath("rerank-tiny");
     workers = [
-      await startTestServer({ models: { tiny: long }, config: { parallel: 6, contextSize: 32_768 } }),
-      await startTestServer({ models: { tiny: long }, config: { parallel: 6, contextSize: 32_768 } }),
+      await startTestServer({ models: { tiny: long, ranker: rerank }, config: { parallel: 6, contextSize: 32_768 } }),
+      await startTestServer({ models: { tiny: long, ranker: rerank }, config: { parallel: 6, contextSize: 32_768 } }),
     ];
     dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-fleet-"));
     const upstreams = path.join(dir, "upstreams.json");
@@ -38,7 +40,13 @@ describe("a gateway in front of upstream workers", () => {
       upstreams,
       JSON.stringify({
         models: {
-          remote: { model: "tiny", endpoints: workers.map((worker) => ({ url: `${worker.url}/v1`, maxConcurrent: 6 })) },
+          remote: {
+            model: "tiny",
+            endpoints: workers.map((worker) => ({ url: `${worker.url}/v1`, maxConcurrent: 6 })),
+            capabilities: ["chat", "embeddings"],
+          },
+          ranker: { capabilities: ["rerank"], endpoints: [{ url: `${workers[0]!.url}/v1` }] },
+          seer: { model: "tiny", capabilities: ["chat", "vision"], endpoints: [{ url: `${workers[0]!.url}/v1` }] },
           ghost: { model: "no-such-model", endpoints: [{ url: `${workers[0]!.url}/v1` }] },
         },
       }),
@@ -60,7 +68,7 @@ describe("a gateway in front of upstream workers", () => {
 
   it("lists its own models and the upstream ones", async () => {
     const ids = (await gateway.client.models.list()).data.map((model) => model.id).sort();
-    expect(ids).toEqual(["ghost", "local", "remote"]);
+    expect(ids).toEqual(["ghost", "local", "ranker", "remote", "seer"]);
   });
 
   it("answers as the worker does, plain and streamed, with the worker's usage", async () => {
@@ -152,13 +160,112 @@ describe("a gateway in front of upstream workers", () => {
     await expect.poll(active, { timeout: 2_000, interval: 50 }).toBe(0);
   });
 
-  it("refuses what an upstream's chat completions cannot carry, and passes on an upstream's refusal as a 400", async () => {
-    const tokenize = await postJson(`${gateway.url}/tokenize`, { model: "remote", content: "hello" });
-    expect(tokenize.status).toBe(400);
-    expect(await tokenize.json()).toMatchObject({ error: { message: expect.stringMatching(/served by upstream servers .* tokenizing/) } });
+  it("gives several choices, logprobs and legacy completions as the worker does", async () => {
+    const sampled = { ...question("Tell me about the sea."), temperature: 0.9, seed: 7, n: 3 };
+    const direct = await workers[0]!.client.chat.completions.create({ ...sampled, model: "tiny" });
+    const through = await gateway.client.chat.completions.create(sampled);
+    // Each choice its own request with the choice's seed, as the worker seeds its own choices.
+    expect(through.choices.map((choice) => choice.message.content)).toEqual(direct.choices.map((choice) => choice.message.content));
+    expect(new Set(through.choices.map((choice) => choice.message.content)).size).toBeGreaterThan(1);
+    expect(through.usage!.completion_tokens).toBe(direct.usage!.completion_tokens);
+    expect(through.usage!.prompt_tokens).toBe(direct.usage!.prompt_tokens);
+
+    const scored = { ...question("Tell me about the sea."), logprobs: true, top_logprobs: 2 };
+    const directScores = await workers[0]!.client.chat.completions.create({ ...scored, model: "tiny" });
+    const throughScores = await gateway.client.chat.completions.create(scored);
+    expect(throughScores.choices[0]!.logprobs).toEqual(directScores.choices[0]!.logprobs);
+
+    const completion = { prompt: "Once upon a time", max_tokens: 8, temperature: 0 };
+    const directText = await workers[0]!.client.completions.create({ ...completion, model: "tiny" });
+    const throughText = await gateway.client.completions.create({ ...completion, model: "remote", echo: true });
+    expect(throughText.choices[0]!.text).toBe(`Once upon a time${directText.choices[0]!.text}`);
+    expect(throughText.usage).toEqual(directText.usage);
+  });
+
+  it("embeds, reranks and tokenizes on the workers", async () => {
+    const input = ["The sea is wide.", "A lighthouse keeper."];
+    const direct = await workers[0]!.client.embeddings.create({ model: "tiny", input });
+    const through = await gateway.client.embeddings.create({ model: "remote", input });
+    expect(through.data.map((item) => item.embedding)).toEqual(direct.data.map((item) => item.embedding));
+    expect(through.usage).toEqual(direct.usage);
+    const cut = await gateway.client.embeddings.create({ model: "remote", input, dimensions: 8 });
+    expect(Math.hypot(...cut.data[0]!.embedding)).toBeCloseTo(1, 5);
+    expect(cut.data[0]!.embedding).toHaveLength(8);
+
+    const documents = ["The sea is wide.", "Bread rises in the oven.", "Waves break on the shore."];
+    const rank = async (server: TestServer, model: string) =>
+      (await (await postJson(`${server.url}/v1/rerank`, { model, query: "the ocean", documents })).json()) as unknown;
+    expect(await rank(gateway, "ranker")).toEqual({ ...((await rank(workers[0]!, "ranker")) as object), model: "ranker" });
+
+    const tokenize = async (server: TestServer, model: string) =>
+      (await (await postJson(`${server.url}/tokenize`, { model, content: "hello <|im_end|> world", with_pieces: true })).json()) as {
+        tokens: Array<{ id: number }>;
+      };
+    const tokens = await tokenize(gateway, "remote");
+    expect(tokens).toEqual(await tokenize(workers[1]!, "tiny"));
+    const text = await postJson(`${gateway.url}/detokenize`, { model: "remote", tokens: tokens.tokens.map((token) => token.id) });
+    expect(await text.json()).toEqual({ content: "hello <|im_end|> world" });
+  });
+
+  it("refuses what a model's declaration does not say it serves, and passes on an upstream's refusal as a 400", async () => {
+    const rerank = await postJson(`${gateway.url}/v1/rerank`, { model: "remote", query: "q", documents: ["d"] });
+    expect(rerank.status).toBe(400);
+    expect(await rerank.json()).toMatchObject({
+      error: { message: expect.stringMatching(/declared to serve chat, embeddings, not rerank/) },
+    });
     const ghost = await postJson(`${gateway.url}/v1/chat/completions`, { ...question("hi"), model: "ghost" });
     expect(ghost.status).toBe(400);
-    expect(await ghost.json()).toMatchObject({ error: { message: expect.stringMatching(/refused the request: .*no-such-model/) } });
+    const refusal = await ghost.json();
+    expect(refusal).toMatchObject({
+      error: { message: expect.stringMatching(/endpoint #1 serving `ghost` refused chat completions: .*no-such-model/) },
+    });
+    expect(JSON.stringify(refusal)).not.toContain(workers[0]!.url);
+    // A model declared to read images is listed so, and its images go to the upstream (here a
+    // worker whose model has no projector, which refuses them).
+    const seer = (await gateway.client.models.list()).data.find((model) => model.id === "seer") as unknown as { capabilities: string[] };
+    expect(seer.capabilities).toContain("vision");
+    const png = "data:image/png;base64," + encodePng(4, 4, () => [200, 40, 40]).toString("base64");
+    const image = await postJson(`${gateway.url}/v1/chat/completions`, {
+      ...question("hi"),
+      model: "seer",
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "What is it?" },
+            { type: "image_url", image_url: { url: png } },
+          ],
+        },
+      ],
+    });
+    expect(image.status).toBe(400);
+    expect(await image.json()).toMatchObject({ error: { message: expect.stringMatching(/refused chat completions: .*image/i) } });
+    const text = await postJson(`${gateway.url}/v1/chat/completions`, {
+      ...question("hi"),
+      model: "remote",
+      messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: png } }] }],
+    });
+    expect(text.status).toBe(400);
+  });
+
+  it("keeps requests with one prompt_cache_key on one worker, whatever their prompts", async () => {
+    const served = async () => {
+      const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+      return workers.map((worker) =>
+        Number(
+          new RegExp(`^modelhost_upstream_requests_total\\{model="remote",endpoint="${worker.url}/v1",outcome="ok"\\} (\\d+)$`, "m").exec(
+            metrics,
+          )?.[1] ?? 0,
+        ),
+      );
+    };
+    const before = await served();
+    for (let c = 0; c < 8; c++) {
+      await gateway.client.chat.completions.create({ ...question(`Unrelated question ${c}.`), prompt_cache_key: "user-42" });
+    }
+    const after = await served();
+    // All 8 on one of the two workers (8 unrelated prompts without a key split about evenly).
+    expect(after.map((count, i) => count - before[i]!).sort()).toEqual([0, 8]);
   });
 
   it("takes a worker that answers 500s out of its pool by its health checks, and back once it recovers", async () => {
@@ -207,6 +314,66 @@ describe("a gateway in front of upstream workers", () => {
     } finally {
       await checked.close();
       proxy.close();
+    }
+  });
+
+  it("refuses logprobs from an upstream that gives none, naming it, rather than leaving them out", async () => {
+    const plain = createServer((_request, response) => {
+      const chunks = [
+        { choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: "stop" }] },
+        { choices: [], usage: { prompt_tokens: 3, completion_tokens: 1 } },
+      ];
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(chunks.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`).join("") + "data: [DONE]\n\n");
+    });
+    plain.listen(0, "127.0.0.1");
+    await once(plain, "listening");
+    const url = `http://127.0.0.1:${(plain.address() as AddressInfo).port}/v1`;
+    const file = path.join(dir, "plain.json");
+    await writeFile(file, JSON.stringify({ models: { plain: { endpoints: [{ url }] } } }));
+    const server = await startTestServer({ config: { upstreams: file } });
+    try {
+      const body = { model: "plain", max_tokens: 4, logprobs: true, messages: [{ role: "user", content: "Hi" }] };
+      const refused = await postJson(`${server.url}/v1/chat/completions`, body);
+      expect(refused.status).toBe(400);
+      expect(await refused.json()).toMatchObject({
+        // Named by its place in the pool: a client is not told the fleet's addresses.
+        error: { param: "logprobs", message: "The upstream endpoint #1 serving `plain` gives no logprobs." },
+      });
+      const streamed = await postJson(`${server.url}/v1/chat/completions`, { ...body, stream: true });
+      expect(await streamed.text()).toContain("gives no logprobs");
+      const without = await server.client.chat.completions.create({
+        model: "plain",
+        max_tokens: 4,
+        messages: [{ role: "user", content: "Hi" }],
+      });
+      expect(without.choices[0]!.message.content).toBe("Hi");
+    } finally {
+      await server.close();
+      plain.close();
+    }
+  });
+
+  it("refuses to start in front of an upstream that streams without usage", async () => {
+    // An OpenAI-compatible server that leaves usage out of its streams (as some do unless asked in
+    // their own way): its token counts would have to be guessed.
+    const bare = createServer((_request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream" });
+      response.end(
+        `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "Hi" }, finish_reason: "stop" }] })}\n\ndata: [DONE]\n\n`,
+      );
+    });
+    bare.listen(0, "127.0.0.1");
+    await once(bare, "listening");
+    const url = `http://127.0.0.1:${(bare.address() as AddressInfo).port}/v1`;
+    const file = path.join(dir, "bare.json");
+    await writeFile(file, JSON.stringify({ models: { bare: { endpoints: [{ url }] } } }));
+    try {
+      await expect(startTestServer({ config: { upstreams: file } })).rejects.toThrow(
+        new RegExp(`The upstream ${url} serving \`bare\` streams chat completions without usage`),
+      );
+    } finally {
+      bare.close();
     }
   });
 

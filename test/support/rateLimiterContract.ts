@@ -132,11 +132,18 @@ export function describeRateLimiterContract(name: string, create: () => Promise<
       await limiter.settle(reservation, 0);
       await limiter.settle({ ...reservation, id: randomUUID() }, 0);
       expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(100_000 - 1_234);
+    });
 
-      // More than reserved counts as the reservation: the day never passes its budget.
-      const greedy = admitted(await limiter.admit(key, policy, 1_000));
-      await limiter.settle(greedy, 5_000);
-      expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(100_000 - 1_234 - 1_000);
+    it("charges what was used when it is more than the reservation (an upstream's prompt over its estimate), and refuses the next request", async () => {
+      const policy = { tokensPerDay: 10_000 };
+      const estimated = admitted(await limiter.admit(key, policy, 4_000));
+      await limiter.settle(estimated, 7_000);
+      expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(3_000);
+      // Past the budget by what the estimate missed: nothing more is admitted today.
+      const another = admitted(await limiter.admit(key, policy, 3_000));
+      await limiter.settle(another, 3_500);
+      expect((await limiter.peek(key, policy)).tokens?.remaining).toBe(0);
+      expect((await limiter.admit(key, policy, 1)).allowed).toBe(false);
     });
 
     it("holds a concurrency slot from admit to settle", async () => {

@@ -151,3 +151,34 @@ describe("EndpointPool: which upstream endpoint serves a request (issue 34)", ()
     }
   });
 });
+
+describe("an endpoint failed requests took out, and health checks", () => {
+  it("stays out until its own retry, whatever a passing check says, and a check's hold ends with a passing check", () => {
+    let now = 0;
+    const pool = new EndpointPool(
+      [
+        { url: "http://a/v1", weight: 1, maxConcurrent: 4 },
+        { url: "http://b/v1", weight: 1, maxConcurrent: 4 },
+      ],
+      { now: () => now },
+    );
+    const [a] = pool.endpoints;
+    for (let i = 0; i < 3; i++) {
+      const pick = pool.pick(undefined, new Set([pool.endpoints[1]!]))!;
+      pool.end(pick.endpoint, false);
+    }
+    expect(a!.down).toBe(true);
+    // Its GET /models answers: the chat requests it failed say more.
+    pool.markUp(a!);
+    expect(a!.down).toBe(true);
+    now += 5_001;
+    expect(pool.pick(undefined, new Set([pool.endpoints[1]!]))?.endpoint).toBe(a);
+    // A failed check holds it out past its retry time, until a check passes.
+    pool.end(a!, true);
+    pool.markDown(a!);
+    now += 60_000;
+    expect(pool.pick(undefined, new Set([pool.endpoints[1]!]))).toBeUndefined();
+    pool.markUp(a!);
+    expect(pool.pick(undefined, new Set([pool.endpoints[1]!]))?.endpoint).toBe(a);
+  });
+});

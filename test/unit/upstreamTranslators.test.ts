@@ -3,7 +3,7 @@ import type { ChatEvent } from "../../src/core/ChatEvent.js";
 import type { ChatRequest } from "../../src/core/ChatRequest.js";
 import { ChatCompletionStream } from "../../src/protocols/openai/ChatCompletionStream.js";
 import { fromChatCompletionRequest } from "../../src/protocols/openai/fromChatCompletionRequest.js";
-import { toUpstreamChatRequest } from "../../src/protocols/openai/toUpstreamChatRequest.js";
+import { toUpstreamChatRequest } from "../../src/protocols/openai/toUpstreamRequest.js";
 import { UpstreamChunkReader } from "../../src/protocols/openai/UpstreamChunkReader.js";
 
 // Issue 34: a request forwarded to an OpenAI-compatible upstream, and its stream read back, are
@@ -95,7 +95,7 @@ describe("reading an upstream's stream", () => {
     const writer = new ChatCompletionStream({ id: "chatcmpl-1", created: 1, model: "m", includeUsage: true });
     const chunks = [...[...events, done].flatMap((event) => writer.next({ prompt: 0, choice: 0, event })), ...writer.end()];
     let clock = 0;
-    const reader = new UpstreamChunkReader(() => (clock += 10));
+    const reader = new UpstreamChunkReader({ now: () => (clock += 10) });
     // Through JSON, as they travel.
     const read = chunks.flatMap((chunk) => reader.read(JSON.parse(JSON.stringify(chunk))));
     expect(read).toEqual(events);

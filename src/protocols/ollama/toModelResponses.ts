@@ -1,5 +1,5 @@
 import type { EmbedResult } from "../../core/EmbedRequest.js";
-import type { LoadedModelStatus, ModelDescription, ModelInfo } from "../../core/ModelInfo.js";
+import { readsImages, type LoadedModelStatus, type ModelDescription, type ModelInfo } from "../../core/ModelInfo.js";
 import { formatParameterCount } from "../../core/formatParameterCount.js";
 import { withTag } from "../../core/modelName.js";
 import type { Capability, EmbedResponse, ListedModel, ModelDetails, RunningModel, ShowResponse } from "./schemas.js";
@@ -62,8 +62,8 @@ export function capabilitiesOf(model: ModelInfo, tools: boolean): Capability[] {
     ...(chat ? (["completion"] as const) : []),
     ...(chat && tools ? (["tools"] as const) : []),
     ...(chat && model.fillInTheMiddle ? (["insert"] as const) : []),
-    // It reads images through its projector (Ollama's word for it).
-    ...(chat && model.projector !== undefined ? (["vision"] as const) : []),
+    // It reads images, through its projector or its upstream (Ollama's word for it).
+    ...(readsImages(model) ? (["vision"] as const) : []),
     // Encoders embed with their pooling, decoders by mean pooling; rerankers only rerank.
     ...(model.capabilities.includes("embeddings") ? (["embedding"] as const) : []),
     ...(model.capabilities.includes("rerank") ? (["rerank"] as const) : []),

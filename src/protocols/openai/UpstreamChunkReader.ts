@@ -1,6 +1,14 @@
-import type { ChatEvent, FinishReason, Usage } from "../../core/ChatEvent.js";
+import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob, Usage } from "../../core/ChatEvent.js";
 
-/** The parts of a streamed chat-completions chunk an upstream sends that are read here. */
+/** A token's log-probability as chat completions stream it (llama-server's completions too). */
+interface UpstreamTokenLogprob {
+  token?: string;
+  logprob?: number;
+  bytes?: number[] | null;
+  top_logprobs?: UpstreamTokenLogprob[];
+}
+
+/** The parts of a streamed chat-completions (or legacy completions) chunk an upstream sends that are read here. */
 interface UpstreamChunk {
   choices?: Array<{
     index?: number;
@@ -11,6 +19,18 @@ interface UpstreamChunk {
       reasoning?: string | null;
       tool_calls?: Array<{ index?: number; function?: { name?: string | null; arguments?: string | null } }> | null;
     };
+    /** Legacy completions' text. */
+    text?: string | null;
+    /**
+     * Chat's shape (`content`), or legacy completions' (vLLM's: parallel arrays, each position's
+     * alternatives as an object from token to log-probability).
+     */
+    logprobs?: {
+      content?: UpstreamTokenLogprob[] | null;
+      tokens?: string[];
+      token_logprobs?: Array<number | null>;
+      top_logprobs?: Array<Record<string, number> | null> | null;
+    } | null;
     finish_reason?: string | null;
   }>;
   usage?: {
@@ -23,10 +43,12 @@ interface UpstreamChunk {
 
 /**
  * Turns an upstream's streamed chat-completions chunks (choice 0) into the engine's events, the
- * inverse of ChatCompletionStream: the thought (`reasoning_content`), the text, each tool call's
- * start and argument pieces, then `done` with the upstream's own usage, which limits and the ledger
- * settle to. A stream that ends without a finish reason, or without usage, is the upstream's fault:
- * `finish` says so rather than guessing counts.
+ * inverse of ChatCompletionStream: the thought (`reasoning_content`), the text (a legacy
+ * completion's `text` too) with its logprobs when asked for, each tool call's start and argument
+ * pieces, then `done` with the upstream's own usage, which limits and the ledger settle to. A
+ * stream that ends without a finish reason, or without usage, is the upstream's fault: `finish`
+ * says so rather than guessing counts; text without the logprobs asked for is refused
+ * (UpstreamLogprobsMissing) rather than passed on without them.
  */
 export class UpstreamChunkReader {
   readonly #now: () => number;
@@ -36,9 +58,12 @@ export class UpstreamChunkReader {
   #usage: Usage | undefined;
   readonly #calls = new Set<number>();
 
-  constructor(now: () => number = () => performance.now()) {
-    this.#now = now;
-    this.#started = now();
+  readonly #logprobs: boolean;
+
+  constructor(options: { logprobs?: boolean; now?: () => number } = {}) {
+    this.#now = options.now ?? (() => performance.now());
+    this.#started = this.#now();
+    this.#logprobs = options.logprobs ?? false;
   }
 
   /** The events one chunk carries (its JSON, parsed). */
@@ -49,7 +74,15 @@ export class UpstreamChunkReader {
     const delta = choice?.delta;
     const thought = delta?.reasoning_content ?? delta?.reasoning;
     if (thought) events.push({ type: "thinking", text: thought });
-    if (delta?.content) events.push({ type: "text", text: delta.content });
+    const text = delta?.content ?? choice?.text;
+    if (text) {
+      if (!this.#logprobs) events.push({ type: "text", text });
+      else {
+        const logprobs = logprobsOf(choice?.logprobs);
+        if (!logprobs) throw new UpstreamLogprobsMissing("the upstream's text came without the logprobs asked for");
+        events.push({ type: "text", text, logprobs });
+      }
+    }
     for (const call of delta?.tool_calls ?? []) {
       const index = call.index ?? 0;
       const name = call.function?.name;
@@ -77,7 +110,7 @@ export class UpstreamChunkReader {
   /** The `done` event once the stream has ended; throws, naming what is missing, if it ended short. */
   finish(): ChatEvent & { type: "done" } {
     if (this.#finishReason === undefined) throw new Error("the upstream's stream ended before its finish reason");
-    if (this.#usage === undefined) throw new Error("the upstream's stream carried no usage (stream_options.include_usage)");
+    if (this.#usage === undefined) throw new UpstreamUsageMissing("the upstream's stream carried no usage (stream_options.include_usage)");
     const ended = this.#now();
     const first = this.#firstAt ?? ended;
     return {
@@ -87,6 +120,30 @@ export class UpstreamChunkReader {
       timings: { loadMs: 0, promptMs: first - this.#started, generationMs: ended - first },
     };
   }
+}
+
+/** An upstream's stream that ended without usage: its token counts are not guessed at. */
+export class UpstreamUsageMissing extends Error {}
+
+/** An upstream that streams text without the logprobs the request asked for: the client's request cannot be served there. */
+export class UpstreamLogprobsMissing extends Error {}
+
+/** A chunk's logprobs in either shape, as the engine's; undefined when it has none. */
+function logprobsOf(logprobs: NonNullable<UpstreamChunk["choices"]>[number]["logprobs"]): TokenLogprob[] | undefined {
+  if (logprobs?.content)
+    return logprobs.content.map((token) => ({ ...alternative(token), top: (token.top_logprobs ?? []).map(alternative) }));
+  const { tokens, token_logprobs: values, top_logprobs: tops } = logprobs ?? {};
+  if (!tokens || !values) return undefined;
+  return tokens.map((token, i) => ({
+    ...alternative({ token, logprob: values[i] ?? -Infinity }),
+    top: Object.entries(tops?.[i] ?? {}).map(([top, logprob]) => alternative({ token: top, logprob })),
+  }));
+}
+
+/** One alternative; a server that sends no bytes (vLLM's legacy shape) gives its token's UTF-8. */
+function alternative(token: UpstreamTokenLogprob): TokenAlternative {
+  const text = token.token ?? "";
+  return { token: text, bytes: token.bytes ?? [...Buffer.from(text, "utf8")], logprob: token.logprob ?? -Infinity };
 }
 
 /** OpenAI's finish reasons as the engine's: a reply that made calls ended for them whatever the upstream says. */

@@ -52,8 +52,11 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
       ),
       parallelToolCalls: wire.parallel_tool_calls ?? true,
       responseFormat: toResponseFormat(wire.response_format),
-      // Models without a thought section ignore it.
+      // Models without a thought section ignore both; reasoning_effort "none" wins over enable_thinking.
+      ...(typeof wire.chat_template_kwargs?.enable_thinking === "boolean" ? { thinking: wire.chat_template_kwargs.enable_thinking } : {}),
       ...(wire.reasoning_effort == null ? {} : thinkingOf(wire.reasoning_effort)),
+      ...(wire.continue_final_message === true ? { continueLastMessage: true } : {}),
+      ...(wire.prompt_cache_key ? { promptCacheKey: wire.prompt_cache_key } : {}),
       ...(wire.logprobs === true ? { logprobs: { top: wire.top_logprobs ?? 0 } } : {}),
       n: wire.n ?? 1,
     },

@@ -98,6 +98,15 @@ export const chatCompletionRequestSchema = z.object({
   response_format: responseFormatSchema.nullish(),
   /** "none" turns thinking off on models whose template has a thought section; the levels leave it on (the templates here have no effort setting). */
   reasoning_effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).nullish(),
+  /**
+   * llama-server's and vLLM's variables for the chat template; `enable_thinking` (Qwen 3's switch,
+   * which those servers and their clients send) is read, the others are the template's and ignored.
+   */
+  chat_template_kwargs: z.looseObject({ enable_thinking: z.boolean().optional() }).nullish(),
+  /** What the request's prompt shares with others, for routing to the cache that holds it (ChatRequest.promptCacheKey). */
+  prompt_cache_key: z.string().max(1024).nullish(),
+  /** vLLM's prefill: the final assistant message is the start of the reply, which the model continues. */
+  continue_final_message: z.boolean().nullish(),
 });
 
 export type ChatCompletionRequestBody = z.infer<typeof chatCompletionRequestSchema>;

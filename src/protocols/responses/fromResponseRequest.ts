@@ -133,6 +133,7 @@ export function fromResponseRequest(body: unknown): ParsedResponseRequest {
       ...(wire.include?.includes("message.output_text.logprobs") ? { logprobs: { top: wire.top_logprobs ?? 0 } } : {}),
       // "none" turns thinking off where the template can; any other effort asks for it, at that level.
       ...(effort === null ? {} : thinkingOf(effort)),
+      ...(wire.prompt_cache_key ? { promptCacheKey: wire.prompt_cache_key } : {}),
     },
   };
 }
