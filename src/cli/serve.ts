@@ -77,7 +77,13 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     logger,
   });
   const upstream = config.upstreams
-    ? new UpstreamEngine(new Map(), { timeouts: { firstByteMs: config.upstreamFirstByteTimeout, idleMs: config.upstreamIdleTimeout } })
+    ? new UpstreamEngine(new Map(), {
+        timeouts: {
+          connectMs: config.upstreamConnectTimeout,
+          firstByteMs: config.upstreamFirstByteTimeout,
+          idleMs: config.upstreamIdleTimeout,
+        },
+      })
     : undefined;
   /**
    * The upstreams file, read and its endpoints' usage checked (UpstreamEngine.checkUsage): one

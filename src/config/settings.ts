@@ -433,6 +433,14 @@ export const settings = {
     schema: optionalTimeout,
     commands: ["serve"],
   }),
+  upstreamConnectTimeout: setting({
+    flag: "upstream-connect-timeout",
+    env: "MODELHOST_UPSTREAM_CONNECT_TIMEOUT",
+    default: "5s",
+    description: "How long a new connection to an upstream endpoint may take; then the request goes to another endpoint.",
+    schema: timeout,
+    commands: ["serve"],
+  }),
   upstreamFirstByteTimeout: setting({
     flag: "upstream-first-byte-timeout",
     env: "MODELHOST_UPSTREAM_FIRST_BYTE_TIMEOUT",

@@ -26,9 +26,12 @@ import {
 import { UpstreamChunkReader, UpstreamLogprobsMissing, UpstreamUsageMissing } from "../protocols/openai/UpstreamChunkReader.js";
 import { EndpointPool, type Endpoint } from "./EndpointPool.js";
 import type { UpstreamModels } from "./upstreamConfig.js";
+import { httpTransport, type UpstreamTransport } from "./httpTransport.js";
 import { shareTicket } from "./shareTicket.js";
 
 export interface UpstreamTimeouts {
+  /** To a new connection's being made: an endpoint that does not answer at all is left at once. */
+  connectMs: number;
   /** To the upstream's response headers and first chunk: a hung endpoint's requests go elsewhere. */
   firstByteMs: number;
   /** Between two chunks of a stream: a stream that stalls longer ends with an error event. */
@@ -85,15 +88,15 @@ class UpstreamRefusal extends Error {}
 export class UpstreamEngine implements Engine {
   readonly #models = new Map<string, UpstreamModel>();
   readonly #timeouts: UpstreamTimeouts;
-  readonly #fetch: typeof fetch;
+  readonly #fetch: UpstreamTransport;
   /** Told of every attempt as it ends (the server's metrics). */
   onAttempt: (attempt: UpstreamAttempt) => void = () => {};
   #healthTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
-  constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: typeof fetch }) {
+  constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: UpstreamTransport }) {
     this.#timeouts = options.timeouts;
-    this.#fetch = options.fetch ?? fetch;
+    this.#fetch = options.fetch ?? httpTransport({ connectTimeoutMs: this.#timeouts.connectMs });
     this.replace(models);
   }
 
@@ -580,13 +583,12 @@ export class UpstreamEngine implements Engine {
         pool.endpoints.map(async (endpoint) => {
           const { url, key } = endpoint.spec;
           const healthy = await this.#fetch(`${url}/models`, {
+            method: "GET",
             headers: key ? { authorization: `Bearer ${key}` } : {},
             signal: AbortSignal.timeout(timeoutMs),
           }).then(
-            async (response) => {
-              await response.body?.cancel();
-              return response.ok;
-            },
+            // Read to its end (a few hundred bytes), so the connection is kept for the next check.
+            async (response) => (await response.text()) !== undefined && response.ok,
             () => false,
           );
           if (healthy && endpoint.down) pool.markUp(endpoint);
@@ -766,9 +768,10 @@ function upstreamMessage(text: string): string | undefined {
 
 /**
  * The JSON of each server-sent event of a stream, until `[DONE]` or its end. A gap of more than
- * `idleMs` between two reads aborts the request (`controller`).
+ * `idleMs` between two reads aborts the request (`controller`). After `[DONE]` the body is read to
+ * its end (the servers end it there), so its connection is kept for the next request.
  */
-async function* readChunks(body: ReadableStream<Uint8Array>, idleMs: number, controller: AbortController): AsyncGenerator<unknown, void> {
+async function* readChunks(body: AsyncIterable<Uint8Array>, idleMs: number, controller: AbortController): AsyncGenerator<unknown, void> {
   const pending: unknown[] = [];
   let finished = false;
   const parser = createParser({
@@ -778,19 +781,33 @@ async function* readChunks(body: ReadableStream<Uint8Array>, idleMs: number, con
     },
   });
   const decoder = new TextDecoder();
-  const reader = body.getReader();
+  const reads = body[Symbol.asyncIterator]();
   let idle: NodeJS.Timeout | undefined;
+  let ended = false;
+  const read = async () => {
+    idle = setTimeout(() => controller.abort(new Error(`no chunk for ${idleMs} ms`)), idleMs);
+    try {
+      const result = await reads.next();
+      ended = result.done === true;
+      return result;
+    } catch (error) {
+      // Aborted (a timeout of ours, the client gone): its reason says why, the socket's error only "aborted".
+      throw controller.signal.aborted ? controller.signal.reason : error;
+    } finally {
+      clearTimeout(idle);
+    }
+  };
   try {
     while (!finished) {
-      idle = setTimeout(() => controller.abort(new Error(`no chunk for ${idleMs} ms`)), idleMs);
-      const { done, value } = await reader.read();
-      clearTimeout(idle);
+      const { done, value } = await read();
       if (done) break;
       parser.feed(decoder.decode(value, { stream: true }));
       while (pending.length > 0) yield pending.shift();
     }
+    // Past [DONE], a few reads at most: a server that goes on sending loses its connection instead.
+    for (let extra = 0; extra < 4 && !ended; extra++) await read();
   } finally {
     clearTimeout(idle);
-    reader.releaseLock();
+    if (!ended) await reads.return?.();
   }
 }

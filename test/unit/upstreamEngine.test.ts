@@ -24,7 +24,7 @@ const models = new Map([
     },
   ],
 ]);
-const timeouts = { firstByteMs: 5_000, idleMs: 5_000 };
+const timeouts = { connectMs: 5_000, firstByteMs: 5_000, idleMs: 5_000 };
 
 describe("UpstreamEngine's hold on an endpoint", () => {
   it("gives the endpoint back when the stream is returned before its first event is read", async () => {
