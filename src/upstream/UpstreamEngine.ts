@@ -93,10 +93,17 @@ export class UpstreamEngine implements Engine {
   onAttempt: (attempt: UpstreamAttempt) => void = () => {};
   #healthTimer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Ends the kept-alive connections of the engine's own transport. */
+  #closeTransport = () => {};
 
   constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: UpstreamTransport }) {
     this.#timeouts = options.timeouts;
-    this.#fetch = options.fetch ?? httpTransport({ connectTimeoutMs: this.#timeouts.connectMs });
+    if (options.fetch) this.#fetch = options.fetch;
+    else {
+      const transport = httpTransport({ connectTimeoutMs: this.#timeouts.connectMs });
+      this.#fetch = transport;
+      this.#closeTransport = transport.close;
+    }
     this.replace(models);
   }
 
@@ -376,10 +383,10 @@ export class UpstreamEngine implements Engine {
         release.all();
         // What the reply says is read once it is the endpoint's: a malformed one is its failure.
         try {
-          const read_ = read(reply);
+          const parsed = read(reply);
           model.pool.end(endpoint, true);
           done("ok");
-          return read_;
+          return parsed;
         } catch (error) {
           model.pool.end(endpoint, false);
           done("error");
@@ -662,6 +669,7 @@ export class UpstreamEngine implements Engine {
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#healthTimer);
+    this.#closeTransport();
   }
 
   #find(name: string): UpstreamModel | undefined {
