@@ -24,7 +24,7 @@ import {
   toUpstreamTokenizeRequest,
 } from "../protocols/openai/toUpstreamRequest.js";
 import { UpstreamChunkReader, UpstreamLogprobsMissing, UpstreamUsageMissing } from "../protocols/openai/UpstreamChunkReader.js";
-import { EndpointPool, type Endpoint } from "./EndpointPool.js";
+import { EndpointPool, type Endpoint, type EndpointSpec } from "./EndpointPool.js";
 import type { UpstreamModels } from "./upstreamConfig.js";
 import { httpTransport, type UpstreamTransport } from "./httpTransport.js";
 import { shareTicket } from "./shareTicket.js";
@@ -81,14 +81,15 @@ class UpstreamRefusal extends Error {}
  * OpenAI-compatible endpoints (EndpointPool), through their streamed chat completions. A request goes
  * to the endpoint its conversation prefers (the one holding its prompt cache) while it is healthy and
  * under its bounded load, and to another one if the endpoint fails before the first chunk; once a
- * chunk has come, a failure ends the stream with an error event, as it would in process. What the
- * upstream's chat completions cannot carry (a prompt given as is, tokenizing, rendering the prompt
- * here) is a 400 that names the model and says so.
+ * chunk has come, a failure ends the stream with an error event, as it would in process. Legacy
+ * completions, embeddings, rerank and the tokenizer go to the upstream's own endpoints for them;
+ * what a model's declaration does not list, or the gateway cannot do without a template or
+ * tokenizer of its own (rendering the prompt here), is a 400 that names the model and says so.
  */
 export class UpstreamEngine implements Engine {
   readonly #models = new Map<string, UpstreamModel>();
   readonly #timeouts: UpstreamTimeouts;
-  readonly #fetch: UpstreamTransport;
+  readonly #transport: UpstreamTransport;
   /** Told of every attempt as it ends (the server's metrics). */
   onAttempt: (attempt: UpstreamAttempt) => void = () => {};
   #healthTimer: NodeJS.Timeout | undefined;
@@ -96,12 +97,13 @@ export class UpstreamEngine implements Engine {
   /** Ends the kept-alive connections of the engine's own transport. */
   #closeTransport = () => {};
 
-  constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; fetch?: UpstreamTransport }) {
+  /** `transport`: how requests go out (default node:http, httpTransport; tests give `fetch`). */
+  constructor(models: UpstreamModels, options: { timeouts: UpstreamTimeouts; transport?: UpstreamTransport }) {
     this.#timeouts = options.timeouts;
-    if (options.fetch) this.#fetch = options.fetch;
+    if (options.transport) this.#transport = options.transport;
     else {
       const transport = httpTransport({ connectTimeoutMs: this.#timeouts.connectMs });
-      this.#fetch = transport;
+      this.#transport = transport;
       this.#closeTransport = transport.close;
     }
     this.replace(models);
@@ -191,9 +193,8 @@ export class UpstreamEngine implements Engine {
       throw this.#cannot(request.model, "echo of a prompt given as token ids, or with logprobs", "echo");
     }
     // The prompt's size is the upstream's to tell: its usage settles the admission, which reserves
-    // an estimate (4 bytes a token, about what BPE vocabularies average on English; the tools'
-    // schemas are rendered into the prompt too) and the output cap.
-    const estimate = Math.ceil(Buffer.byteLength(JSON.stringify([body.messages ?? body.prompt, body.tools ?? []])) / 4);
+    // an estimate (the tools' schemas are rendered into the prompt too) and the output cap.
+    const estimate = estimateTokens(JSON.stringify([body.messages ?? body.prompt, body.tools ?? []]));
     const perChoice = request.maxTokens ?? DEFAULT_MAX_OUTPUT;
     const ticket = await options.admit?.({ promptTokens: estimate, maxOutputTokens: perChoice * n });
     // What the limits grant is shared by the choices, as the engine shares it (at least a token each).
@@ -233,10 +234,7 @@ export class UpstreamEngine implements Engine {
     const model = this.#model(request.model);
     this.#require(model, "embeddings");
     const body = toUpstreamEmbeddingRequest(request, model.model);
-    const estimate = request.inputs.reduce(
-      (sum, input) => sum + (typeof input === "string" ? Math.ceil(Buffer.byteLength(input) / 4) : input.length),
-      0,
-    );
+    const estimate = request.inputs.reduce((sum, input) => sum + (typeof input === "string" ? estimateTokens(input) : input.length), 0);
     const { vectors, promptTokens } = await this.#exchange(
       model,
       { path: "/embeddings", what: "embeddings" },
@@ -253,7 +251,7 @@ export class UpstreamEngine implements Engine {
     this.#require(model, "rerank");
     const body = toUpstreamRerankRequest(request, model.model);
     // The query is read with each document.
-    const estimate = Math.ceil(request.documents.reduce((sum, document) => sum + Buffer.byteLength(request.query + document), 0) / 4);
+    const estimate = request.documents.reduce((sum, document) => sum + estimateTokens(request.query + document), 0);
     const { scores, promptTokens } = await this.#exchange(model, { path: "/rerank", what: "rerank" }, body, options, estimate, (reply) =>
       fromUpstreamRerank(reply, request.documents.length, model.rerankScores),
     );
@@ -263,12 +261,12 @@ export class UpstreamEngine implements Engine {
   async tokenize(request: TokenizeRequest, options: RequestOptions): Promise<TokenizeResult> {
     const model = this.#model(request.model);
     const route = { path: "/tokenize", root: true, what: "tokenizing (POST /tokenize at its root)" };
-    const result = await this.#exchange(model, route, toUpstreamTokenizeRequest(request, model.model), options, 0, (reply) => ({
-      result: fromUpstreamTokenize(reply, request.withPieces),
+    const { tokens } = await this.#exchange(model, route, toUpstreamTokenizeRequest(request, model.model), options, 0, (reply) => ({
+      tokens: fromUpstreamTokenize(reply, request.withPieces),
       promptTokens: 0,
     }));
-    if (!result.result) throw this.#cannot(request.model, "the tokens' pieces (its /tokenize gives ids only)", "with_pieces");
-    return result.result;
+    if (!tokens) throw this.#cannot(request.model, "the tokens' pieces (its /tokenize gives ids only)", "with_pieces");
+    return tokens;
   }
 
   async detokenize(request: DetokenizeRequest, options: RequestOptions): Promise<DetokenizeResult> {
@@ -423,7 +421,7 @@ export class UpstreamEngine implements Engine {
         signal.removeEventListener("abort", stop);
         controller.abort();
       },
-      /** The error to throw: a timeout of ours aborted the request, say which (the fetch only says it was aborted). */
+      /** The error to throw: a timeout of ours aborted the request, say which (the transport only says it was aborted). */
       failed: (error: unknown) => {
         const reason = controller.signal.aborted && !signal.aborted ? (controller.signal.reason as Error) : error;
         release.all();
@@ -432,9 +430,9 @@ export class UpstreamEngine implements Engine {
     };
     const base = route.root ? endpoint.spec.url.replace(/\/v1$/, "") : endpoint.spec.url;
     try {
-      const response = await this.#fetch(`${base}${route.path}`, {
+      const response = await this.#transport(`${base}${route.path}`, {
         method: "POST",
-        headers: { "content-type": "application/json", ...(endpoint.spec.key ? { authorization: `Bearer ${endpoint.spec.key}` } : {}) },
+        headers: headersFor(endpoint.spec, true),
         body: JSON.stringify(body),
         signal: controller.signal,
       });
@@ -588,16 +586,20 @@ export class UpstreamEngine implements Engine {
     const round = async () => {
       const checks = [...this.#models.values()].flatMap(({ pool }) =>
         pool.endpoints.map(async (endpoint) => {
-          const { url, key } = endpoint.spec;
-          const healthy = await this.#fetch(`${url}/models`, {
-            method: "GET",
-            headers: key ? { authorization: `Bearer ${key}` } : {},
-            signal: AbortSignal.timeout(timeoutMs),
-          }).then(
+          let healthy: boolean;
+          try {
+            const response = await this.#transport(`${endpoint.spec.url}/models`, {
+              method: "GET",
+              headers: headersFor(endpoint.spec, false),
+              signal: AbortSignal.timeout(timeoutMs),
+            });
             // Read to its end (a few hundred bytes), so the connection is kept for the next check.
-            async (response) => (await response.text()) !== undefined && response.ok,
-            () => false,
-          );
+            await response.text();
+            healthy = response.ok;
+          } catch {
+            // Refused, timed out, or cut while its body was read.
+            healthy = false;
+          }
           if (healthy && endpoint.down) pool.markUp(endpoint);
           // Also when failed requests took it out already: then the check holds it out (markDown).
           else if (!healthy) pool.markDown(endpoint);
@@ -628,7 +630,8 @@ export class UpstreamEngine implements Engine {
   ): Promise<Array<{ model: string; endpoint: string; noUsage: boolean; reason: string }>> {
     const probes = [...models].flatMap(([name, declared]) =>
       declared.capabilities.includes("chat")
-        ? declared.endpoints.map(async ({ url, key }) => {
+        ? declared.endpoints.map(async (spec) => {
+            const { url } = spec;
             const body = {
               model: declared.model ?? name,
               messages: [{ role: "user", content: "Hi" }],
@@ -640,9 +643,9 @@ export class UpstreamEngine implements Engine {
             const controller = new AbortController();
             const timer = setTimeout(() => controller.abort(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
             try {
-              const response = await this.#fetch(`${url}/chat/completions`, {
+              const response = await this.#transport(`${url}/chat/completions`, {
                 method: "POST",
-                headers: { "content-type": "application/json", ...(key ? { authorization: `Bearer ${key}` } : {}) },
+                headers: headersFor(spec, true),
                 body: JSON.stringify(body),
                 signal: controller.signal,
               });
@@ -690,7 +693,7 @@ export class UpstreamEngine implements Engine {
     this.#model(name);
     return new ServerError("invalid_request", {
       ...(param === undefined ? {} : { param }),
-      message: `The model \`${name}\` is served by upstream servers through their chat completions, which do not offer ${what} here.`,
+      message: `The model \`${name}\` is served by upstream servers, through which this server does not offer ${what}.`,
     });
   }
 
@@ -736,6 +739,19 @@ export function conversationKey(request: ChatRequest): string {
       ? (user.images ?? []).map((image) => (image.source.type === "checked" ? image.source.image.bytes.length : 0))
       : [];
   return hash([request.model, system, user?.content ?? "", images]);
+}
+
+/**
+ * A prompt's size before the upstream has counted it: 4 bytes a token, about what BPE vocabularies
+ * average on English. Admissions reserve it and settle to the upstream's count.
+ */
+function estimateTokens(text: string): number {
+  return Math.ceil(Buffer.byteLength(text) / 4);
+}
+
+/** An endpoint's request headers: its key, and the JSON body's type when there is one. */
+function headersFor(spec: EndpointSpec, json: boolean): Record<string, string> {
+  return { ...(json ? { "content-type": "application/json" } : {}), ...(spec.key ? { authorization: `Bearer ${spec.key}` } : {}) };
 }
 
 /**

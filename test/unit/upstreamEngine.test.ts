@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { fromChatCompletionRequest } from "../../src/protocols/openai/fromChatCompletionRequest.js";
+import type { UpstreamTransport } from "../../src/upstream/httpTransport.js";
 import { UpstreamEngine } from "../../src/upstream/UpstreamEngine.js";
 
 /** An upstream's streamed reply: a chunk of text, a finish and the usage, as server-sent events. */
@@ -28,7 +29,7 @@ const timeouts = { connectMs: 5_000, firstByteMs: 5_000, idleMs: 5_000 };
 
 describe("UpstreamEngine's hold on an endpoint", () => {
   it("gives the endpoint back when the stream is returned before its first event is read", async () => {
-    const engine = new UpstreamEngine(models, { timeouts, fetch: async () => sseReply() });
+    const engine = new UpstreamEngine(models, { timeouts, transport: async () => sseReply() });
     const endpoint = engine.pools.get("remote")!.endpoints[0]!;
     const stream = await engine.chat(request, { signal: new AbortController().signal });
     expect(endpoint.inFlight).toBe(1);
@@ -38,7 +39,7 @@ describe("UpstreamEngine's hold on an endpoint", () => {
   });
 
   it("reads a whole stream into events, with the upstream's usage, and gives the endpoint back", async () => {
-    const engine = new UpstreamEngine(models, { timeouts, fetch: async () => sseReply() });
+    const engine = new UpstreamEngine(models, { timeouts, transport: async () => sseReply() });
     const events = [];
     for await (const event of await engine.chat(request, { signal: new AbortController().signal })) events.push(event);
     expect(events.map((event) => event.type)).toEqual(["text", "done"]);
@@ -50,7 +51,7 @@ describe("UpstreamEngine's hold on an endpoint", () => {
     // An upstream that answers only when the request is aborted, as fetch does.
     const hanging: typeof fetch = (_input, init) =>
       new Promise((_resolve, reject) => init?.signal?.addEventListener("abort", () => reject(init.signal!.reason)));
-    const engine = new UpstreamEngine(models, { timeouts, fetch: hanging });
+    const engine = new UpstreamEngine(models, { timeouts, transport: hanging });
     for (let i = 0; i < 4; i++) {
       const controller = new AbortController();
       const pending = engine.chat(request, { signal: controller.signal });
@@ -94,7 +95,7 @@ describe("UpstreamEngine's check that endpoints report usage", () => {
       if (url.startsWith("http://missing")) return new Response('{"error":{"message":"no such model"}}', { status: 404 });
       throw new TypeError("fetch failed");
     };
-    const engine = new UpstreamEngine(new Map(), { timeouts, fetch });
+    const engine = new UpstreamEngine(new Map(), { timeouts, transport: fetch });
     const problems = await engine.checkUsage(declared(["http://good/v1", "http://bare/v1", "http://missing/v1", "http://down/v1"]));
     expect(asked.sort()).toEqual([
       "http://bare/v1/chat/completions 1",
@@ -121,7 +122,7 @@ describe("UpstreamEngine's settling of a stream the client leaves", () => {
         }
       },
     });
-    const engine = new UpstreamEngine(models, { timeouts, fetch: async () => new Response(body) });
+    const engine = new UpstreamEngine(models, { timeouts, transport: async () => new Response(body) });
     const settled: Array<{ promptTokens: number; completionTokens: number }> = [];
     const admitted: number[] = [];
     const stream = await engine.chat(request, {
@@ -163,7 +164,7 @@ describe("UpstreamEngine's active health checks", () => {
   it("keeps an endpoint whose checks fail out of its pool past the passive time out, until a check passes", async () => {
     vi.useFakeTimers();
     const { state, fetch } = upstream();
-    const engine = new UpstreamEngine(models, { timeouts, fetch });
+    const engine = new UpstreamEngine(models, { timeouts, transport: fetch });
     const endpoint = engine.pools.get("remote")!.endpoints[0]!;
     engine.checkHealth(1_000);
     await vi.advanceTimersByTimeAsync(1_000);
@@ -180,12 +181,28 @@ describe("UpstreamEngine's active health checks", () => {
     await engine.close();
   });
 
+  it("takes out an endpoint whose answer to a check is cut while its body is read, and goes on checking", async () => {
+    vi.useFakeTimers();
+    let checks = 0;
+    // Headers come; the body fails (a connection reset, or a reply over the transport's bound).
+    const cut: UpstreamTransport = async () => {
+      checks++;
+      return { ok: true, status: 200, body: null, text: () => Promise.reject(new Error("socket hang up")), json: async () => ({}) };
+    };
+    const engine = new UpstreamEngine(models, { timeouts, transport: cut });
+    engine.checkHealth(1_000);
+    await vi.advanceTimersByTimeAsync(3_500);
+    expect(engine.pools.get("remote")!.endpoints[0]!.down).toBe(true);
+    expect(checks).toBe(3);
+    await engine.close();
+  });
+
   it("keeps out an endpoint that failed requests took out, once its checks fail too", async () => {
     vi.useFakeTimers();
     const { state, fetch } = upstream();
     state.failing = false;
     state.chatFails = true;
-    const engine = new UpstreamEngine(models, { timeouts, fetch });
+    const engine = new UpstreamEngine(models, { timeouts, transport: fetch });
     const endpoint = engine.pools.get("remote")!.endpoints[0]!;
     // 3 failed requests in a row take it out (passively); then its checks start failing.
     for (let i = 0; i < 3; i++) await expect(engine.chat(request, { signal: new AbortController().signal })).rejects.toThrow();
