@@ -620,7 +620,8 @@ export class UpstreamEngine implements Engine {
   /**
    * Checks that every chat endpoint of `models` reports its usage, which limits and the ledger
    * settle to and which is not guessed at: a greedy one-token streamed chat completion to each,
-   * concurrently, within `timeoutMs`. An endpoint that answers without usage is a configuration
+   * concurrently, within `timeoutMs` (models already served as declared are not asked again). An
+   * endpoint that answers without usage is a configuration
    * error (`noUsage`); one that cannot be asked now (down, busy, refusing the model) is only
    * reported (`unchecked`): it is checked by use, where a stream without usage is an error.
    */
@@ -629,7 +630,9 @@ export class UpstreamEngine implements Engine {
     timeoutMs = Math.min(this.#timeouts.firstByteMs, 10_000),
   ): Promise<Array<{ model: string; endpoint: string; noUsage: boolean; reason: string }>> {
     const probes = [...models].flatMap(([name, declared]) =>
-      declared.capabilities.includes("chat")
+      // A model served as declared now was checked when its declaration was read (a SIGHUP that
+      // changes one model asks only that model's endpoints).
+      declared.capabilities.includes("chat") && this.#models.get(name)?.declaration !== JSON.stringify(declared)
         ? declared.endpoints.map(async (spec) => {
             const { url } = spec;
             const body = {

@@ -108,6 +108,13 @@ describe("UpstreamEngine's check that endpoints report usage", () => {
       { model: "remote", endpoint: "http://missing/v1", noUsage: false, reason: "HTTP 404: no such model" },
       { model: "remote", endpoint: "http://down/v1", noUsage: false, reason: "fetch failed" },
     ]);
+    // Once served as declared, the model is not asked again (a SIGHUP that keeps it).
+    const serving = new UpstreamEngine(declared(["http://good/v1"]), { timeouts, transport: fetch });
+    asked.length = 0;
+    expect(await serving.checkUsage(declared(["http://good/v1"]))).toEqual([]);
+    expect(asked).toEqual([]);
+    expect(await serving.checkUsage(declared(["http://good/v1", "http://bare/v1"]))).toHaveLength(1);
+    expect(asked).toHaveLength(2);
   });
 });
 
