@@ -170,6 +170,18 @@ export interface ChatRequest {
    * prefix, for infill; token ids detokenized with their special tokens), then the completion.
    */
   echo?: boolean;
+  /**
+   * The LoRA adapters to apply, as llama-server's `lora` field gives them: ids into the model's
+   * declared adapters (ModelInfo.adapters) with their scales; adapters not listed are off. Absent,
+   * the model name's own apply (`base+adapter`), or none.
+   */
+  lora?: AdapterChoice[];
+}
+
+/** One LoRA adapter of a model, by its index among the model's declared adapters, and its scale (0: off). */
+export interface AdapterChoice {
+  id: number;
+  scale: number;
 }
 
 /**

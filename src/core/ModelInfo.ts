@@ -40,8 +40,26 @@ export interface ModelInfo {
   projector?: string;
   /** A model served upstream whose servers read images (its declaration says so), with no projector here. */
   upstreamVision?: boolean;
+  /**
+   * The LoRA adapters declared over this model in models.json, in their order (a request's `lora`
+   * ids index them), each served as a model of its own: `base+name`.
+   */
+  adapters?: ModelAdapter[];
+  /** Set on a `base+name` model: the adapters it applies (ids into `adapters`), unless a request names its own. */
+  appliedAdapters?: Array<{ id: number; scale: number }>;
   /** The pooling the file declares for embeddings (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */
   poolingType?: number;
+}
+
+/** A LoRA adapter (a GGUF of general.type "adapter") declared over its base model. */
+export interface ModelAdapter {
+  /** Its name after the base's: `base+name`. */
+  name: string;
+  path: string;
+  /** The scale its own model name applies it at (models.json; 1 by default). */
+  scale: number;
+  /** Why it cannot apply (an unreadable file, another architecture), said to a request that asks for it. */
+  problem?: string;
 }
 
 /** Whether a model's chat reads images: through its projector, or on the upstream that serves it. */

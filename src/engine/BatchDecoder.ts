@@ -90,11 +90,30 @@ export function wholeImages(tokens: readonly Token[], length: number): number {
   return end;
 }
 
+/**
+ * The LoRA adapters a sequence's steps decode with, at their scales (adapters at scale 0 left out,
+ * as llama.cpp leaves them out). llama.cpp applies adapters to a whole context
+ * (llama_set_adapters_lora), so a batch holds only sequences of one set, as llama-server batches
+ * only slots whose adapters are equal; and a sequence's cache holds what its tokens gave under its
+ * set, so another set reuses none of it.
+ */
+export interface AdapterSet {
+  /** Equal for equal sets; "" for none. */
+  readonly key: string;
+  /** node-llama-cpp's loaded adapters (AddonModelLora), with their scales. */
+  readonly adapters: readonly unknown[];
+  readonly scales: readonly number[];
+}
+
+export const NO_ADAPTERS: AdapterSet = { key: "", adapters: [], scales: [] };
+
 /** One sequence of the context: what its cache holds, position by position. */
 export class DecoderSequence {
   readonly id: number;
   /** The tokens in the sequence's cache, positions 0, 1, …; kept exact by the decoder. */
   readonly tokens: Token[] = [];
+  /** The adapters its cache was computed with, and its steps decode with (set by keepPrefix). */
+  adapters: AdapterSet = NO_ADAPTERS;
   /** What reserved the id (node-llama-cpp's sequence object, which frees its id when collected). */
   readonly owner: unknown;
 
@@ -103,9 +122,9 @@ export class DecoderSequence {
     this.owner = owner;
   }
 
-  /** How many leading tokens of `tokens` the cache already holds. */
-  commonPrefix(tokens: readonly Token[]): number {
-    return commonPrefixLength(this.tokens, tokens);
+  /** How many leading tokens of `tokens`, read with `adapters`, the cache already holds. */
+  commonPrefix(tokens: readonly Token[], adapters: AdapterSet = NO_ADAPTERS): number {
+    return adapters.key === this.adapters.key ? commonPrefixLength(this.tokens, tokens) : 0;
   }
 }
 
@@ -207,6 +226,8 @@ export class BatchDecoder {
    */
   #looping: { jobs: Set<Job>; control: Int32Array } | undefined;
   #closed: Error | undefined;
+  /** The key of the adapter set the context decodes with now. */
+  #adapters = NO_ADAPTERS.key;
   readonly #idleWaiters: Array<() => void> = [];
 
   /**
@@ -228,9 +249,14 @@ export class BatchDecoder {
    * of its cache that matches, drops the rest. Resolves to how many tokens it kept. A memory that
    * cannot drop part of a sequence (recurrent models) is cleared instead.
    */
-  keepPrefix(sequence: DecoderSequence, tokens: readonly Token[], keepAtMost = tokens.length): Promise<number> {
+  keepPrefix(sequence: DecoderSequence, tokens: readonly Token[], keepAtMost = tokens.length, adapters?: AdapterSet): Promise<number> {
     return this.#edit(() => {
-      const keep = wholeImages(tokens, Math.min(sequence.commonPrefix(tokens), keepAtMost));
+      // Read with other adapters, nothing it holds is of use: the sequence starts afresh with these.
+      if (adapters && adapters.key !== sequence.adapters.key) {
+        this.#truncate(sequence, 0);
+        sequence.adapters = adapters;
+      }
+      const keep = wholeImages(tokens, Math.min(sequence.commonPrefix(tokens, sequence.adapters), keepAtMost));
       if (keep < sequence.tokens.length) this.#truncate(sequence, keep);
       return sequence.tokens.length;
     });
@@ -243,6 +269,7 @@ export class BatchDecoder {
       if (source.tokens.length === 0) return;
       await this.#native.copySequenceStateFromOtherSequence(target.id, source.id);
       target.tokens.push(...source.tokens);
+      target.adapters = source.adapters;
     });
   }
 
@@ -256,7 +283,13 @@ export class BatchDecoder {
    * `checkpoint` holds, without decoding. Resolves to whether it could; if not, the sequence is
    * left empty.
    */
-  restore(sequence: DecoderSequence, checkpoint: NativeCheckpoint, tokens: readonly Token[], length: number): Promise<boolean> {
+  restore(
+    sequence: DecoderSequence,
+    checkpoint: NativeCheckpoint,
+    tokens: readonly Token[],
+    length: number,
+    adapters: AdapterSet,
+  ): Promise<boolean> {
     return this.#edit(async () => {
       let restored = false;
       try {
@@ -266,6 +299,7 @@ export class BatchDecoder {
       }
       // Restored or not, what the sequence held is gone (a failed restore may have written part).
       sequence.tokens.length = 0;
+      sequence.adapters = adapters;
       if (restored) sequence.tokens.push(...tokens.slice(0, length));
       else this.#native.removeTokenCellsFromSequence(sequence.id, -1, -1);
       return restored;
@@ -451,12 +485,16 @@ export class BatchDecoder {
     const batch: BatchItem[] = [];
     let size = 0;
     const order = [...this.#ready.filter((job) => job.input.length === 1), ...this.#ready.filter((job) => job.input.length > 1)];
+    // One adapter set a batch (see AdapterSet): that of the job waiting longest. Jobs decoded
+    // come back at the queue's end, so sets take turns step by step.
+    const adapters = this.#ready[0]!.sequence.adapters;
     for (const job of order) {
       if (job.signal?.aborted) {
         this.#take(job);
         job.fail(job.signal.reason);
         continue;
       }
+      if (job.sequence.adapters.key !== adapters.key) continue;
       // Text up to the next image: that image has a step of its own.
       const imageAt = job.images ? job.input.findIndex((token) => token < 0) : -1;
       const count = Math.min(imageAt === -1 ? job.input.length : imageAt, this.#batchSize - size);
@@ -485,6 +523,7 @@ export class BatchDecoder {
     // sample (no candidate survived a grammar) only its own job.
     let outcomes: Array<Sampled[] | { error: unknown }>;
     try {
+      this.#useAdapters(adapters);
       native.initBatch(size);
       const batchIndexes = batch.map(({ job, count, position, logitIndexes }) =>
         native.addToBatch(job.sequence.id, position, Uint32Array.from(job.input.slice(0, count)), logitIndexes),
@@ -536,6 +575,17 @@ export class BatchDecoder {
     });
   }
 
+  /**
+   * Sets the context's adapters for the next decode, when they differ from the last one's. llama.cpp
+   * then builds its compute graph anew (a set cannot reuse the last set's graph), which is what a
+   * step that changes set costs beyond the adapters' own matrix products.
+   */
+  #useAdapters(adapters: AdapterSet): void {
+    if (adapters.key === this.#adapters) return;
+    this.#native.setLoras(adapters.adapters, adapters.scales);
+    this.#adapters = adapters.key;
+  }
+
   /** Evaluates the image the job's input begins with into its sequence; the job goes on with what follows it. */
   async #evaluateImage(job: Job): Promise<void> {
     this.#take(job);
@@ -544,6 +594,7 @@ export class BatchDecoder {
     if (!image || job.input.length < image.length) return job.fail(new Error("A prompt's image pseudo-tokens name no image of it."));
     const position = job.sequence.tokens.length;
     try {
+      this.#useAdapters(job.sequence.adapters);
       await image.evaluate(job.sequence.id, position);
     } catch (error) {
       // What the failed evaluation left of the image in the cache is unknown: it goes.

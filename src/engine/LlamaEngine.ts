@@ -10,6 +10,7 @@ import { checkRequestSchemas } from "../core/checkRequestSchemas.js";
 import { ServerError } from "../core/ServerError.js";
 import { FileDigests } from "./FileDigests.js";
 import { LoadedModel, type ModelRuntimeOptions } from "./LoadedModel.js";
+import { adaptersOf } from "./LoraAdapters.js";
 import { PromptCache } from "./PromptCache.js";
 import type { ModelRegistry } from "./ModelRegistry.js";
 
@@ -81,8 +82,9 @@ export class LlamaEngine implements Engine {
   async chatChoices(request: ChatRequest, options: RequestOptions): Promise<ChatStream[]> {
     checkRequestSchemas(request);
     const info = await this.#find(request.model, "chat");
+    const adapters = adaptersOf(info, request.lora);
     // Pinned until the streams hold their sequences (then they keep the model busy themselves).
-    return this.#using(info, options, (model, loadMs) => model.chatChoices(request, options, loadMs));
+    return this.#using(info, options, (model, loadMs) => model.chatChoices(request, options, loadMs, adapters));
   }
 
   async renderPrompt(request: ChatRequest, options: RequestOptions): Promise<PromptPreview> {

@@ -34,6 +34,7 @@ import { TokenBytes } from "./TokenBytes.js";
 import { Utf8Tables } from "./Utf8Guard.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 import { VisionProjector } from "./VisionProjector.js";
+import { LoraAdapters, type AdapterUse } from "./LoraAdapters.js";
 
 export interface ModelRuntimeOptions {
   /** Context length per sequence; capped at the model's trained length. */
@@ -70,6 +71,8 @@ export class LoadedModel {
   readonly #nativeContext: NativeContext | undefined;
   /** How the model reads images: its projector, or why it cannot (no projector, or none that loads). */
   readonly #vision: VisionProjector | { problem: string };
+  /** The LoRA adapters applied over it, loaded on first use (models that chat). */
+  readonly #adapters: LoraAdapters | undefined;
   readonly #pool: SlotPool<DecoderSequence>;
   /** The engine's prompt cache, for models whose sequences it can save whole (PromptCache.supports). */
   readonly #promptCache: PromptCache | undefined;
@@ -98,10 +101,12 @@ export class LoadedModel {
     context: LlamaContext | undefined,
     options: ModelRuntimeOptions,
     vision: VisionProjector | { problem: string },
+    adapters?: LoraAdapters,
   ) {
     this.info = info;
     this.#model = model;
     this.#vision = vision;
+    this.#adapters = adapters;
     this.#options = options;
     this.contextSize = context?.contextSize ?? Math.min(options.contextSize, model.trainContextSize);
     this.#kvCache = context
@@ -148,7 +153,7 @@ export class LoadedModel {
       canChat && info.poolingType === undefined ? { [info.architecture]: { pooling_type: MEAN_POOLING } } : undefined;
     // Checked again here, the last step before llama.cpp (and node-llama-cpp's own GGUF reader)
     // opens it: the file may have been replaced since the registry listed it.
-    await checkModelFile(info.path);
+    const header = await checkModelFile(info.path);
     const model = await llama.loadModel({
       modelPath: info.path,
       ...(metadataOverrides ? { metadataOverrides: metadataOverrides as never } : {}),
@@ -189,7 +194,7 @@ export class LoadedModel {
           });
         });
       const vision = info.projector === undefined ? noProjector : await loadProjector(llama, model, info, options);
-      return new LoadedModel(info, model, context, options, vision);
+      return new LoadedModel(info, model, context, options, vision, new LoraAdapters(model, info.id, header));
     } catch (error) {
       await model.dispose();
       throw error;
@@ -308,7 +313,12 @@ export class LoadedModel {
    * Engine.chatChoices). `loadMs`: how long this request waited for the model to load, reported
    * in the final timings.
    */
-  async chatChoices(request: ChatRequest, { signal, admit }: RequestOptions, loadMs = 0): Promise<ChatStream[]> {
+  async chatChoices(
+    request: ChatRequest,
+    { signal, admit }: RequestOptions,
+    loadMs = 0,
+    adapterUses: readonly AdapterUse[] = [],
+  ): Promise<ChatStream[]> {
     const n = request.n ?? 1;
     if (n > this.#options.parallel) {
       throw new ServerError("invalid_request", {
@@ -333,6 +343,8 @@ export class LoadedModel {
     const textGrammar = textFormat === undefined ? undefined : new LlamaGrammar(this.#model.llama, { grammar: textFormat });
     const tokens = prompt.tokens;
     const maxOutputTokens = Math.min(request.maxTokens ?? Infinity, this.contextSize - counted);
+    // Loaded (on first use) before admission: an adapter that cannot be applied costs no tokens.
+    const adapters = await this.#adapters!.set(adapterUses);
     // Each choice may generate up to the cap: n × the cap is reserved (the hosted profile's limits).
     const ticket = await admit?.({ promptTokens: counted, maxOutputTokens: maxOutputTokens * n });
     const decoder = this.#decoder!;
@@ -346,15 +358,15 @@ export class LoadedModel {
     try {
       // Prefer the free sequence whose cache already holds the longest start of this prompt: the
       // conversation so far, when a client sends its next turn.
-      sequences = await this.#pool.acquireMany(n, signal, (candidate) => candidate.commonPrefix(tokens));
+      sequences = await this.#pool.acquireMany(n, signal, (candidate) => candidate.commonPrefix(tokens, adapters));
       const [leader, ...followers] = sequences as [DecoderSequence, ...DecoderSequence[]];
       // Keep that shared start and drop the rest; at least the last prompt token is evaluated
       // again, since its logits give the first new token. With the prompt cache, a longer start
       // saved in host memory is restored first, and what the sequence held is saved if it would
       // lose most of it.
       cachedTokens = this.#promptCache
-        ? await this.#promptCache.prepare(decoder, leader, tokens, tokens.length - 1)
-        : await decoder.keepPrefix(leader, tokens, tokens.length - 1);
+        ? await this.#promptCache.prepare(decoder, leader, tokens, tokens.length - 1, adapters)
+        : await decoder.keepPrefix(leader, tokens, tokens.length - 1, adapters);
       if (scorePrompt) {
         promptLogprobs = await this.#scorePrompt(leader, tokens, request.logprobs!.top, signal);
         cachedTokens = 0;

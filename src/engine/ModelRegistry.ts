@@ -3,18 +3,25 @@ import path from "node:path";
 import { GgufFileType } from "node-llama-cpp";
 import { chatFormatOf } from "../chatTemplates/chatFormats.js";
 import { templatePrintsTools } from "../chatTemplates/templateCapabilities.js";
-import type { ModelDescription, ModelInfo } from "../core/ModelInfo.js";
+import type { ModelAdapter, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
 import type { GgufMetadataValue } from "../gguf/GgufReader.js";
 import { ServerError } from "../core/ServerError.js";
 import { checkModelFile } from "../models/checkModelFile.js";
 import { defaultModelId, isListedModelFile } from "../models/modelFiles.js";
-import { entryId, MANIFEST_FILE, readManifest, type ManifestEntry } from "../models/modelsManifest.js";
+import { adapterName, entryId, MANIFEST_FILE, readManifest, type ManifestAdapter, type ManifestEntry } from "../models/modelsManifest.js";
 
-type Metadata = Omit<ModelInfo, "id" | "aliases" | "path" | "projector">;
+type Metadata = Omit<ModelInfo, "id" | "aliases" | "path" | "projector" | "adapters" | "appliedAdapters">;
 
-/** What a GGUF file in the folder is: a model, or a vision projector (an mmproj file) that a model reads images through. */
-type FileKind = { kind: "model"; metadata: Metadata } | { kind: "projector"; embeddingLength: number | undefined };
+/**
+ * What a GGUF file in the folder is: a model, a vision projector (an mmproj file) that a model
+ * reads images through, or an adapter (general.type "adapter": a LoRA's low-rank matrices) that
+ * applies over a model of its architecture.
+ */
+type FileKind =
+  | { kind: "model"; metadata: Metadata }
+  | { kind: "projector"; embeddingLength: number | undefined }
+  | { kind: "adapter"; architecture: string; adapterType: string };
 
 interface CachedMetadata {
   key: string;
@@ -106,17 +113,26 @@ export class ModelRegistry {
   async #doScan(): Promise<ModelInfo[]> {
     const files = await this.#ggufFiles();
     const manifest = await this.#readManifest();
-    const named = new Map<string, { id: string; aliases: string[]; projector?: string }>();
+    const named = new Map<string, { id: string; aliases: string[]; projector?: string; adapters: ModelAdapter[] }>();
     for (const entry of manifest) {
       named.set(path.resolve(this.directory, entry.file), {
         id: entryId(entry),
         aliases: entry.aliases,
         ...(entry.projector === undefined ? {} : { projector: path.resolve(this.directory, entry.projector) }),
+        adapters: entry.adapters.map((adapter: ManifestAdapter) => ({
+          name: adapterName(adapter),
+          path: path.resolve(this.directory, adapter.file),
+          scale: adapter.scale ?? 1,
+          ...(adapter.problem === undefined ? {} : { problem: adapter.problem }),
+        })),
       });
     }
 
     const kinds = new Map<string, FileKind>();
-    const paths = [...new Set([...files, ...named.keys()])].sort();
+    const declaredAdapters = [...named.values()].flatMap(({ adapters }) =>
+      adapters.flatMap((adapter) => (adapter.problem === undefined ? [adapter.path] : [])),
+    );
+    const paths = [...new Set([...files, ...named.keys(), ...declaredAdapters])].sort();
     for (const file of paths) {
       if (this.#stopped) throw new ServerError("engine_unavailable", { message: "The server is shutting down." });
       const kind = await this.#kindOf(file);
@@ -130,21 +146,40 @@ export class ModelRegistry {
     for (const [file, kind] of kinds) {
       if (kind.kind !== "model") continue;
       const { metadata } = kind;
-      const names = named.get(file) ?? { id: defaultModelId(file), aliases: [] };
+      const names = named.get(file) ?? { id: defaultModelId(file), aliases: [], adapters: [] };
       const projector = metadata.capabilities.includes("chat") ? this.#projectorOf(file, names.projector, metadata, projectors) : undefined;
+      const adapters = metadata.capabilities.includes("chat") ? this.#adaptersOf(file, names.adapters, metadata, kinds) : [];
       const model: ModelInfo = {
         id: names.id,
         aliases: names.aliases,
         path: file,
         ...metadata,
         ...(projector === undefined ? {} : { projector }),
+        ...(adapters.length > 0 ? { adapters } : {}),
       };
       if (byName.has(model.id)) {
         this.#logger.warn(`Two models are named "${model.id}"; ${file} is ignored. Give it another id in ${MANIFEST_FILE}.`);
         continue;
       }
-      models.push(model);
-      for (const name of [model.id, ...model.aliases]) if (!byName.has(name)) byName.set(name, model);
+      // Each adapter is a model of its own, `base+name`: the base's file and weights, chat only
+      // (an embedding context runs without adapters), with that adapter applied.
+      const adapted = adapters.flatMap((adapter, id): ModelInfo[] =>
+        adapter.problem === undefined
+          ? [
+              {
+                ...model,
+                id: `${model.id}+${adapter.name}`,
+                aliases: model.aliases.map((alias) => `${alias}+${adapter.name}`),
+                capabilities: ["chat"],
+                appliedAdapters: [{ id, scale: adapter.scale }],
+              },
+            ]
+          : [],
+      );
+      for (const each of [model, ...adapted]) {
+        models.push(each);
+        for (const name of [each.id, ...each.aliases]) if (!byName.has(name)) byName.set(name, each);
+      }
     }
     this.#snapshot = { at: Date.now(), models, byName };
     return models;
@@ -201,6 +236,39 @@ export class ModelRegistry {
     return best?.file;
   }
 
+  /**
+   * The adapters a model's manifest entry declares, in its order (a request's `lora` ids index
+   * them, so one that cannot apply keeps its place, with the reason it says when used): readable
+   * LoRA adapters of its architecture apply. llama.cpp's own check of each matrix's shape against
+   * the model's is made when one first loads (LoraAdapters).
+   */
+  #adaptersOf(file: string, declared: ModelAdapter[], metadata: Metadata, kinds: ReadonlyMap<string, FileKind>): ModelAdapter[] {
+    const names = new Set<string>();
+    return declared.map((adapter) => {
+      if (adapter.problem !== undefined) return adapter;
+      const kind = kinds.get(adapter.path);
+      const unreadable = this.#metadata.get(adapter.path)?.metadata;
+      const problem =
+        kind?.kind !== "adapter"
+          ? unreadable instanceof Error
+            ? `it is not a readable GGUF file (${unreadable.message})`
+            : kind === undefined
+              ? "the file is not in the models directory"
+              : `it is a ${kind.kind}, not an adapter`
+          : kind.adapterType !== "lora"
+            ? `it is an adapter of type "${kind.adapterType}", and only LoRA adapters apply`
+            : kind.architecture !== metadata.architecture
+              ? `it was made for the ${kind.architecture} architecture, and the model is ${metadata.architecture}`
+              : names.has(adapter.name)
+                ? `another adapter of the model is named "${adapter.name}"`
+                : undefined;
+      names.add(adapter.name);
+      if (problem === undefined) return adapter;
+      this.#logger.warn(`${MANIFEST_FILE} gives ${file} the adapter ${adapter.path}, which cannot apply: ${problem}.`);
+      return { ...adapter, problem };
+    });
+  }
+
   async #kindOf(file: string): Promise<FileKind | undefined> {
     let stats;
     try {
@@ -233,6 +301,13 @@ export class ModelRegistry {
 async function readKind(file: string, sizeBytes: number, mtimeMs: number): Promise<FileKind> {
   const header = await checkModelFile(file);
   const value = (key: string) => header.metadata.get(key);
+  if (value("general.type") === "adapter") {
+    return {
+      kind: "adapter",
+      architecture: String(value("general.architecture") ?? "unknown"),
+      adapterType: String(value("adapter.type") ?? ""),
+    };
+  }
   // llama.cpp's converters write projectors as architecture "clip"; its loader reads the flag.
   if (value("general.architecture") === "clip" || value("clip.has_vision_encoder") !== undefined) {
     return { kind: "projector", embeddingLength: numberOrUndefined(value("clip.vision.projection_dim")) };

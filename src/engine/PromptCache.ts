@@ -1,12 +1,20 @@
 import type { Llama, LlamaModel, Token } from "node-llama-cpp";
 import type { EngineCounters } from "../core/ModelInfo.js";
-import { commonPrefixLength as commonPrefix, wholeImages, type BatchDecoder, type DecoderSequence } from "./BatchDecoder.js";
+import {
+  commonPrefixLength as commonPrefix,
+  wholeImages,
+  type AdapterSet,
+  type BatchDecoder,
+  type DecoderSequence,
+} from "./BatchDecoder.js";
 import { createNativeCheckpoint, type NativeCheckpoint } from "./llamaInternals.js";
 
 /** One saved sequence: its tokens, and its state in host memory. */
 interface Entry {
   /** The decoder of the context it was saved from: it is restored only into that context's sequences. */
   owner: BatchDecoder;
+  /** The adapters its state was computed with: it serves only prompts read with the same. */
+  adapters: AdapterSet;
   tokens: readonly Token[];
   checkpoint: NativeCheckpoint;
   bytes: number;
@@ -111,12 +119,18 @@ export class PromptCache {
    * shares the longest start with the prompt if that is longer than what it keeps, and drops the
    * rest. Resolves to how many leading tokens of the prompt it then holds, at most `keepAtMost`.
    */
-  async prepare(decoder: BatchDecoder, sequence: DecoderSequence, tokens: readonly Token[], keepAtMost: number): Promise<number> {
-    const kept = wholeImages(tokens, Math.min(sequence.commonPrefix(tokens), keepAtMost));
-    const found = this.#longest(decoder, tokens, keepAtMost);
+  async prepare(
+    decoder: BatchDecoder,
+    sequence: DecoderSequence,
+    tokens: readonly Token[],
+    keepAtMost: number,
+    adapters: AdapterSet,
+  ): Promise<number> {
+    const kept = wholeImages(tokens, Math.min(sequence.commonPrefix(tokens, adapters), keepAtMost));
+    const found = this.#longest(decoder, adapters, tokens, keepAtMost);
     const best = found && found.length > kept ? found : undefined;
     if (worthSaving(sequence.tokens.length - kept, sequence.tokens.length)) await this.#save(decoder, sequence, best?.entry);
-    if (best && (await decoder.restore(sequence, best.entry.checkpoint, best.entry.tokens, best.length))) {
+    if (best && (await decoder.restore(sequence, best.entry.checkpoint, best.entry.tokens, best.length, adapters))) {
       this.#counters.promptTokensRestored += best.length;
       // Its own conversation is back: the sequence now holds the entry but for a tail not worth
       // keeping, and saves it again, grown, when another prompt takes the sequence. Kept, it would be
@@ -124,7 +138,7 @@ export class PromptCache {
       if (worthSaving(best.entry.tokens.length - best.length, best.entry.tokens.length)) this.#touch(best.entry);
       else this.#remove(best.entry);
     }
-    return decoder.keepPrefix(sequence, tokens, keepAtMost);
+    return decoder.keepPrefix(sequence, tokens, keepAtMost, adapters);
   }
 
   /** Drops the entries of a context being disposed. */
@@ -132,10 +146,15 @@ export class PromptCache {
     for (const entry of this.#entries.filter((each) => each.owner === owner)) this.#remove(entry);
   }
 
-  #longest(owner: BatchDecoder, tokens: readonly Token[], keepAtMost: number): { entry: Entry; length: number } | undefined {
+  #longest(
+    owner: BatchDecoder,
+    adapters: AdapterSet,
+    tokens: readonly Token[],
+    keepAtMost: number,
+  ): { entry: Entry; length: number } | undefined {
     let best: { entry: Entry; length: number } | undefined;
     for (const entry of this.#entries) {
-      if (entry.owner !== owner) continue;
+      if (!sameState(entry, owner, adapters)) continue;
       const length = wholeImages(tokens, Math.min(commonPrefix(entry.tokens, tokens), keepAtMost));
       if (length > (best?.length ?? 0)) best = { entry, length };
     }
@@ -147,7 +166,8 @@ export class PromptCache {
     const tokens = [...sequence.tokens];
     if (tokens.length === 0) return;
     // Already saved whole (it came from this cache and has decoded nothing since, say).
-    if (this.#entries.some((entry) => entry.owner === owner && commonPrefix(entry.tokens, tokens) === tokens.length)) return;
+    const adapters = sequence.adapters;
+    if (this.#entries.some((entry) => sameState(entry, owner, adapters) && commonPrefix(entry.tokens, tokens) === tokens.length)) return;
     const checkpoint = createNativeCheckpoint(this.#llama);
     try {
       await owner.save(sequence, checkpoint);
@@ -167,11 +187,13 @@ export class PromptCache {
     // one state, not one a turn.
     for (const entry of this.#entries.filter(
       (each) =>
-        each !== spare && each.owner === owner && !worthSaving(each.tokens.length - commonPrefix(each.tokens, tokens), each.tokens.length),
+        each !== spare &&
+        sameState(each, owner, adapters) &&
+        !worthSaving(each.tokens.length - commonPrefix(each.tokens, tokens), each.tokens.length),
     ))
       this.#remove(entry);
     while (this.#bytes + bytes > this.#budget) this.#remove(this.#entries.find((entry) => entry !== spare)!);
-    this.#entries.push({ owner, tokens, checkpoint, bytes });
+    this.#entries.push({ owner, adapters, tokens, checkpoint, bytes });
     this.#bytes += bytes;
   }
 
@@ -189,4 +211,9 @@ export class PromptCache {
     // restore reports failure if it had not started (BatchDecoder.restore).
     entry.checkpoint.dispose();
   }
+}
+
+/** Whether an entry holds states of `owner`'s context computed with `adapters`. */
+function sameState(entry: Entry, owner: BatchDecoder, adapters: AdapterSet): boolean {
+  return entry.owner === owner && entry.adapters.key === adapters.key;
 }

@@ -50,6 +50,8 @@ export interface NativeContext {
    */
   restoreCheckpoint(checkpoint: NativeCheckpoint, maxPosition: number, sequenceId: number): Promise<boolean>;
   setThreads(threads: number): void;
+  /** llama_set_adapters_lora: the LoRA adapters (AddonModelLora) the context's decodes apply, at these scales. */
+  setLoras(adapters: readonly unknown[], scales: readonly number[]): void;
 }
 
 /**
@@ -124,6 +126,7 @@ const contextMethods = [
   "copySequenceStateFromOtherSequence",
   "restoreCheckpoint",
   "setThreads",
+  "setLoras",
 ] as const;
 
 function mismatch(what: string): Error {
@@ -260,6 +263,22 @@ export function createNativeSampler(model: LlamaModel, config: NativeSamplerConf
     throw error;
   }
   return sampler;
+}
+
+interface LoraModelInternals {
+  _getOrLoadLora?: (filePath: string) => Promise<unknown>;
+}
+
+/**
+ * The model's LoRA adapter loaded from `file` (llama_adapter_lora_init, on a libuv thread), once
+ * per model and file: node-llama-cpp keeps it with the model and frees it with it. Rejects with
+ * llama.cpp's reason when the file is not an adapter of this model (a matrix of another shape: "maybe
+ * wrong base model").
+ */
+export function loadLoraAdapter(model: LlamaModel, file: string): Promise<unknown> {
+  const load = (model as unknown as LoraModelInternals)._getOrLoadLora;
+  if (typeof load !== "function") throw mismatch("LlamaModel._getOrLoadLora");
+  return load.call(model, file);
 }
 
 /** A new, empty checkpoint (see NativeCheckpoint) for `llama`'s contexts. */

@@ -21,6 +21,13 @@ const entrySchema = z.looseObject({
   aliases: z.array(z.string().min(1)).default([]),
   /** The vision projector (mmproj GGUF) beside it that the model reads images through. */
   projector: z.string().min(1).optional(),
+  /**
+   * LoRA adapters (adapter GGUFs beside it) applied over this model, each served as a model of its
+   * own, `<id>+<name>`; `name` defaults to the file's name without `.gguf`, `scale` to 1.
+   */
+  adapters: z
+    .array(z.looseObject({ file: z.string().min(1), name: z.string().min(1).optional(), scale: z.number().finite().optional() }))
+    .default([]),
   /** Where `pull` fetched the file from (`hf.co/OWNER/REPO/FILE.gguf` or a URL). */
   source: z.string().optional(),
   /** SHA-256 of the file (of the first part of a split model), hex, recorded by `pull`. */
@@ -33,6 +40,9 @@ const entrySchema = z.looseObject({
 const manifestSchema = z.looseObject({ models: z.array(entrySchema) });
 
 export type ManifestEntry = z.infer<typeof entrySchema>;
+
+/** An adapter of an entry; as read by readManifest, with `problem` when it cannot be served (the file itself never has it). */
+export type ManifestAdapter = ManifestEntry["adapters"][number] & { problem?: string };
 
 /**
  * A manifest as read: its entries, or the problem that made it unreadable. `warnings` say what was
@@ -87,9 +97,35 @@ function checkEntries(entries: ManifestEntry[]): ManifestRead {
       );
       delete checked.projector;
     }
+    // Kept in place, with what is wrong with it: a request's `lora` ids are positions in the list.
+    checked.adapters = checked.adapters.map((adapter, adapterIndex) =>
+      checkedAdapter(adapter, `${where}.adapters.${adapterIndex}`, warnings),
+    );
     kept.push(checked);
   }
   return warnings.length === 0 ? { entries: kept } : { entries: kept, warnings };
+}
+
+/**
+ * An adapter as read: its file must be a plain file name in the directory, and its name one part of
+ * a model name (it follows `base+`); one that is not is kept, with the `problem` a request for it is told.
+ */
+function checkedAdapter(adapter: ManifestAdapter, where: string, warnings: string[]): ManifestAdapter {
+  const name = adapterName(adapter);
+  const nameProblem = /[/:]/.test(name) ? "an adapter's name has no '/' or ':'" : modelNameProblem(name);
+  const problem = !isPlainFileName(adapter.file)
+    ? `its file ${JSON.stringify(adapter.file.slice(0, 100))} is not a plain file name in the models directory`
+    : nameProblem === undefined
+      ? undefined
+      : `its name ${JSON.stringify(name.slice(0, 100))} is not valid (${nameProblem})`;
+  if (problem === undefined) return adapter;
+  warnings.push(`${where} is not served: ${problem}.`);
+  return { ...adapter, problem };
+}
+
+/** The name an adapter is served under after its base's (`base+name`). */
+export function adapterName(adapter: ManifestAdapter): string {
+  return adapter.name ?? defaultModelId(adapter.file);
 }
 
 function nameIsValid(name: string, where: string, warnings: string[]): boolean {
@@ -201,7 +237,7 @@ export async function deleteModel(directory: string, file: string): Promise<void
 function entryFor(entries: ManifestEntry[], file: string): ManifestEntry {
   let entry = entries.find((candidate) => sameFile(candidate.file, file));
   if (!entry) {
-    entry = { file, aliases: [] };
+    entry = { file, aliases: [], adapters: [] };
     entries.push(entry);
   }
   return entry;
@@ -256,11 +292,12 @@ function sameFile(a: string, b: string): boolean {
 
 /** Drops what the reader would default anyway, so the file stays as short as a person would write it. */
 function tidy(entry: ManifestEntry): Record<string, unknown> {
-  const { file, id, aliases, source, sha256, ...rest } = entry;
+  const { file, id, aliases, adapters, source, sha256, ...rest } = entry;
   return {
     file,
     ...(id === undefined ? {} : { id }),
     ...(aliases.length > 0 ? { aliases } : {}),
+    ...(adapters.length > 0 ? { adapters } : {}),
     ...rest,
     ...(source === undefined ? {} : { source }),
     ...(sha256 === undefined ? {} : { sha256 }),

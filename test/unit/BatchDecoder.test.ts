@@ -8,6 +8,8 @@ import {
   DecoderSequence,
   imageTokens,
   MAX_TOKENS_AHEAD,
+  NO_ADAPTERS,
+  type AdapterSet,
   type GenerationSetup,
   type PromptImages,
 } from "../../src/engine/BatchDecoder.js";
@@ -22,6 +24,8 @@ type Batch = Array<{ sequence: number; tokens: number[]; positions: number[] }>;
  */
 class FakeNative implements NativeContext {
   readonly batches: Batch[] = [];
+  /** The adapters in force for each batch. */
+  readonly batchAdapters: Array<readonly unknown[]> = [];
   readonly removed: Array<[number, number, number]> = [];
   readonly copies: Array<[number, number]> = [];
   sampleCalls = 0;
@@ -56,6 +60,7 @@ class FakeNative implements NativeContext {
       throw error;
     }
     this.batches.push(this.#building);
+    this.batchAdapters.push(this.adapters);
     this.#lastBatch = this.#outputs;
   }
   sampleToken(batchIndex: number): Promise<number>;
@@ -90,6 +95,13 @@ class FakeNative implements NativeContext {
     throw new Error("these tests restore no saved state (test/http/promptCache.test.ts does, on a real model)");
   }
   setThreads(): void {}
+  /** The adapters each decode ran with (the names the tests give their fake adapters). */
+  adapters: readonly unknown[] = [];
+  readonly adapterSets: Array<readonly unknown[]> = [];
+  setLoras(adapters: readonly unknown[]): void {
+    this.adapters = adapters;
+    this.adapterSets.push(adapters);
+  }
 }
 
 /**
@@ -214,6 +226,41 @@ describe("BatchDecoder", () => {
     expect(native.batches.length).toBeGreaterThan(1);
     for (const batch of native.batches)
       expect(batch.map((item) => item.sequence)).toEqual([...batch.map((item) => item.sequence)].sort((a, b) => a - b));
+  });
+
+  it("decodes sequences of different adapter sets in batches of their own, taking turns, and switches the context's set only when it changes", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
+    const sets: AdapterSet[] = [NO_ADAPTERS, { key: "a@1", adapters: ["a"], scales: [1] }, { key: "a@1", adapters: ["a"], scales: [1] }];
+    const sequences = sets.map((set, id) => Object.assign(new DecoderSequence(id), { adapters: set }));
+    const generators = sequences.map((sequence) => decoder.generate(sequence, [100 * sequence.id] as Token[], setup({ limit: 4 })));
+    const replies = await Promise.all(generators.map((generator) => take(generator, 4)));
+    expect(replies).toEqual([0, 1, 2].map((id) => [1, 2, 3, 4].map((k) => 100 * id + k)));
+    native.batches.forEach((batch, i) => {
+      const ids = batch.map(({ sequence }) => sequence);
+      // Never mixed; the two sequences of one set share their batches.
+      expect(ids.every((id) => id === 0) || ids.every((id) => id !== 0)).toBe(true);
+      expect(native.batchAdapters[i]).toEqual(ids[0] === 0 ? [] : ["a"]);
+      if (ids[0] !== 0) expect(ids).toEqual([1, 2]);
+    });
+    // Turns: four steps each, alternating, so the context's set changed before each batch but the
+    // first (no adapters, as the context starts).
+    expect(native.batches).toHaveLength(8);
+    expect(native.adapterSets).toHaveLength(7);
+  });
+
+  it("keeps nothing a sequence holds for a prompt read with other adapters", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
+    const sequence = new DecoderSequence(0);
+    await decoder.evaluate(sequence, [1, 2, 3] as Token[]);
+    const set: AdapterSet = { key: "a@0.5", adapters: ["a"], scales: [0.5] };
+    expect(sequence.commonPrefix([1, 2, 3] as Token[], set)).toBe(0);
+    expect(await decoder.keepPrefix(sequence, [1, 2, 3, 4] as Token[], 3, set)).toBe(0);
+    expect(sequence.adapters).toBe(set);
+    await decoder.evaluate(sequence, [1, 2] as Token[]);
+    expect(native.batchAdapters.at(-1)).toEqual(["a"]);
+    expect(await decoder.keepPrefix(sequence, [1, 2, 3] as Token[], 3, set)).toBe(2);
   });
 
   it("stops decoding a generation at its limit and after its last token", async () => {

@@ -80,7 +80,7 @@ describe("models.json", () => {
     await expect(addAlias(directory, "b.gguf", "c")).rejects.toThrow(/"c" is already used by another model \(c\.gguf\)/);
     // A model may be given a name it already has.
     await nameModel(directory, { file: "a.gguf", id: "alpha", aliases: ["first"] });
-    expect((await readManifest(directory)).entries).toEqual([{ file: "a.gguf", id: "alpha", aliases: ["first"] }]);
+    expect((await readManifest(directory)).entries).toEqual([{ file: "a.gguf", id: "alpha", aliases: ["first"], adapters: [] }]);
   });
 
   it("keeps keys it does not know and refuses to overwrite a broken manifest", async () => {
@@ -102,7 +102,7 @@ describe("models.json", () => {
 
     await deleteModel(directory, path.join(directory, "big-00001-of-00003.gguf"));
     expect((await readdir(directory)).sort()).toEqual([MANIFEST_FILE, "other.gguf"]);
-    expect((await readManifest(directory)).entries).toEqual([{ file: "other.gguf", id: "other", aliases: [] }]);
+    expect((await readManifest(directory)).entries).toEqual([{ file: "other.gguf", id: "other", aliases: [], adapters: [] }]);
   });
 
   it("leaves out, with a warning, an entry whose file is not in the directory, and names that are not model names", async () => {
@@ -117,7 +117,7 @@ describe("models.json", () => {
     ];
     await writeFile(path.join(directory, MANIFEST_FILE), JSON.stringify({ models }));
     const read = await readManifest(directory);
-    expect(read.entries).toEqual([{ file: "good.gguf", aliases: ["fine", "ok:v1"] }]);
+    expect(read.entries).toEqual([{ file: "good.gguf", aliases: ["fine", "ok:v1"], adapters: [] }]);
     expect(read.warnings).toHaveLength(10);
     expect(read.warnings?.[0]).toBe(
       'models.json: models.0 is skipped: its file "../outside.gguf" is not a plain file name in the models directory.',
@@ -128,6 +128,31 @@ describe("models.json", () => {
     // A rewrite keeps what the person wrote, checked or not.
     await addAlias(directory, "good.gguf", "more");
     expect((await manifestJson()).models).toHaveLength(models.length);
+  });
+
+  it("keeps a model's adapters in their order, marking with a warning one outside the directory or with a name that cannot follow `base+`", async () => {
+    const adapters = [
+      { file: "a.gguf", name: "sql", scale: 0.5 },
+      { file: "../b.gguf", name: "escape" },
+      { file: "c.gguf", name: "team/x" },
+      { file: "d-lora.gguf" },
+    ];
+    await writeFile(path.join(directory, MANIFEST_FILE), JSON.stringify({ models: [{ file: "base.gguf", adapters }] }));
+    const read = await readManifest(directory);
+    // In place, since a request's `lora` ids are positions in the list.
+    expect(read.entries[0]?.adapters).toEqual([
+      adapters[0],
+      { ...adapters[1], problem: 'its file "../b.gguf" is not a plain file name in the models directory' },
+      { ...adapters[2], problem: `its name "team/x" is not valid (an adapter's name has no '/' or ':')` },
+      adapters[3],
+    ]);
+    expect(read.warnings).toEqual([
+      'models.json: models.0.adapters.1 is not served: its file "../b.gguf" is not a plain file name in the models directory.',
+      `models.json: models.0.adapters.2 is not served: its name "team/x" is not valid (an adapter's name has no '/' or ':').`,
+    ]);
+    // A rewrite keeps them as written.
+    await addAlias(directory, "base.gguf", "more");
+    expect((await manifestJson()).models).toEqual([{ file: "base.gguf", aliases: ["more"], adapters }]);
   });
 
   it("never names or deletes a file outside the directory, and refuses names outside the grammar", async () => {
@@ -160,7 +185,7 @@ describe("models.json", () => {
   it("takes over a lock file left by a process that died", async () => {
     // PIDs above the kernel's pid_max (4194304 at most) never belong to a live process.
     await writeFile(path.join(directory, `.${MANIFEST_FILE}.lock`), "99999999");
-    await updateManifest(directory, (entries) => void entries.push({ file: "a.gguf", aliases: [] }));
+    await updateManifest(directory, (entries) => void entries.push({ file: "a.gguf", aliases: [], adapters: [] }));
     expect(await manifestJson()).toEqual({ models: [{ file: "a.gguf" }] });
   });
 });

@@ -1,4 +1,4 @@
-import type { SamplingOptions } from "../../core/ChatRequest.js";
+import type { AdapterChoice, SamplingOptions } from "../../core/ChatRequest.js";
 import { ServerError } from "../../core/ServerError.js";
 
 /** The fields chat completions and legacy completions share, as their schemas parse them. */
@@ -12,6 +12,7 @@ export interface CommonWireFields {
   presence_penalty?: number | null;
   frequency_penalty?: number | null;
   logit_bias?: Record<string, number> | null;
+  lora?: AdapterChoice[] | null;
 }
 
 /** Streaming, stop sequences and sampling, read the same way for both endpoints. */
@@ -20,6 +21,8 @@ export function commonRequestFields(wire: CommonWireFields): {
   includeUsage: boolean;
   stop: string[];
   sampling: SamplingOptions;
+  /** The request's adapters (ChatRequest.lora), when it names any. */
+  adapters: { lora?: AdapterChoice[] };
 } {
   const stream = wire.stream === true;
   if (wire.stream_options != null && !stream) {
@@ -44,5 +47,6 @@ export function commonRequestFields(wire: CommonWireFields): {
       frequencyPenalty: wire.frequency_penalty ?? 0,
       logitBias: new Map(Object.entries(wire.logit_bias ?? {}).map(([token, bias]) => [Number(token), bias])),
     },
+    adapters: wire.lora == null ? {} : { lora: wire.lora },
   };
 }

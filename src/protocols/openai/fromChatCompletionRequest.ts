@@ -24,7 +24,7 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
       message: "Invalid value for 'top_logprobs': 'logprobs' must be set to true if 'top_logprobs' is used.",
     });
   }
-  const { stream, includeUsage, stop, sampling } = commonRequestFields(wire);
+  const { stream, includeUsage, stop, sampling, adapters } = commonRequestFields(wire);
 
   const format = wire.response_format?.type === "json_schema" ? [wire.response_format.json_schema.schema] : [];
   checkSchemaBudget(
@@ -44,6 +44,7 @@ export function fromChatCompletionRequest(body: unknown): ParsedChatCompletionRe
       maxTokens: wire.max_completion_tokens ?? wire.max_tokens ?? undefined,
       stop,
       sampling,
+      ...adapters,
       tools,
       toolChoice: toToolChoice(
         typeof wire.tool_choice === "object" && wire.tool_choice ? wire.tool_choice.function : wire.tool_choice,

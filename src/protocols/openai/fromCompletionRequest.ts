@@ -24,7 +24,7 @@ const DEFAULT_MAX_TOKENS = 16;
 /** Validates a legacy completions body and translates it to one engine request per prompt, no chat template. */
 export function fromCompletionRequest(body: unknown): ParsedCompletionRequest {
   const wire = parseBody(completionRequestSchema, body);
-  const { stream, includeUsage, stop, sampling } = commonRequestFields(wire);
+  const { stream, includeUsage, stop, sampling, adapters } = commonRequestFields(wire);
   const n = wire.n ?? 1;
   if (wire.best_of != null && wire.best_of !== n) {
     throw new ServerError("invalid_request", {
@@ -46,6 +46,7 @@ export function fromCompletionRequest(body: unknown): ParsedCompletionRequest {
       maxTokens: wire.max_tokens ?? DEFAULT_MAX_TOKENS,
       stop,
       sampling,
+      ...adapters,
       tools: [],
       toolChoice: { type: "none" },
       parallelToolCalls: false,

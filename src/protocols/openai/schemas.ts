@@ -78,6 +78,11 @@ const samplingFields = {
     .record(z.string().regex(/^\d+$/, "keys must be token ids"), z.number().min(-100).max(100))
     .refine((bias) => Object.keys(bias).length <= 1024, "at most 1024 tokens may be biased")
     .nullish(),
+  /** llama-server's per-request LoRA adapters: ids into the model's declared adapters, with their scales; those not listed are off. */
+  lora: z
+    .array(z.object({ id: z.int().min(0), scale: z.number().min(-100).max(100) }))
+    .max(64)
+    .nullish(),
 };
 
 export const chatCompletionRequestSchema = z.object({
