@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { createServer, type Server } from "node:http";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -13,6 +12,7 @@ import { projectorWriter, TINY_PROJECTORS } from "../../src/testmodels/projector
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { encodePng, jpegShell, pngBomb, webpShell, type Rgb } from "../support/images.js";
 import { buildLlamaCpp } from "../support/llamaCppBuild.js";
+import { startLlamaServerProcess } from "../support/llamaServerProcess.js";
 import { ensureNativeEngine } from "../support/nativeEngine.js";
 import { openHosted } from "../support/hostedServer.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
@@ -98,25 +98,17 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
   it.each(KINDS)(
     "gives llama-server's prompt_tokens and reply for the same image and text, on the same files (%s projector)",
     async (kind) => {
-      const port = await freePort();
-      const llamaServer = spawn(
-        llamaServerBin,
-        [
-          ...["-m", await testModelPath(TEXT_MODEL[kind]), "--mmproj", projectors[kind]],
-          ...["--host", "127.0.0.1", "--port", String(port), "-t", "2", "-c", "1024", "-np", "1", "--no-warmup"],
-        ],
-        { stdio: ["ignore", "ignore", "pipe"] },
-      );
-      let log = "";
-      llamaServer.stderr!.on("data", (chunk: Buffer) => (log += chunk.toString()));
+      const llamaServer = await startLlamaServerProcess(llamaServerBin, [
+        ...["-m", await testModelPath(TEXT_MODEL[kind]), "--mmproj", projectors[kind]],
+        ...["-t", "2", "-c", "1024", "-np", "1", "--no-warmup"],
+      ]);
       try {
-        const base = `http://127.0.0.1:${port}`;
-        await waitHealthy(base, llamaServer, () => log);
+        const base = llamaServer.url;
         for (const color of [RED, BLUE]) {
           const body = imageQuestion(`tiny-${kind}`, dataUrl(picture(color)), "Answer briefly.");
           const theirs = (await (await postJson(`${base}/v1/chat/completions`, body)).json()) as Completion;
           const ours = (await (await postJson(`${server.url}/v1/chat/completions`, body)).json()) as Completion;
-          expect(theirs.usage.prompt_tokens, log.slice(-2000)).toBeGreaterThan(16);
+          expect(theirs.usage.prompt_tokens, llamaServer.log().slice(-2000)).toBeGreaterThan(16);
           expect(ours.usage.prompt_tokens).toBe(theirs.usage.prompt_tokens);
           expect(ours.usage.completion_tokens).toBe(theirs.usage.completion_tokens);
           // The same tokens: llama-server ends a reply cut inside a character (random weights
@@ -456,27 +448,4 @@ function imageQuestion(model: string, url: string, after?: string) {
 interface Completion {
   usage: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens: number } };
   choices: Array<{ message: { content: string } }>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  probe.listen(0, "127.0.0.1");
-  await once(probe, "listening");
-  const { port } = probe.address() as AddressInfo;
-  probe.close();
-  return port;
-}
-
-async function waitHealthy(base: string, child: ChildProcess, log: () => string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log().slice(-3000)}`);
-    const healthy = await fetch(`${base}/health`).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (healthy) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`llama-server did not become healthy:\n${log().slice(-3000)}`);
 }

@@ -40,6 +40,7 @@ const body = {
   logit_bias: { "42": -100 },
   response_format: { type: "json_object" },
   reasoning_effort: "low",
+  lora: [{ id: 1, scale: 0.5 }],
 };
 
 describe("forwarding a chat to an upstream", () => {

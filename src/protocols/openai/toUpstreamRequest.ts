@@ -77,6 +77,8 @@ function generationFields(request: ChatRequest): Record<string, unknown> {
     ...(request.stop.length > 0 ? { stop: request.stop } : {}),
     // Chat's shape; a legacy completions body takes `logprobs: N` (vLLM) or this (llama-server, modelhost).
     ...(request.logprobs ? { logprobs: request.prompt ? request.logprobs.top : true, top_logprobs: request.logprobs.top } : {}),
+    // The upstream's own adapter ids (llama-server's and modelhost's field; vLLM names adapters as models).
+    ...(request.lora ? { lora: request.lora } : {}),
   };
 }
 
