@@ -36,12 +36,9 @@ async function sample(url: string, model: string, n: number, run: number, prompt
   return {
     wallMs,
     promptTokens: reply.usage.prompt_tokens,
-    counters: {
-      promptEvaluations: after.promptEvaluations - before.promptEvaluations,
-      promptTokensEvaluated: after.promptTokensEvaluated - before.promptTokensEvaluated,
-      promptCopies: after.promptCopies - before.promptCopies,
-      promptTokensRestored: after.promptTokensRestored - before.promptTokensRestored,
-    },
+    counters: Object.fromEntries(
+      Object.entries(after).map(([name, value]) => [name, value - before[name as keyof EngineCounters]]),
+    ) as unknown as EngineCounters,
   };
 }
 

@@ -71,6 +71,7 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     maxGenerationMs: config.maxGenerationTime,
     streamHoldMs: config.streamHold,
     cacheRamMiB: config.cacheRam,
+    speculation: config.speculation === "none" ? undefined : { type: config.speculation, draftMax: config.draftMax },
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAlive,
     backend,

@@ -406,6 +406,24 @@ export const settings = {
     schema: duration.refine((ms) => ms >= 0 && ms <= 1000, 'must be a duration from "0" to "1s", such as "33ms"'),
     commands: ["serve"],
   }),
+  speculation: setting({
+    flag: "speculation",
+    env: "MODELHOST_SPECULATION",
+    default: "none",
+    description:
+      'Speculative decoding: "ngram" drafts the tokens that followed the last few tokens where they appeared earlier in the prompt or the reply (prompt lookup), and the model checks them in the same decode as its own next token, so a reply that copies its input (a rewrite, a code edit, an answer quoting retrieved text) is written several tokens a decode. What is written is what would be without it, at every temperature. "none": off.',
+    schema: z.enum(["none", "ngram"]),
+    commands: ["serve"],
+  }),
+  draftMax: setting({
+    flag: "draft-max",
+    env: "MODELHOST_DRAFT_MAX",
+    default: "16",
+    description:
+      "The most tokens one draft may hold (speculative decoding), as llama-server's --draft-max (same default). A draft's length adapts below it to what the model accepts.",
+    schema: integer(1),
+    commands: ["serve"],
+  }),
   cacheRam: setting({
     flag: "cache-ram",
     env: "MODELHOST_CACHE_RAM",

@@ -63,7 +63,14 @@ export type ChatEvent =
       timings: GenerationTimings;
       /** The request's stop sequence that ended generation, when one did (finish reason "stop"). */
       stopSequence?: string;
+      /** With speculative decoding: the tokens drafted for this generation, and those the model accepted. */
+      speculation?: SpeculationCounts;
     };
+
+export interface SpeculationCounts {
+  drafted: number;
+  accepted: number;
+}
 
 /**
  * A running generation. It holds a decoding slot until it has ended or `return()` was called, so

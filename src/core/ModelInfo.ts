@@ -111,6 +111,18 @@ export interface EngineStatus {
   promptCacheBytes: number;
 }
 
+/** Counters at zero: an engine's at its start. */
+export function zeroCounters(): EngineCounters {
+  return {
+    promptEvaluations: 0,
+    promptTokensEvaluated: 0,
+    promptCopies: 0,
+    promptTokensRestored: 0,
+    draftTokens: 0,
+    draftTokensAccepted: 0,
+  };
+}
+
 /** Totals since the engine started, over all models: what work the prompts took. */
 export interface EngineCounters {
   /** Prompts read into a sequence by decoding them (a prompt shared by n choices counts once). */
@@ -121,4 +133,7 @@ export interface EngineCounters {
   promptCopies: number;
   /** Prompt tokens restored from the prompt cache in host memory (--cache-ram) instead of decoded. */
   promptTokensRestored: number;
+  /** Speculative decoding (--speculation): tokens drafted, and those the model accepted. */
+  draftTokens: number;
+  draftTokensAccepted: number;
 }

@@ -34,6 +34,19 @@ export interface GenerationSetup {
    * `endTokens`, or a native loop would sample on past it before this is called.
    */
   sampled?(token: Token): boolean;
+  /**
+   * Speculative decoding: drafts of tokens checked in the same decode as the generation's own (see
+   * BatchDecoder.#verify). The sequence's memory must be able to drop a tail (a plain KV cache).
+   */
+  drafter?: Drafter;
+}
+
+/** Proposes the tokens likely to follow, and learns from what the model accepted (NgramDrafter). */
+export interface Drafter {
+  /** Up to `room` tokens to check after `next`, which the sequence decodes now after `history`. */
+  draft(history: readonly Token[], next: Token, room: number): Token[];
+  /** The first `accepted` of `drafted` tokens were those the model sampled. */
+  record(drafted: number, accepted: number): void;
 }
 
 /**
@@ -155,7 +168,13 @@ interface Job {
    * A generation's: how many tokens it may still sample after this step's, and the tokens that end
    * it besides the model's own. Such jobs can be decoded on by the native loop.
    */
-  generation?: { ahead(): number; endTokens: Int32Array };
+  generation?: {
+    ahead(): number;
+    endTokens: Int32Array;
+    /** Speculative decoding's drafter, and whether a sampled token ends what may be taken in one step. */
+    drafter?: Drafter;
+    stops(token: Token): boolean;
+  };
   /** A native loop that decoded this job is over: nothing decodes it ahead any more. */
   released?(): void;
 }
@@ -169,6 +188,8 @@ interface BatchItem {
   position: number;
   /** Which of them get logits (indexes into its part). */
   logitIndexes: Uint32Array;
+  /** Drafted tokens decoded after its input token, to be checked (speculative decoding). */
+  draft?: Token[];
 }
 
 /**
@@ -499,6 +520,19 @@ export class BatchDecoder {
       const imageAt = job.images ? job.input.findIndex((token) => token < 0) : -1;
       const count = Math.min(imageAt === -1 ? job.input.length : imageAt, this.#batchSize - size);
       if (count <= 0) break;
+      const draft = this.#draft(job, this.#batchSize - size - 1);
+      if (draft.length > 0) {
+        batch.push({
+          job,
+          count: 1,
+          position: job.sequence.tokens.length,
+          logitIndexes: Uint32Array.from({ length: draft.length + 1 }, (_, i) => i),
+          draft,
+        });
+        this.#take(job);
+        size += 1 + draft.length;
+        continue;
+      }
       const finishes = count === job.input.length;
       const logitIndexes =
         job.sampleAt === "every"
@@ -525,8 +559,8 @@ export class BatchDecoder {
     try {
       this.#useAdapters(adapters);
       native.initBatch(size);
-      const batchIndexes = batch.map(({ job, count, position, logitIndexes }) =>
-        native.addToBatch(job.sequence.id, position, Uint32Array.from(job.input.slice(0, count)), logitIndexes),
+      const batchIndexes = batch.map(({ job, count, position, logitIndexes, draft }) =>
+        native.addToBatch(job.sequence.id, position, Uint32Array.from([...job.input.slice(0, count), ...(draft ?? [])]), logitIndexes),
       );
       // Generation steps without metadata are sampled in the native step when the binary has it;
       // the rest (logprobs, scoring) by node-llama-cpp's sampleToken after the decode.
@@ -535,7 +569,11 @@ export class BatchDecoder {
         ? batch.flatMap((item, i) => (item.job.sampler && !item.job.metadata && item.logitIndexes.length === 1 ? [i] : []))
         : [];
       // A batch of nothing but such generations goes on in the native loop.
-      const ahead = combined.length === batch.length ? Math.min(...batch.map(({ job }) => job.generation?.ahead() ?? 0)) : 0;
+      // Generations that draft stay out of it: it decodes one token a step.
+      const ahead =
+        combined.length === batch.length && batch.every(({ job }) => !job.generation?.drafter)
+          ? Math.min(...batch.map(({ job }) => job.generation?.ahead() ?? 0))
+          : 0;
       if (steps && ahead > 0) return await this.#generate(steps, batch, batchIndexes, ahead);
       const natively = new Map<number, number>();
       if (combined.length > 0) {
@@ -550,15 +588,24 @@ export class BatchDecoder {
       }
       for (const { job, count } of batch) job.sequence.tokens.push(...job.input.splice(0, count));
       outcomes = await Promise.all(
-        batch.map(async ({ job }, i) => {
+        batch.map(async ({ job, draft }, i) => {
           try {
             const token = natively.get(i);
+            if (draft) return await this.#verify(job, draft, batchIndexes[i]!);
             return token === undefined ? await this.#sample(job, batchIndexes[i]!) : [{ token: checked(token) }];
           } catch (error) {
             return { error };
           }
         }),
       );
+      // The drafted tokens the model did not write leave the caches (the accepted ones stay).
+      batch.forEach(({ job, draft }, i) => {
+        const outcome = outcomes[i]!;
+        if (!draft) return;
+        const accepted = Array.isArray(outcome) ? outcome.length - 1 : 0;
+        job.sequence.tokens.push(...draft.slice(0, accepted));
+        if (accepted < draft.length) this.#truncate(job.sequence, job.sequence.tokens.length);
+      });
     } catch (error) {
       // What the failed batch left in these sequences' caches is unknown: they start afresh.
       for (const { job } of batch) {
@@ -695,6 +742,38 @@ export class BatchDecoder {
     });
   }
 
+  /**
+   * The tokens a generation may draft this step: when its drafter proposes some, and nothing makes
+   * its next token a step of its own (it is behind, or its sampler changes after this token).
+   */
+  #draft(job: Job, room: number): Token[] {
+    const generation = job.generation;
+    if (!generation?.drafter || job.input.length !== 1 || job.sampleAt !== "last" || job.input[0]! < 0) return [];
+    return generation.drafter.draft(job.sequence.tokens, job.input[0]!, Math.min(room, generation.ahead()));
+  }
+
+  /**
+   * Speculative decoding's check, as llama.cpp's (common_sampler_sample_and_accept_n): the
+   * generation's sampler samples each position in turn, from the logits after its own token and
+   * then after each drafted one, and goes on while it samples the drafted token. So every token
+   * is sampled once, from the logits of the tokens really before it, by the sampler in the state
+   * those tokens left it in (penalties, grammar, random state): what is written is what would be
+   * without a draft. (For a draft that proposes one token for sure, this is the standard
+   * acceptance rule: accepted with probability p(token), and else a sample from p without it.)
+   * A token after which the step must end (an end, or one whose next token is sampled alone)
+   * ends the check.
+   */
+  async #verify(job: Job, draft: readonly Token[], batchIndexes: Uint32Array): Promise<Sampled[]> {
+    const results: Sampled[] = [];
+    for (let i = 0; i <= draft.length; i++) {
+      const sampled = await this.#sampleOne(batchIndexes[i]!, job.sampler!, job.metadata);
+      results.push(sampled);
+      if (i === draft.length || sampled.token !== draft[i] || job.generation!.stops(sampled.token)) break;
+    }
+    job.generation!.drafter!.record(draft.length, results.length - 1);
+    return results;
+  }
+
   async #sample(job: Job, batchIndexes: Uint32Array): Promise<Sampled[]> {
     const { sampler } = job;
     if (!sampler || batchIndexes.length === 0) return [];
@@ -760,13 +839,19 @@ class Generation {
       sampler: setup.sampler,
       ...(setup.metadata ? { metadata: setup.metadata } : {}),
       signal,
-      done: ([result]) => this.#onSampled(result!),
+      done: (results) => {
+        // Drafted tokens the model accepted come before the step's last token.
+        for (const accepted of results.slice(0, -1)) this.#onAccepted(accepted);
+        this.#onSampled(results.at(-1)!);
+      },
       fail: (error) => this.#onFailed(error),
       generation: {
         // A consumer this far behind waits for its next token in a step of its own, which holds
         // the token back (a loop would decode on for it).
         ahead: () => (this.#finished || this.#alone || this.#waiting.length >= MAX_TOKENS_AHEAD - 1 ? 0 : setup.limit - this.#sampled - 1),
         endTokens: Int32Array.from(setup.endTokens ?? []),
+        ...(setup.drafter ? { drafter: setup.drafter } : {}),
+        stops: (token) => this.#alone || setup.isLast(token) || (setup.endTokens?.includes(token) ?? false),
       },
       released: () => this.#settle(),
     };
@@ -807,6 +892,19 @@ class Generation {
     if (this.#error !== undefined) return Promise.reject(this.#error);
     if (!this.#inStep) return Promise.resolve(undefined);
     return new Promise((resolve, reject) => (this.#consumer = { resolve, reject }));
+  }
+
+  /**
+   * A drafted token the model wrote, ahead of the step's last: taken as a sampled token that does
+   * not end the generation (the check stops at one that would, and at the limit).
+   */
+  #onAccepted(sampled: Sampled): void {
+    this.#sampled++;
+    this.#alone = this.#setup.sampled?.(sampled.token) ?? false;
+    const consumer = this.#consumer;
+    this.#consumer = undefined;
+    if (consumer) this.#decoder.handOverLater(() => consumer.resolve(sampled));
+    else this.#waiting.push(sampled);
   }
 
   #onSampled(sampled: Sampled): void {

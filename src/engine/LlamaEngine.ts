@@ -3,7 +3,14 @@ import type { ChatStream } from "../core/ChatEvent.js";
 import type { ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { Engine, LoadOptions, PromptPreview, RequestOptions } from "../core/Engine.js";
-import type { EngineCounters, EngineStatus, ModelCapability, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
+import {
+  zeroCounters,
+  type EngineCounters,
+  type EngineStatus,
+  type ModelCapability,
+  type ModelDescription,
+  type ModelInfo,
+} from "../core/ModelInfo.js";
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../core/TokenizeRequest.js";
 import { checkRequestSchemas } from "../core/checkRequestSchemas.js";
@@ -55,7 +62,7 @@ export class LlamaEngine implements Engine {
   readonly #resident = new Map<string, Resident>();
   readonly #roomWaiters = new Set<() => void>();
   readonly #digests = new FileDigests();
-  readonly #counters: EngineCounters = { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0, promptTokensRestored: 0 };
+  readonly #counters: EngineCounters = zeroCounters();
   readonly #promptCache: PromptCache | undefined;
   #closed = false;
 

@@ -35,6 +35,7 @@ import { Utf8Tables } from "./Utf8Guard.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 import { VisionProjector } from "./VisionProjector.js";
 import { LoraAdapters, type AdapterUse } from "./LoraAdapters.js";
+import { NgramDrafter } from "./NgramDrafter.js";
 
 export interface ModelRuntimeOptions {
   /** Context length per sequence; capped at the model's trained length. */
@@ -53,6 +54,8 @@ export interface ModelRuntimeOptions {
   streamHoldMs: number;
   /** The engine's totals, which this model adds to. */
   counters: EngineCounters;
+  /** Speculative decoding (--speculation, --draft-max); absent when it is off. */
+  speculation?: { type: "ngram"; draftMax: number } | undefined;
   /** The engine's prompt cache beyond the slots (--cache-ram); absent when it is off. */
   promptCache?: PromptCache | undefined;
 }
@@ -76,6 +79,8 @@ export class LoadedModel {
   readonly #pool: SlotPool<DecoderSequence>;
   /** The engine's prompt cache, for models whose sequences it can save whole (PromptCache.supports). */
   readonly #promptCache: PromptCache | undefined;
+  /** Speculative decoding is on and the model's memory can drop a rejected draft (PromptCache.supports). */
+  readonly #speculative: boolean;
   readonly #prompts: ChatPromptRenderer;
   readonly #embeddings: EmbeddingRunner;
   readonly #ranking: RankingRunner;
@@ -125,6 +130,8 @@ export class LoadedModel {
         })
       : undefined;
     this.#promptCache = this.#decoder && options.promptCache && PromptCache.supports(model) ? options.promptCache : undefined;
+    // A rejected draft leaves the cache as a tail cut off, which only a plain KV cache can do.
+    this.#speculative = options.speculation !== undefined && PromptCache.supports(model);
     this.#pool = new SlotPool(
       sequences.map((sequence) => new DecoderSequence(sequenceIdOf(sequence), sequence)),
       options.maxQueue,
@@ -404,6 +411,7 @@ export class LoadedModel {
         ...(textGrammar || toolPlan ? { utf8: (this.#utf8Tables ??= new Utf8Tables(this.#tokenBytes.all())) } : {}),
         counters: this.#options.counters,
         sharedPrompt: n > 1 || scorePrompt,
+        ...(this.#speculative ? { drafter: new NgramDrafter(this.#options.speculation!.draftMax, this.#options.counters) } : {}),
       }),
     );
     // The ticket is settled once, when the last choice ends: the prompt once, the completions summed.

@@ -11,6 +11,7 @@ import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
 import { ThoughtSplitter, type ThoughtMarkers } from "./ThoughtSplitter.js";
 import type { TokenBytes } from "./TokenBytes.js";
 import { Utf8Guard, type Utf8Tables } from "./Utf8Guard.js";
+import type { NgramDrafter } from "./NgramDrafter.js";
 import { ToolCallParser, type CallDelimiters, type ToolCallParserEvent } from "./tools/ToolCallParser.js";
 
 /** How tool calls are generated for one request (absent: no tools, or tool_choice "none"). */
@@ -81,6 +82,8 @@ export interface CompletionJob {
   counters: EngineCounters;
   /** The sequence already holds the prompt but its last token (evaluated once and copied for n choices). */
   sharedPrompt?: boolean;
+  /** Speculative decoding: drafts its tokens (see BatchDecoder's #verify); its totals go in the `done` event. */
+  drafter?: NgramDrafter;
 }
 
 /** A completion under way: its events, and what it has generated so far. */
@@ -318,6 +321,7 @@ async function* generate(job: CompletionJob, state: CompletionState): AsyncGener
     },
     timings: { loadMs: job.loadMs, promptMs: firstToken - started, generationMs: ended - firstToken },
     ...stopSequence,
+    ...(job.drafter ? { speculation: { drafted: job.drafter.drafted, accepted: job.drafter.accepted } } : {}),
   };
 }
 
@@ -356,6 +360,7 @@ async function* runSegment(job: CompletionJob, state: CompletionState): AsyncGen
         ...(guard?.pauseTokens ?? []),
       ],
       ...(guard ? { sampled: (token: Token) => guard.sampled(sampler, token) } : {}),
+      ...(job.drafter ? { drafter: job.drafter } : {}),
       limit: job.maxTokens - state.completionTokens,
     },
     signal,

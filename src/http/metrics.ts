@@ -137,6 +137,24 @@ export class ServerMetrics {
         this.inc(engine.status().counters.promptTokensRestored);
       },
     });
+    // Speculative decoding (--speculation): what was drafted, and what the model accepted of it.
+    for (const [name, help, value] of [
+      ["modelhost_draft_tokens_total", "Tokens drafted by speculative decoding (--speculation) for the model to check.", "draftTokens"],
+      [
+        "modelhost_draft_tokens_accepted_total",
+        "Drafted tokens the model accepted: each one a token written without a decode of its own.",
+        "draftTokensAccepted",
+      ],
+    ] as const)
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(engine.status().counters[value]);
+        },
+      });
     new Gauge({
       name: "modelhost_prompt_cache_bytes",
       help: "Host memory the prompt cache (--cache-ram) holds now: saved KV states of sequences.",
@@ -372,6 +390,7 @@ class ObservedStream implements ChatStream {
         completionTokens: usage.completionTokens,
         ...(ttftMs === undefined ? {} : { ttftMs }),
         ...(tokensPerSecond === undefined ? {} : { tokensPerSecond: Math.round(tokensPerSecond * 10) / 10 }),
+        ...(event.speculation ? { draftTokens: event.speculation.drafted, draftTokensAccepted: event.speculation.accepted } : {}),
         finishReason,
         totalMs: Math.round(now - this.#started),
         ...(this.#origin.account === undefined ? {} : { account: this.#origin.account }),

@@ -4,7 +4,7 @@ import type { ChatEvent, ChatStream } from "../core/ChatEvent.js";
 import { choiceSeed, type ChatRequest } from "../core/ChatRequest.js";
 import type { EmbedRequest, EmbedResult } from "../core/EmbedRequest.js";
 import type { AdmissionTicket, Engine, LoadOptions, PromptPreview, RequestOptions } from "../core/Engine.js";
-import type { EngineStatus, ModelDescription, ModelInfo } from "../core/ModelInfo.js";
+import { zeroCounters, type EngineStatus, type ModelDescription, type ModelInfo } from "../core/ModelInfo.js";
 import { nameCandidates } from "../core/modelName.js";
 import type { RerankRequest, RerankResult } from "../core/RerankRequest.js";
 import { ServerError } from "../core/ServerError.js";
@@ -568,7 +568,7 @@ export class UpstreamEngine implements Engine {
       ready: true,
       backend: null,
       loaded: [],
-      counters: { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0, promptTokensRestored: 0 },
+      counters: zeroCounters(),
       promptCacheBytes: 0,
     };
   }

@@ -12,7 +12,7 @@ import type { ChatRequest } from "../../src/core/ChatRequest.js";
 import { checkRequestSchemas } from "../../src/core/checkRequestSchemas.js";
 import type { EmbedRequest, EmbedResult } from "../../src/core/EmbedRequest.js";
 import type { AdmissionTicket, Engine, LoadOptions, PromptPreview, RequestOptions } from "../../src/core/Engine.js";
-import type { EngineStatus, ModelCapability, ModelDescription, ModelInfo } from "../../src/core/ModelInfo.js";
+import { zeroCounters, type EngineStatus, type ModelCapability, type ModelDescription, type ModelInfo } from "../../src/core/ModelInfo.js";
 import type { RerankRequest, RerankResult } from "../../src/core/RerankRequest.js";
 import { ServerError } from "../../src/core/ServerError.js";
 import type { DetokenizeRequest, DetokenizeResult, TokenizeRequest, TokenizeResult } from "../../src/core/TokenizeRequest.js";
@@ -86,7 +86,7 @@ export class FakeEngine implements Engine {
   readonly #failures: NonNullable<FakeEngineOptions["failures"]>;
   /** Loaded models by id, with their requests in flight. */
   readonly #loaded = new Map<string, { active: number; keepAliveMs: number }>();
-  readonly #counters = { promptEvaluations: 0, promptTokensEvaluated: 0, promptCopies: 0, promptTokensRestored: 0 };
+  readonly #counters = zeroCounters();
   #closed = false;
 
   constructor(options: FakeEngineOptions = {}) {

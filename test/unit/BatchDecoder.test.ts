@@ -371,6 +371,38 @@ describe("BatchDecoder", () => {
     expect(sequence.tokens).toEqual([0, 1]);
   });
 
+  it("checks a draft in the step's decode: keeps the tokens the model wrote, drops the rest from the cache, and writes as it would without", async () => {
+    const native = new FakeNative();
+    const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });
+    const sequence = new DecoderSequence(0);
+    // The fake writes token + 1: after 11, a draft of 12, 13, 99 has its first two accepted.
+    const drafts = [[12, 13, 99], [], [16, 17, 18, 19]];
+    const records: Array<[number, number]> = [];
+    const drafter = {
+      draft: (_history: readonly Token[], _next: Token, room: number) => (drafts.shift() ?? []).slice(0, room) as Token[],
+      record: (drafted: number, accepted: number) => void records.push([drafted, accepted]),
+    };
+    const generator = decoder.generate(sequence, [9, 10] as Token[], setup({ limit: 9, drafter }));
+    expect(await take(generator, 9)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19]);
+    // The prompt; 11 with its draft (two accepted, then 14 sampled where 99 was drafted); 14
+    // alone; 15 with a draft of four cut to the room the limit leaves (three), all accepted, and
+    // 19 sampled after them.
+    expect(native.batches.map((batch) => batch.map(({ tokens }) => tokens))).toEqual([
+      [[9, 10]],
+      [[11, 12, 13, 99]],
+      [[14]],
+      [[15, 16, 17, 18]],
+    ]);
+    expect(records).toEqual([
+      [3, 2],
+      [3, 3],
+    ]);
+    // The rejected 99 left the cache at once; the cache holds what was written, no more.
+    expect(native.removed).toEqual([[0, 5, -1]]);
+    expect(sequence.tokens).toEqual([9, 10, 11, 12, 13, 14, 15, 16, 17, 18]);
+    await generator.return();
+  });
+
   it("fails the jobs of a batch whose decode failed and clears their caches; a failed sample fails only its job", async () => {
     const native = new FakeNative();
     const decoder = new BatchDecoder(native, { batchSize: 8, threads: 1, holdMs: 16 });

@@ -28,7 +28,14 @@ const healthResponseSchema = z.object({
         ),
     }),
   ),
-  counters: z.object({ promptEvaluations: z.int(), promptTokensEvaluated: z.int(), promptCopies: z.int(), promptTokensRestored: z.int() }),
+  counters: z.object({
+    promptEvaluations: z.int(),
+    promptTokensEvaluated: z.int(),
+    promptCopies: z.int(),
+    promptTokensRestored: z.int(),
+    draftTokens: z.int(),
+    draftTokensAccepted: z.int(),
+  }),
   promptCacheBytes: z.int(),
 });
 
