@@ -71,7 +71,10 @@ export async function serve(config: Config, options: ServeOptions = {}): Promise
     maxGenerationMs: config.maxGenerationTime,
     streamHoldMs: config.streamHold,
     cacheRamMiB: config.cacheRam,
-    speculation: config.speculation === "none" ? undefined : { type: config.speculation, draftMax: config.draftMax },
+    speculation:
+      config.speculation === "none"
+        ? undefined
+        : { type: config.speculation, draftMax: config.draftMax, ...(config.draftModel ? { draftModel: config.draftModel } : {}) },
     maxLoadedModels: config.maxLoadedModels,
     keepAliveMs: config.keepAlive,
     backend,

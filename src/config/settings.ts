@@ -411,8 +411,17 @@ export const settings = {
     env: "MODELHOST_SPECULATION",
     default: "none",
     description:
-      'Speculative decoding: "ngram" drafts the tokens that followed the last few tokens where they appeared earlier in the prompt or the reply (prompt lookup), and the model checks them in the same decode as its own next token, so a reply that copies its input (a rewrite, a code edit, an answer quoting retrieved text) is written several tokens a decode. What is written is what would be without it, at every temperature. "none": off.',
-    schema: z.enum(["none", "ngram"]),
+      'Speculative decoding: "ngram" drafts the tokens that followed the last few tokens where they appeared earlier in the prompt or the reply (prompt lookup), and the model checks them in the same decode as its own next token, so a reply that copies its input (a rewrite, a code edit, an answer quoting retrieved text) is written several tokens a decode. What is written is what would be without it, at every temperature. "draft": a model with a draft model (its models.json "draft", or else --draft-model), a smaller model of its vocabulary, drafts with it, the others by n-gram. "none": off.',
+    schema: z.enum(["none", "ngram", "draft"]),
+    commands: ["serve"],
+  }),
+  draftModel: setting({
+    flag: "draft-model",
+    env: "MODELHOST_DRAFT_MODEL",
+    default: "",
+    description:
+      'The model that drafts for the chat models without a "draft" of their own in models.json, with --speculation draft: a smaller model of their vocabulary (as llama-server\'s --model-draft), loaded beside each model it drafts for. A model of another vocabulary is refused when it loads.',
+    schema: z.string(),
     commands: ["serve"],
   }),
   draftMax: setting({

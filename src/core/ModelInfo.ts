@@ -45,6 +45,8 @@ export interface ModelInfo {
    * ids index them), each served as a model of its own: `base+name`.
    */
   adapters?: ModelAdapter[];
+  /** The model that drafts for it (models.json `draft`), by name: speculative decoding with --speculation draft. */
+  draft?: string;
   /** Set on a `base+name` model: the adapters it applies (ids into `adapters`), unless a request names its own. */
   appliedAdapters?: Array<{ id: number; scale: number }>;
   /** The pooling the file declares for embeddings (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank). */

@@ -43,10 +43,15 @@ export interface GenerationSetup {
 
 /** Proposes the tokens likely to follow, and learns from what the model accepted (NgramDrafter). */
 export interface Drafter {
-  /** Up to `room` tokens to check after `next`, which the sequence decodes now after `history`. */
-  draft(history: readonly Token[], next: Token, room: number): Token[];
+  /**
+   * Up to `room` tokens to check after `next`, which the sequence decodes now after `history`
+   * (a draft model's decoded on its own context: a promise).
+   */
+  draft(history: readonly Token[], next: Token, room: number): Token[] | Promise<Token[]>;
   /** The first `accepted` of `drafted` tokens were those the model sampled. */
   record(drafted: number, accepted: number): void;
+  /** The generation is over: what it held for drafting goes back (a draft model's sequence). */
+  release?(): void;
 }
 
 /**
@@ -503,12 +508,15 @@ export class BatchDecoder {
     // decode with tokens, and mtmd may switch the context to non-causal attention for it (Gemma 3).
     const image = this.#ready.find((job) => job.input[0]! < 0);
     if (image) return this.#evaluateImage(image);
-    const batch: BatchItem[] = [];
-    let size = 0;
-    const order = [...this.#ready.filter((job) => job.input.length === 1), ...this.#ready.filter((job) => job.input.length > 1)];
     // One adapter set a batch (see AdapterSet): that of the job waiting longest. Jobs decoded
     // come back at the queue's end, so sets take turns step by step.
     const adapters = this.#ready[0]!.sequence.adapters;
+    // Drafts first: a draft model's are decoded on its own context, meanwhile jobs may leave.
+    const proposed = this.#drafts(adapters);
+    const drafts = proposed instanceof Promise ? await proposed : proposed;
+    const batch: BatchItem[] = [];
+    let size = 0;
+    const order = [...this.#ready.filter((job) => job.input.length === 1), ...this.#ready.filter((job) => job.input.length > 1)];
     for (const job of order) {
       if (job.signal?.aborted) {
         this.#take(job);
@@ -520,7 +528,7 @@ export class BatchDecoder {
       const imageAt = job.images ? job.input.findIndex((token) => token < 0) : -1;
       const count = Math.min(imageAt === -1 ? job.input.length : imageAt, this.#batchSize - size);
       if (count <= 0) break;
-      const draft = this.#draft(job, this.#batchSize - size - 1);
+      const draft = drafts?.get(job)?.slice(0, this.#batchSize - size - 1) ?? [];
       if (draft.length > 0) {
         batch.push({
           job,
@@ -743,13 +751,23 @@ export class BatchDecoder {
   }
 
   /**
-   * The tokens a generation may draft this step: when its drafter proposes some, and nothing makes
-   * its next token a step of its own (it is behind, or its sampler changes after this token).
+   * The drafts of this step's generations (those with the step's adapters) that draft: each drafts
+   * unless something makes its next token a step of its own (it is behind, or its sampler changes
+   * after this token). A promise only when a drafter's is (a draft model's), so that n-gram steps
+   * start their decode before their first await (see #loop).
    */
-  #draft(job: Job, room: number): Token[] {
-    const generation = job.generation;
-    if (!generation?.drafter || job.input.length !== 1 || job.sampleAt !== "last" || job.input[0]! < 0) return [];
-    return generation.drafter.draft(job.sequence.tokens, job.input[0]!, Math.min(room, generation.ahead()));
+  #drafts(adapters: AdapterSet): Map<Job, Token[]> | Promise<Map<Job, Token[]>> | undefined {
+    const proposals: Array<[Job, Token[] | Promise<Token[]>]> = [];
+    for (const job of this.#ready) {
+      const generation = job.generation;
+      if (!generation?.drafter || job.input.length !== 1 || job.sampleAt !== "last" || job.input[0]! < 0) continue;
+      if (job.sequence.adapters.key !== adapters.key || job.signal?.aborted) continue;
+      const room = Math.min(this.#batchSize - 1, generation.ahead());
+      if (room > 0) proposals.push([job, generation.drafter.draft(job.sequence.tokens, job.input[0]!, room)]);
+    }
+    if (proposals.length === 0) return undefined;
+    if (!proposals.some(([, draft]) => draft instanceof Promise)) return new Map(proposals as Array<[Job, Token[]]>);
+    return Promise.all(proposals.map(async ([job, draft]) => [job, await draft] as const)).then((all) => new Map(all));
   }
 
   /**

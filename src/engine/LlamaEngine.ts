@@ -249,6 +249,7 @@ export class LlamaEngine implements Engine {
         counters: this.#counters,
         promptCache: this.#promptCache,
       });
+      const draft = await this.#loadDraft(model, info);
       const { kvCache } = model.status();
       this.#options.logger.info(
         {
@@ -257,6 +258,7 @@ export class LlamaEngine implements Engine {
           contextSize: model.contextSize,
           parallel: this.#options.parallel,
           ...(kvCache ? { kvCache } : {}),
+          ...(draft ? { draft } : {}),
         },
         "model loaded",
       );
@@ -267,6 +269,33 @@ export class LlamaEngine implements Engine {
       if (error instanceof ServerError && error.code === "model_load_failed") throw error;
       throw new ServerError("model_load_failed", { model: info.id, cause: error });
     }
+  }
+
+  /**
+   * Loads the draft model of a model just loaded, with --speculation draft: its models.json
+   * `draft`, or else --draft-model. One that cannot draft for it (absent, not a chat model, another
+   * vocabulary) is warned of, and the model drafts by n-gram. Resolves to the draft's name when loaded.
+   */
+  async #loadDraft(model: LoadedModel, info: ModelInfo): Promise<string | undefined> {
+    const speculation = this.#options.speculation;
+    const name = speculation?.type === "draft" ? (info.draft ?? speculation.draftModel) : undefined;
+    if (name === undefined) return undefined;
+    const draft = await this.#registry.find(name);
+    // A model is not its own draft (--draft-model names one of the models it drafts for).
+    if (draft?.path === info.path) return undefined;
+    let problem: string;
+    if (draft === undefined) problem = `no model is named \`${name}\``;
+    else if (!draft.capabilities.includes("chat")) problem = `\`${name}\` is not a chat model`;
+    else {
+      try {
+        await model.loadDraft(this.#llama, draft);
+        return name;
+      } catch (error) {
+        problem = (error as Error).message;
+      }
+    }
+    this.#options.logger.warn({ model: info.id, draft: name }, `The model \`${info.id}\` drafts by n-gram: ${problem}`);
+    return undefined;
   }
 
   /** Waits until fewer than maxLoadedModels are resident, unloading the least recently used idle one. */

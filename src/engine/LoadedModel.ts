@@ -11,7 +11,7 @@ import { ServerError } from "../core/ServerError.js";
 import { noProjectorMessage } from "../core/images.js";
 import { checkModelFile } from "../models/checkModelFile.js";
 import { ChatPromptRenderer, type RenderedPrompt } from "./ChatPromptRenderer.js";
-import { BatchDecoder, countedTokens, DecoderSequence } from "./BatchDecoder.js";
+import { BatchDecoder, countedTokens, DecoderSequence, type Drafter } from "./BatchDecoder.js";
 import { checkTokenIds } from "./checkTokenIds.js";
 import { EmbeddingRunner } from "./EmbeddingRunner.js";
 import type { ContextActivity } from "./LazyContextPool.js";
@@ -35,7 +35,8 @@ import { Utf8Tables } from "./Utf8Guard.js";
 import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 import { VisionProjector } from "./VisionProjector.js";
 import { LoraAdapters, type AdapterUse } from "./LoraAdapters.js";
-import { NgramDrafter } from "./NgramDrafter.js";
+import { DraftModel } from "./DraftModel.js";
+import { NgramDrafter, type DraftLength } from "./NgramDrafter.js";
 
 export interface ModelRuntimeOptions {
   /** Context length per sequence; capped at the model's trained length. */
@@ -55,7 +56,7 @@ export interface ModelRuntimeOptions {
   /** The engine's totals, which this model adds to. */
   counters: EngineCounters;
   /** Speculative decoding (--speculation, --draft-max); absent when it is off. */
-  speculation?: { type: "ngram"; draftMax: number } | undefined;
+  speculation?: { type: "ngram" | "draft"; draftMax: number; draftModel?: string } | undefined;
   /** The engine's prompt cache beyond the slots (--cache-ram); absent when it is off. */
   promptCache?: PromptCache | undefined;
 }
@@ -81,6 +82,8 @@ export class LoadedModel {
   readonly #promptCache: PromptCache | undefined;
   /** Speculative decoding is on and the model's memory can drop a rejected draft (PromptCache.supports). */
   readonly #speculative: boolean;
+  /** The model that drafts for it (--speculation draft), once loaded. */
+  #draft: DraftModel | undefined;
   readonly #prompts: ChatPromptRenderer;
   readonly #embeddings: EmbeddingRunner;
   readonly #ranking: RankingRunner;
@@ -387,6 +390,7 @@ export class LoadedModel {
     const deadline = this.#options.maxGenerationMs > 0 ? performance.now() + this.#options.maxGenerationMs : Infinity;
     const perChoiceCap = Math.min(maxOutputTokens, Math.floor((ticket?.maxOutputTokens ?? Infinity) / n));
     const logprobs = request.logprobs ? { top: request.logprobs.top, bytes: this.#tokenBytes } : undefined;
+    const drafters = sequences.map(() => this.#drafter(prompt.images !== undefined));
     const completions = sequences.map((sequence, choice) =>
       streamCompletion({
         model: this.#model,
@@ -411,7 +415,7 @@ export class LoadedModel {
         ...(textGrammar || toolPlan ? { utf8: (this.#utf8Tables ??= new Utf8Tables(this.#tokenBytes.all())) } : {}),
         counters: this.#options.counters,
         sharedPrompt: n > 1 || scorePrompt,
-        ...(this.#speculative ? { drafter: new NgramDrafter(this.#options.speculation!.draftMax, this.#options.counters) } : {}),
+        ...(drafters[choice] ? { drafter: drafters[choice] } : {}),
       }),
     );
     // The ticket is settled once, when the last choice ends: the prompt once, the completions summed.
@@ -425,6 +429,7 @@ export class LoadedModel {
             : withEcho({ type: "text", text: echo, ...(promptLogprobs ? { logprobs: promptLogprobs } : {}) }, completion.events),
           () => {
             this.#pool.release(sequences[choice]!);
+            drafters[choice]?.release?.();
             if (--open > 0) return;
             // What was really used, also when the client left mid-stream.
             ticket?.settle({
@@ -499,6 +504,34 @@ export class LoadedModel {
     return entries;
   }
 
+  /**
+   * A generation's drafter, with speculative decoding on: the draft model's (not for a prompt with
+   * images, which it cannot read), or else prompt lookup.
+   */
+  #drafter(images: boolean): (Drafter & DraftLength) | undefined {
+    if (!this.#speculative) return undefined;
+    const { draftMax } = this.#options.speculation!;
+    return (
+      (!images ? this.#draft?.drafter(draftMax, this.#options.counters) : undefined) ?? new NgramDrafter(draftMax, this.#options.counters)
+    );
+  }
+
+  /**
+   * Loads `info` beside this model to draft for it (speculative decoding with a draft model);
+   * rejects, leaving it to draft by n-gram, when it cannot (another vocabulary: see DraftModel).
+   */
+  async loadDraft(llama: Llama, info: ModelInfo): Promise<void> {
+    if (!this.#speculative || this.#draft) return;
+    const options = this.#options;
+    this.#draft = await DraftModel.load(llama, info, this.#model, this.info.id, {
+      contextSize: this.contextSize,
+      parallel: options.parallel,
+      batchSize: options.batchSize,
+      threads: options.threads,
+      streamHoldMs: options.streamHoldMs,
+    });
+  }
+
   /** The request's prompt, rendered as `chat` renders it: its tokens as text and their count; takes no decoding slot. */
   renderPrompt(request: ChatRequest, { admit }: RequestOptions): Promise<PromptPreview> {
     return withoutTokens(admit, async () => {
@@ -526,6 +559,7 @@ export class LoadedModel {
     for (const contexts of this.#lazyContexts) contexts.rejectWaiting(unloading);
     // The step under way finishes first: llama.cpp must not free the context mid-decode.
     await this.#decoder?.close(unloading);
+    await this.#draft?.dispose();
     if (this.#decoder) this.#promptCache?.forget(this.#decoder);
     if (this.#vision instanceof VisionProjector) await this.#vision.free();
     // Disposing the model disposes its contexts (chat and embedding) with it.

@@ -113,11 +113,12 @@ export class ModelRegistry {
   async #doScan(): Promise<ModelInfo[]> {
     const files = await this.#ggufFiles();
     const manifest = await this.#readManifest();
-    const named = new Map<string, { id: string; aliases: string[]; projector?: string; adapters: ModelAdapter[] }>();
+    const named = new Map<string, { id: string; aliases: string[]; projector?: string; adapters: ModelAdapter[]; draft?: string }>();
     for (const entry of manifest) {
       named.set(path.resolve(this.directory, entry.file), {
         id: entryId(entry),
         aliases: entry.aliases,
+        ...(entry.draft === undefined ? {} : { draft: entry.draft }),
         ...(entry.projector === undefined ? {} : { projector: path.resolve(this.directory, entry.projector) }),
         adapters: entry.adapters.map((adapter: ManifestAdapter) => ({
           name: adapterName(adapter),
@@ -156,6 +157,7 @@ export class ModelRegistry {
         ...metadata,
         ...(projector === undefined ? {} : { projector }),
         ...(adapters.length > 0 ? { adapters } : {}),
+        ...(names.draft !== undefined && metadata.capabilities.includes("chat") ? { draft: names.draft } : {}),
       };
       if (byName.has(model.id)) {
         this.#logger.warn(`Two models are named "${model.id}"; ${file} is ignored. Give it another id in ${MANIFEST_FILE}.`);

@@ -3,19 +3,15 @@ import type { EngineCounters } from "../core/ModelInfo.js";
 import type { Drafter } from "./BatchDecoder.js";
 
 /**
- * Drafts for one generation by prompt lookup (n-gram speculation): the tokens that followed the
- * latest earlier occurrence of the sequence's last few tokens, in the prompt or the reply so far.
- * Where a reply copies its input (a rewrite, an edit of code, an answer quoting retrieved
- * passages), the model then checks several tokens in one decode instead of writing one.
- *
- * The draft's length adapts to what is accepted, so that drafts that keep failing cost little: a
- * draft checked in the same decode as the sequence's own token costs that decode one more position
- * per drafted token (about 1% each for a 1B model on 2 cores, where a decode reads every weight
- * once whatever it holds, more on a small model, whose decode is short); after a draft with nothing
- * accepted the drafter waits before it tries again, twice as long each time it fails in a row (up
- * to MAX_PAUSE steps), and a draft accepted whole doubles the next one's length, up to `maxLength`.
+ * How long a generation's next draft is, adapting to what the model accepts, so that drafts that
+ * keep failing cost little: a draft checked in the same decode as the sequence's own token costs
+ * that decode one more position per drafted token (and a draft model its own decodes); after a
+ * draft with nothing accepted the generation waits before it drafts again, twice as long each time
+ * it fails in a row (up to MAX_PAUSE steps), and a draft accepted whole doubles the next one's
+ * length, up to the most a draft may hold (--draft-max). Keeps the generation's totals and adds
+ * them to the engine's.
  */
-export class NgramDrafter implements Drafter {
+export class DraftLength {
   readonly #maxLength: number;
   readonly #counters: EngineCounters | undefined;
   #length: number;
@@ -26,44 +22,20 @@ export class NgramDrafter implements Drafter {
   drafted = 0;
   accepted = 0;
 
-  /** `counters`: the engine's totals, which its drafts add to. */
+  /** `counters`: the engine's totals, which the drafts add to. */
   constructor(maxLength: number, counters?: EngineCounters) {
     this.#maxLength = maxLength;
     this.#counters = counters;
     this.#length = Math.min(INITIAL_LENGTH, maxLength);
   }
 
-  /**
-   * Up to `room` tokens to check after `next`, the token the sequence decodes now (after
-   * `history`, what its cache holds); none when no n-gram matches or the drafter is pausing.
-   */
-  draft(history: readonly Token[], next: Token, room: number): Token[] {
+  /** The next draft's length, at most `room`; 0 while pausing (each call is one step). */
+  next(room: number): number {
     if (this.#pause > 0) {
       this.#pause--;
-      return [];
+      return 0;
     }
-    const length = Math.min(this.#length, room);
-    if (length <= 0) return [];
-    const end = history.length + 1;
-    const at = (i: number) => (i === history.length ? next : history[i]!);
-    for (let n = MAX_NGRAM; n >= MIN_NGRAM; n--) {
-      if (end <= n) continue;
-      // The latest earlier start of the last n tokens, searched back from the end.
-      for (let start = end - n - 1; start >= 0; start--) {
-        let k = 0;
-        while (k < n && at(start + k) === at(end - n + k)) k++;
-        if (k < n) continue;
-        const draft: Token[] = [];
-        for (let i = start + n; i < end && draft.length < length; i++) {
-          const token = at(i);
-          // An image's pseudo-tokens (negative) are no text to draft.
-          if (token < 0) break;
-          draft.push(token);
-        }
-        if (draft.length > 0) return draft;
-      }
-    }
-    return [];
+    return Math.max(0, Math.min(this.#length, room));
   }
 
   /** What became of a draft of `drafted` tokens: the first `accepted` of them were the model's own. */
@@ -85,6 +57,43 @@ export class NgramDrafter implements Drafter {
       this.#length = Math.max(1, accepted + 1);
       this.#nextPause = 1;
     }
+  }
+}
+
+/**
+ * Drafts for one generation by prompt lookup (n-gram speculation): the tokens that followed the
+ * latest earlier occurrence of the sequence's last few tokens, in the prompt or the reply so far.
+ * Where a reply copies its input (a rewrite, an edit of code, an answer quoting retrieved
+ * passages), the model then checks several tokens in one decode instead of writing one.
+ */
+export class NgramDrafter extends DraftLength implements Drafter {
+  /**
+   * Up to `room` tokens to check after `next`, the token the sequence decodes now (after
+   * `history`, what its cache holds); none when no n-gram matches or the drafter is pausing.
+   */
+  draft(history: readonly Token[], next: Token, room: number): Token[] {
+    const length = this.next(room);
+    if (length <= 0) return [];
+    const end = history.length + 1;
+    const at = (i: number) => (i === history.length ? next : history[i]!);
+    for (let n = MAX_NGRAM; n >= MIN_NGRAM; n--) {
+      if (end <= n) continue;
+      // The latest earlier start of the last n tokens, searched back from the end.
+      for (let start = end - n - 1; start >= 0; start--) {
+        let k = 0;
+        while (k < n && at(start + k) === at(end - n + k)) k++;
+        if (k < n) continue;
+        const draft: Token[] = [];
+        for (let i = start + n; i < end && draft.length < length; i++) {
+          const token = at(i);
+          // An image's pseudo-tokens (negative) are no text to draft.
+          if (token < 0) break;
+          draft.push(token);
+        }
+        if (draft.length > 0) return draft;
+      }
+    }
+    return [];
   }
 }
 

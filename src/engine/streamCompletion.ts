@@ -3,7 +3,7 @@ import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type T
 import type { ChatEvent, FinishReason, TokenAlternative, TokenLogprob } from "../core/ChatEvent.js";
 import type { SamplingOptions } from "../core/ChatRequest.js";
 import type { EngineCounters } from "../core/ModelInfo.js";
-import { countedTokens, type BatchDecoder, type DecoderSequence, type PromptImages, type Sampled } from "./BatchDecoder.js";
+import { countedTokens, type BatchDecoder, type DecoderSequence, type Drafter, type PromptImages, type Sampled } from "./BatchDecoder.js";
 import { IncrementalDetokenizer } from "./IncrementalDetokenizer.js";
 import { createNativeSampler, nativeGrammarState, type NativeSamplerConfig } from "./llamaInternals.js";
 import { ReplyStart } from "./ReplyStart.js";
@@ -11,7 +11,7 @@ import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
 import { ThoughtSplitter, type ThoughtMarkers } from "./ThoughtSplitter.js";
 import type { TokenBytes } from "./TokenBytes.js";
 import { Utf8Guard, type Utf8Tables } from "./Utf8Guard.js";
-import type { NgramDrafter } from "./NgramDrafter.js";
+import type { DraftLength } from "./NgramDrafter.js";
 import { ToolCallParser, type CallDelimiters, type ToolCallParserEvent } from "./tools/ToolCallParser.js";
 
 /** How tool calls are generated for one request (absent: no tools, or tool_choice "none"). */
@@ -83,7 +83,7 @@ export interface CompletionJob {
   /** The sequence already holds the prompt but its last token (evaluated once and copied for n choices). */
   sharedPrompt?: boolean;
   /** Speculative decoding: drafts its tokens (see BatchDecoder's #verify); its totals go in the `done` event. */
-  drafter?: NgramDrafter;
+  drafter?: Drafter & DraftLength;
 }
 
 /** A completion under way: its events, and what it has generated so far. */

@@ -28,6 +28,8 @@ const entrySchema = z.looseObject({
   adapters: z
     .array(z.looseObject({ file: z.string().min(1), name: z.string().min(1).optional(), scale: z.number().finite().optional() }))
     .default([]),
+  /** The model that drafts for this one (speculative decoding, --speculation draft): a smaller model of its vocabulary, by name. */
+  draft: z.string().min(1).optional(),
   /** Where `pull` fetched the file from (`hf.co/OWNER/REPO/FILE.gguf` or a URL). */
   source: z.string().optional(),
   /** SHA-256 of the file (of the first part of a split model), hex, recorded by `pull`. */
@@ -91,6 +93,7 @@ function checkEntries(entries: ManifestEntry[]): ManifestRead {
       aliases: entry.aliases.filter((alias, aliasIndex) => nameIsValid(alias, `${where}.aliases.${aliasIndex}`, warnings)),
     };
     if (checked.id !== undefined && !nameIsValid(checked.id, `${where}.id`, warnings)) delete checked.id;
+    if (checked.draft !== undefined && !nameIsValid(checked.draft, `${where}.draft`, warnings)) delete checked.draft;
     if (checked.projector !== undefined && !isPlainFileName(checked.projector)) {
       warnings.push(
         `${where}.projector is ignored: ${JSON.stringify(checked.projector.slice(0, 100))} is not a plain file name in the models directory.`,

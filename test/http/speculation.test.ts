@@ -8,6 +8,7 @@ import type { EngineCounters } from "../../src/core/ModelInfo.js";
 import { makeTestModel } from "../../src/testmodels/makeTestModel.js";
 import { scriptText, scriptTokens } from "../../src/testmodels/scriptTokens.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
+import { llamaCppSource } from "../support/llamaCppSource.js";
 import { testModelPath } from "../support/testModels.js";
 
 /**
@@ -21,7 +22,15 @@ const PASSAGE = "A quiet river runs past old stone walls, under green hills, tow
 const script = { tokens: scriptTokens(`\n${PASSAGE}`) };
 const ASK = `Rewrite this passage: ${PASSAGE}`;
 
-describe("speculative decoding (n-gram)", () => {
+const OTHER = "Zebras graze quietly beside muddy ponds while bright yellow birds sing overhead.";
+
+/**
+ * Each kind of drafting against the same server without it. With "draft", the scripted model's
+ * draft is a scripted model of the same script and vocabulary (other random weights: it agrees on
+ * the passage, not on the free text after it), and the tiny model's a scripted model of another
+ * script, which it never agrees with: the useless draft.
+ */
+describe.each(["ngram", "draft"] as const)("speculative decoding (%s)", (speculation) => {
   let dir: string;
   let on: TestServer;
   let off: TestServer;
@@ -29,16 +38,38 @@ describe("speculative decoding (n-gram)", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-speculation-"));
+    const scripted = async (name: string, tokens: string[], seed?: number) =>
+      (await makeTestModel({ preset: "script-tiny", out: path.join(dir, `${name}.gguf`), script: { tokens }, ...(seed ? { seed } : {}) }))
+        .path;
     const models = {
-      copy: (await makeTestModel({ preset: "script-tiny", out: path.join(dir, "copy.gguf"), script })).path,
+      copy: await scripted("copy", script.tokens),
+      "copy-draft": await scripted("copy-draft", script.tokens, 7),
+      other: await scripted("other", scriptTokens(`\n${OTHER}`)),
       tiny: await testModelPath("tiny"),
+      think: await testModelPath("think-tiny"),
+      // Llama 2's SentencePiece vocabulary, where the others have the project's byte-level BPE.
+      spm: (
+        await makeTestModel({
+          preset: "tiny",
+          out: path.join(dir, "spm.gguf"),
+          vocabularyFrom: path.join(await llamaCppSource(), "models/ggml-vocab-llama-spm.gguf"),
+        })
+      ).path,
+    };
+    const manifest = {
+      models: [
+        { file: "copy.gguf", draft: "copy-draft" },
+        { file: "tiny.gguf", draft: "other" },
+        { file: "think.gguf", draft: "spm" },
+      ],
     };
     on = await startTestServer({
       models,
-      config: { speculation: "ngram", logLevel: "info" },
+      manifest,
+      config: { speculation, logLevel: "info" },
       logDestination: { write: (line) => void logLines.push(line) },
     });
-    off = await startTestServer({ models });
+    off = await startTestServer({ models, manifest });
   }, 120_000);
   afterAll(async () => {
     await on?.close();
@@ -73,9 +104,24 @@ describe("speculative decoding (n-gram)", () => {
     expect((await health(off)).draftTokens).toBe(0);
     const metrics = await (await fetch(`${on.url}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`^modelhost_draft_tokens_accepted_total ${after.draftTokensAccepted}$`, "m"));
+    if (speculation === "draft") {
+      const loaded = logLines.map((each) => JSON.parse(each) as Record<string, unknown>).filter((each) => each.msg === "model loaded");
+      expect(loaded.find((each) => each.model === "copy")?.draft).toBe("copy-draft");
+    }
     // The generation's log line says what was drafted and accepted.
     const line = logLines.map((each) => JSON.parse(each) as Record<string, unknown>).findLast((each) => each.msg === "generation finished");
     expect(line?.draftTokensAccepted).toBeGreaterThan(15);
+  });
+
+  it.runIf(speculation === "draft")("refuses a draft model of another vocabulary, saying why, and drafts by n-gram", async () => {
+    const [ours, theirs] = await both((server) => chat(server, { model: "think" }));
+    expect(ours.choices[0]!.message).toEqual(theirs.choices[0]!.message);
+    const warning = logLines
+      .map((each) => JSON.parse(each) as Record<string, unknown>)
+      .find((each) => each.model === "think" && each.draft === "spm");
+    expect(warning?.msg).toBe(
+      "The model `think` drafts by n-gram: The model `spm` cannot draft for `think`: its vocabulary is spm, the target's bpe. A draft model must have its target's vocabulary (a smaller model of the same family).",
+    );
   });
 
   it("writes the same streamed, through every wire format and the official clients", async () => {
@@ -158,6 +204,11 @@ describe("speculative decoding (n-gram)", () => {
       );
     const [ours, theirs] = await both(run);
     expect(ours).toEqual(theirs);
+    if (speculation === "draft") {
+      // The useless draft: its script is never what the tiny model writes.
+      const loaded = logLines.map((each) => JSON.parse(each) as Record<string, unknown>).filter((each) => each.msg === "model loaded");
+      expect(loaded.find((each) => each.model === "tiny")?.draft).toBe("other");
+    }
     const alone = [];
     for (const { model, content } of requests)
       alone.push((await chat(on, { model, messages: [{ role: "user", content }], max_tokens: 48 })).choices[0]!.message.content);
