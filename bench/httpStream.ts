@@ -32,7 +32,7 @@ export async function timeHttpStream(
   baseUrl: string,
   body: ChatRequestBody,
   watch: { onContent?: (now: number) => void; signal?: AbortSignal } = {},
-): Promise<StreamSample & { text: string }> {
+): Promise<StreamSample & { text: string; timings?: Record<string, number> }> {
   const started = performance.now();
   let buffer = "";
   let first: number | undefined;
@@ -42,6 +42,7 @@ export async function timeHttpStream(
   let promptTokens: number | undefined;
   let cachedTokens: number | undefined;
   let deltas = 0;
+  let timings: Record<string, number> | undefined;
   let reply = "";
   const onText = (text: string) => {
     buffer += text;
@@ -59,7 +60,10 @@ export async function timeHttpStream(
       const chunk = JSON.parse(event) as {
         choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
         usage?: { prompt_tokens: number; completion_tokens: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
+        /** llama-server's figures of the reply, on its last chunk (draft_n, draft_n_accepted, …). */
+        timings?: Record<string, number>;
       };
+      if (chunk.timings) timings = chunk.timings;
       const content = chunk.choices?.[0]?.delta?.content;
       if (content) {
         const now = performance.now();
@@ -113,5 +117,6 @@ export async function timeHttpStream(
     ...(promptTokens !== undefined ? { promptTokens } : {}),
     ...(cachedTokens !== undefined ? { cachedTokens } : {}),
     text: reply,
+    ...(timings ? { timings } : {}),
   };
 }

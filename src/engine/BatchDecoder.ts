@@ -50,6 +50,8 @@ export interface Drafter {
   draft(history: readonly Token[], next: Token, room: number): Token[] | Promise<Token[]>;
   /** The first `accepted` of `drafted` tokens were those the model sampled. */
   record(drafted: number, accepted: number): void;
+  /** How many steps, from the one that decodes the token at `position`, it will not draft in. */
+  idle(position: number): number;
   /** The generation is over: what it held for drafting goes back (a draft model's sequence). */
   release?(): void;
 }
@@ -577,10 +579,15 @@ export class BatchDecoder {
         ? batch.flatMap((item, i) => (item.job.sampler && !item.job.metadata && item.logitIndexes.length === 1 ? [i] : []))
         : [];
       // A batch of nothing but such generations goes on in the native loop.
-      // Generations that draft stay out of it: it decodes one token a step.
+      // A generation that drafts joins it only for the steps it would not draft in (a pause after
+      // failed drafts): the loop decodes one token a step.
       const ahead =
-        combined.length === batch.length && batch.every(({ job }) => !job.generation?.drafter)
-          ? Math.min(...batch.map(({ job }) => job.generation?.ahead() ?? 0))
+        combined.length === batch.length
+          ? Math.min(
+              ...batch.map(({ job, count, position }) =>
+                Math.min(job.generation?.ahead() ?? 0, job.generation?.drafter?.idle(position + count) ?? Infinity),
+              ),
+            )
           : 0;
       if (steps && ahead > 0) return await this.#generate(steps, batch, batchIndexes, ahead);
       const natively = new Map<number, number>();

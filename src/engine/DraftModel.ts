@@ -12,7 +12,6 @@ export interface DraftRuntimeOptions {
   parallel: number;
   batchSize: number;
   threads: number;
-  streamHoldMs: number;
 }
 
 /**
@@ -32,10 +31,12 @@ export class DraftModel {
   private constructor(info: ModelInfo, model: LlamaModel, context: LlamaContext, options: DraftRuntimeOptions) {
     this.info = info;
     this.#model = model;
+    // Its tokens go to the drafter, which waits for all of them: nothing is gained by holding
+    // steps to hand several over at once (--stream-hold is for HTTP writes).
     this.#decoder = new BatchDecoder(nativeContextOf(context), {
       batchSize: options.batchSize,
       threads: options.threads,
-      holdMs: options.streamHoldMs,
+      holdMs: 0,
       native: nativeSteps(model.llama),
     });
     this.#free = Array.from({ length: options.parallel }, () => {
@@ -122,9 +123,10 @@ export class ModelDrafter extends DraftLength implements Drafter {
     this.#release = release;
   }
 
-  draft(history: readonly Token[], next: Token, room: number): Promise<Token[]> {
-    const length = this.next(room);
-    if (length <= 0 || this.#released) return Promise.resolve([]);
+  draft(history: readonly Token[], next: Token, room: number): Token[] | Promise<Token[]> {
+    const length = this.next(room, history.length);
+    // No promise when there is no draft: the step's decode then starts before its first await (BatchDecoder.#loop).
+    if (length <= 0 || this.#released) return [];
     const context = [...history, next];
     const drafting = this.#drafting.then(() => this.#run(context, length));
     this.#drafting = drafting.catch(() => undefined);

@@ -528,7 +528,6 @@ export class LoadedModel {
       parallel: options.parallel,
       batchSize: options.batchSize,
       threads: options.threads,
-      streamHoldMs: options.streamHoldMs,
     });
   }
 

@@ -15,9 +15,11 @@ export class DraftLength {
   readonly #maxLength: number;
   readonly #counters: EngineCounters | undefined;
   #length: number;
-  /** Steps left before the next attempt, and how long the next pause after a failure is. */
-  #pause = 0;
+  /** The position (of the token a step decodes) from which it drafts again, and the next pause after a failure, in steps. */
+  #resumeAt = 0;
   #nextPause = 1;
+  /** The position of the last draft's first token's predecessor: where its step decoded. */
+  #draftedAt = 0;
   /** Totals for this generation: tokens drafted, and those the model accepted. */
   drafted = 0;
   accepted = 0;
@@ -29,13 +31,19 @@ export class DraftLength {
     this.#length = Math.min(INITIAL_LENGTH, maxLength);
   }
 
-  /** The next draft's length, at most `room`; 0 while pausing (each call is one step). */
-  next(room: number): number {
-    if (this.#pause > 0) {
-      this.#pause--;
-      return 0;
-    }
+  /** The length of a draft after the token at `position`, at most `room`; 0 while pausing. */
+  next(room: number, position: number): number {
+    if (position < this.#resumeAt) return 0;
+    this.#draftedAt = position;
     return Math.max(0, Math.min(this.#length, room));
+  }
+
+  /**
+   * How many steps from the one that decodes the token at `position` draft nothing (a pause): the
+   * decoder's native loop may decode those without asking.
+   */
+  idle(position: number): number {
+    return Math.max(0, this.#resumeAt - position);
   }
 
   /** What became of a draft of `drafted` tokens: the first `accepted` of them were the model's own. */
@@ -51,7 +59,8 @@ export class DraftLength {
       this.#nextPause = 1;
     } else if (accepted === 0) {
       this.#length = Math.max(1, Math.floor(this.#length / 2));
-      this.#pause = this.#nextPause;
+      // The step after this one decodes the token at #draftedAt + 1; the pause skips that many.
+      this.#resumeAt = this.#draftedAt + 1 + this.#nextPause;
       this.#nextPause = Math.min(this.#nextPause * 2, MAX_PAUSE);
     } else {
       this.#length = Math.max(1, accepted + 1);
@@ -72,7 +81,7 @@ export class NgramDrafter extends DraftLength implements Drafter {
    * `history`, what its cache holds); none when no n-gram matches or the drafter is pausing.
    */
   draft(history: readonly Token[], next: Token, room: number): Token[] {
-    const length = this.next(room);
+    const length = this.next(room, history.length);
     if (length <= 0) return [];
     const end = history.length + 1;
     const at = (i: number) => (i === history.length ? next : history[i]!);

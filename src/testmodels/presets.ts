@@ -121,6 +121,7 @@ export type TestModelPresetName =
   | "fim-tiny"
   | "long-tiny"
   | "script-tiny"
+  | "script-1b"
   | "qwen2-tiny"
   | "qwen2vl-tiny"
   | "nomic-tiny"
@@ -128,6 +129,17 @@ export type TestModelPresetName =
   | "qwen2.5-0.5b-q8_0"
   | "llama3.2-1b-q4_k_m"
   | "nomic-embed-f16";
+
+/** Llama-3.2-1B's blocks, from its config.json: 16 layers, hidden 2,048 in 32 heads of 64 with 8 key/value heads, FFN 8,192. */
+const llama32_1bBlocks = {
+  kind: "llama",
+  embeddingLength: 2048,
+  blockCount: 16,
+  feedForwardLength: 8192,
+  headCount: 32,
+  headCountKv: 8,
+  rmsNormEpsilon: 1e-5,
+} as const;
 
 const tiny: LlamaPreset = {
   kind: "llama",
@@ -209,6 +221,22 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
     headCount: 2,
     headCountKv: 2,
   },
+  /**
+   * For the speculative decoding bench: a scripted model (makeTestModel's `script`) of
+   * Llama-3.2-1B's blocks (16 layers, hidden 2,048 in 32 heads of 64 with 8 key/value heads, FFN
+   * 8,192), in Q8_0 as a published quantization of it. It differs from the real shape in what the
+   * script needs: the project's vocabulary (a few hundred tokens, where Llama 3 has 128,256, so its
+   * output matrix is 0.5M weights, not 263M), an output matrix apart from the embedding, RoPE base
+   * 10,000 without Llama 3's scaling (the script's previous-token head is tuned to it). About 0.97B
+   * parameters, 1.0 GB.
+   */
+  "script-1b": {
+    ...llama32_1bBlocks,
+    name: "modelhost script-1b test model (Llama-3.2-1B blocks)",
+    contextLength: 4096,
+    ropeFreqBase: 10000,
+    matrixType: "Q8_0",
+  },
   /** For benchmarks: GPT-2-small-like shapes, about 110M parameters in Q8_0 (about 120 MB). */
   bench: {
     kind: "llama",
@@ -247,15 +275,9 @@ export const presets: Readonly<Record<TestModelPresetName, TestModelPreset>> = {
    * Llama 3.2's chat template (3B's, the same as 1B's). About 1.24B parameters: 2.5 GB in F16.
    */
   "llama3.2-1b-q4_k_m": {
-    kind: "llama",
+    ...llama32_1bBlocks,
     name: "modelhost Llama-3.2-1B-Instruct shape",
     contextLength: 131_072,
-    embeddingLength: 2048,
-    blockCount: 16,
-    feedForwardLength: 8192,
-    headCount: 32,
-    headCountKv: 8,
-    rmsNormEpsilon: 1e-5,
     ropeFreqBase: 500_000,
     matrixType: "F16",
     tiedEmbeddings: true,

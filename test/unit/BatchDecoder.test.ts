@@ -381,6 +381,7 @@ describe("BatchDecoder", () => {
     const drafter = {
       draft: (_history: readonly Token[], _next: Token, room: number) => (drafts.shift() ?? []).slice(0, room) as Token[],
       record: (drafted: number, accepted: number) => void records.push([drafted, accepted]),
+      idle: () => 0,
     };
     const generator = decoder.generate(sequence, [9, 10] as Token[], setup({ limit: 9, drafter }));
     expect(await take(generator, 9)).toEqual([11, 12, 13, 14, 15, 16, 17, 18, 19]);

@@ -27,24 +27,32 @@ describe("NgramDrafter (prompt lookup)", () => {
   it("grows a draft accepted whole, shrinks one accepted in part, pauses longer after each failure in a row, and counts", () => {
     const counters = zeroCounters();
     const drafter = new NgramDrafter(16, counters);
-    const history = tokens(...Array.from({ length: 40 }, (_, i) => i % 20));
-    const draft = () => drafter.draft(history, 0 as Token, 16).length;
-    expect(draft()).toBe(4);
+    // A repeating text: every position has a match. `at` is the position of the token decoded.
+    const text = Array.from({ length: 400 }, (_, i) => i % 20) as Token[];
+    const draft = (at: number) => drafter.draft(text.slice(0, at), text[at]!, 16).length;
+    expect(draft(40)).toBe(4);
     drafter.record(4, 4);
-    expect(draft()).toBe(8);
+    expect(draft(45)).toBe(8);
     drafter.record(8, 8);
-    expect(draft()).toBe(16);
+    expect(draft(54)).toBe(16);
     drafter.record(16, 16);
-    expect(draft()).toBe(16);
+    expect(draft(71)).toBe(16);
     drafter.record(16, 3);
-    expect(draft()).toBe(4);
-    // Failures: a pause of 1 step, then 2, then 4.
+    expect(draft(75)).toBe(4);
+    // Failures: after each, the next steps skip 1, then 2, then 4 positions, which idle() tells the
+    // decoder (its native loop decodes them without asking).
+    let at = 75;
     const pauses = [];
     for (let failure = 0; failure < 3; failure++) {
       drafter.record(1, 0);
+      at++;
+      pauses.push(drafter.idle(at));
       let skipped = 0;
-      while (draft() === 0) skipped++;
-      pauses.push(skipped);
+      while (draft(at) === 0) {
+        skipped++;
+        at++;
+      }
+      expect(skipped).toBe(pauses.at(-1));
     }
     expect(pauses).toEqual([1, 2, 4]);
     expect(counters.draftTokens).toBe(4 + 8 + 16 + 16 + 3);
