@@ -231,7 +231,7 @@ await writeFile(
 await writeFile(
   jsonFile.replace(/\.json$/, ".svg"),
   svgBars({
-    title: `Speculative decoding: speedup over no speculation (script-1b, ${threads} threads)`,
+    title: `Speculative decoding: speedup (script-1b, ${threads} threads)`,
     categories: comparisons.map(({ name }) => name),
     series: [
       { name: "modelhost", values: comparisons.map(({ name }) => speedup(name, "modelhost")) },
