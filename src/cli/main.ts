@@ -20,8 +20,11 @@ const commands: Record<string, { summary: string; usage: string; options?: [stri
   },
   pull: {
     summary: "Download a model from Hugging Face (hf.co/OWNER/REPO:QUANT, OWNER/REPO:QUANT, hf.co/OWNER/REPO/FILE.gguf) or a URL.",
-    usage: "modelhost pull REF [--alias NAME]… [options]",
-    options: [["--alias <name>", "Another name for the model, beside REF as typed (repeatable)."]],
+    usage: "modelhost pull REF [--alias NAME]… [--adapter-of MODEL] [options]",
+    options: [
+      ["--alias <name>", "Another name for the model, beside REF as typed (repeatable)."],
+      ["--adapter-of <model>", "The file is a LoRA adapter of MODEL: declare it over MODEL in models.json, served as MODEL+ADAPTER."],
+    ],
   },
   run: {
     summary: "Chat with a model in the terminal, or answer one PROMPT (pulls the model if missing; starts a server if none runs).",

@@ -21,11 +21,14 @@ import { UsageError } from "./UsageError.js";
 type ModelRecord = ModelInfo & { source?: string; sha256?: string };
 
 /** Parses a model command's own arguments (the settings' flags are taken out before). */
-function parseCommandArgs(args: string[], usage: string, options: { alias?: boolean } = {}) {
+function parseCommandArgs(args: string[], usage: string, options: { pull?: boolean } = {}) {
   try {
     return parseArgs({
       args,
-      options: { json: { type: "boolean", default: false }, ...(options.alias ? { alias: { type: "string", multiple: true } } : {}) },
+      options: {
+        json: { type: "boolean", default: false },
+        ...(options.pull ? { alias: { type: "string", multiple: true }, "adapter-of": { type: "string" } } : {}),
+      },
       allowPositionals: true,
       strict: true,
     });
@@ -143,8 +146,9 @@ export async function rmCommand(args: string[], config: Config): Promise<string>
 
 /** `modelhost pull REF`: downloads into the models directory, with progress on stderr. Ctrl-C stops; pulling again resumes. */
 export async function pullCommand(args: string[], config: Config): Promise<string> {
-  const usage = "modelhost pull REF [--alias NAME]… [--models-dir DIR] [--hf-endpoint URL] [--allow-http-pull true]";
-  const { values, positionals } = parseCommandArgs(args, usage, { alias: true });
+  const usage = "modelhost pull REF [--alias NAME]… [--adapter-of MODEL] [--models-dir DIR] [--hf-endpoint URL] [--allow-http-pull true]";
+  const { values, positionals } = parseCommandArgs(args, usage, { pull: true });
+  const adapterOf = values["adapter-of"] as string | undefined;
   const aliases = ((values.alias as string[] | undefined) ?? []).map((alias) => validName(alias, usage));
   const reference = one(
     positionals,
@@ -160,12 +164,14 @@ export async function pullCommand(args: string[], config: Config): Promise<strin
       modelsDir: config.modelsDir,
       ...pullSettingsOf(config),
       aliases,
+      ...(adapterOf === undefined ? {} : { adapterOf }),
       signal: controller.signal,
       onProgress: (event) => progress.update(event),
     });
     progress.finish();
     const fetched = result.downloadedBytes > 0 ? `downloaded ${formatBytes(result.downloadedBytes)}` : "already up to date";
-    return `${result.id}: ${fetched}, in ${path.dirname(result.path)}.`;
+    const served = result.adapter === undefined ? "" : `; served as ${result.adapter}`;
+    return `${result.id}: ${fetched}, in ${path.dirname(result.path)}${served}.`;
   } catch (error) {
     progress.finish();
     throw controller.signal.aborted ? controller.signal.reason : error;

@@ -16,6 +16,8 @@ export interface PullResult {
   id: string;
   /** Path of the model's file (the first part of a split model). */
   path: string;
+  /** A LoRA adapter pulled for a model (`adapterOf`): the name it is served under, `<model>+<adapter>`. */
+  adapter?: string;
   /** Bytes fetched over the network by this pull (0 when the model was already there). */
   downloadedBytes: number;
 }

@@ -199,6 +199,18 @@ export async function nameModel(
   });
 }
 
+/**
+ * Declares `adapter` (a LoRA adapter's file) over the model of `base` (its file), last in its list,
+ * unless it is there already: served as `<base id>+<name>`, the name the adapter's file name without `.gguf`.
+ */
+export async function addAdapter(directory: string, base: string, adapter: string): Promise<void> {
+  const [baseFile, adapterFile] = [relativeFile(directory, base), relativeFile(directory, adapter)];
+  await updateManifest(directory, (entries) => {
+    const entry = entryFor(entries, baseFile);
+    if (!entry.adapters.some((each) => sameFile(each.file, adapterFile))) entry.adapters.push({ file: adapterFile });
+  });
+}
+
 /** Adds one alias to a file's model (its entry is created if the file had none). */
 export async function addAlias(directory: string, file: string, alias: string): Promise<void> {
   await nameModel(directory, { file, aliases: [alias] });

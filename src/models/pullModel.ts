@@ -11,7 +11,7 @@ import { withFileLock } from "./fileLock.js";
 import { formatBytes } from "./formatBytes.js";
 import { defaultModelId, isPlainFileName, splitPartPattern } from "./modelFiles.js";
 import { parseModelRef, type ModelRef } from "./modelRef.js";
-import { fileNamed, nameModel, readManifest } from "./modelsManifest.js";
+import { addAdapter, fileNamed, nameModel, readManifest } from "./modelsManifest.js";
 import { assertPullUrl, checkingRedirects, pullTransport } from "./pullTransport.js";
 
 export interface FreeSpace {
@@ -27,6 +27,8 @@ export interface PullOptions extends PullRequestOptions {
   hfToken?: string;
   /** More names for the model, beside the reference as typed; each must be a valid model name. */
   aliases?: string[];
+  /** The file is a LoRA adapter: declare it over this model (by name) in models.json, served as `<model>+<adapter>`. */
+  adapterOf?: string;
   /** Whether plain http:// may be fetched (--allow-http-pull); it may anyway when `hfEndpoint` is http://. */
   allowHttp?: boolean;
   /** Free space of a directory; `fs.statfs` unless a test simulates a full disk. */
@@ -80,6 +82,11 @@ export async function pullModel(reference: string, options: PullOptions): Promis
     }
   }
 
+  // Its base must be there before anything is fetched for it.
+  const base = options.adapterOf === undefined ? undefined : await fileNamed(directory, options.adapterOf);
+  if (options.adapterOf !== undefined && base === undefined) {
+    throw new ServerError("model_not_found", { model: options.adapterOf, param: "adapter_of" });
+  }
   const lock = path.join(directory, `.${first.target}.pull.lock`);
   const busyMessage = `${first.target} is already being pulled (by another command or request); wait for it to finish.`;
   return withFileLock(lock, { waitMs: 0, staleAfterMs: Infinity, busyMessage }, async () => {
@@ -120,8 +127,14 @@ export async function pullModel(reference: string, options: PullOptions): Promis
       ...(sha256 ? { sha256 } : {}),
       ...(projector === undefined ? {} : { projector }),
     });
+    if (base !== undefined) await addAdapter(directory, base, first.target);
     report({ status: "success" });
-    return { id: keepId ? existing.id! : id, path: path.join(directory, first.target), downloadedBytes };
+    return {
+      id: keepId ? existing.id! : id,
+      path: path.join(directory, first.target),
+      downloadedBytes,
+      ...(base !== undefined ? { adapter: `${options.adapterOf!}+${defaultModelId(first.target)}` } : {}),
+    };
   });
 }
 

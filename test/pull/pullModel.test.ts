@@ -11,11 +11,14 @@ import { pullModel, type PullOptions } from "../../src/models/pullModel.js";
 import { sha256, startFakeHub, type FakeHub } from "../support/fakeHub.js";
 import { testModelPath } from "../support/testModels.js";
 import { projectorWriter, TINY_PROJECTORS } from "../../src/testmodels/projectorWriter.js";
+import { loraAdapterWriter } from "../../src/testmodels/loraAdapterWriter.js";
+import { presets, type LlamaPreset } from "../../src/testmodels/presets.js";
 import { deleteModel } from "../../src/models/modelsManifest.js";
 
 let hub: FakeHub;
 let model: Buffer;
 let projector: Buffer;
+let adapter: Buffer;
 let modelsDir: string;
 
 /** A GGUF header with no tensors and no metadata: the later parts of a split model carry only tensors. */
@@ -32,6 +35,8 @@ beforeAll(async () => {
   const projectorDir = await mkdtemp(path.join(os.tmpdir(), "modelhost-pull-projector-"));
   await projectorWriter(TINY_PROJECTORS.mlp, 7).write(path.join(projectorDir, "mmproj.gguf"));
   projector = await readFile(path.join(projectorDir, "mmproj.gguf"));
+  await loraAdapterWriter(presets.tiny as LlamaPreset, 1).write(path.join(projectorDir, "lora.gguf"));
+  adapter = await readFile(path.join(projectorDir, "lora.gguf"));
   await rm(projectorDir, { recursive: true });
   const q8 = Buffer.concat([model, Buffer.alloc(4096, 7)]); // another file (another SHA-256), still a valid GGUF
   hub = await startFakeHub(
@@ -65,6 +70,7 @@ beforeAll(async () => {
         path: part,
         content: index === 0 ? model : emptyGguf,
       })),
+      "test/Tiny-LoRA-GGUF": [{ path: "tiny-sql-lora-f32.gguf", content: adapter }],
       "test/Gated-GGUF": [{ path: "Gated-Q4_K_M.gguf", content: model }],
       "test/Huge-GGUF": [{ path: "Huge-Q4_K_M.gguf", content: hugeCounts }],
       // A sound first part, and a second one whose header is cut short.
@@ -127,6 +133,7 @@ describe("pulling a model from a hub", () => {
         file: "Tiny-Q4_K_M.gguf",
         id: "hf.co/test/Tiny-GGUF:Q4_K_M",
         aliases: ["tiny"],
+        adapters: [],
         source: `${hub.url}/test/Tiny-GGUF/Tiny-Q4_K_M.gguf`,
         sha256: sha256(model),
       },
@@ -262,6 +269,26 @@ describe("pulling a model from a hub", () => {
     });
     const pulled = await pull("hf.co/test/Gated-GGUF:Q4_K_M", { hfToken: "hf_accepted" }).result;
     expect(await readFile(pulled.path)).toEqual(model);
+  });
+
+  it("pulls a LoRA adapter for a model it has, declaring it over that model, served as model+adapter", async () => {
+    const missing = await failure(pull("hf.co/test/Tiny-LoRA-GGUF/tiny-sql-lora-f32.gguf", { adapterOf: "tiny" }).result);
+    expect(missing.code).toBe("model_not_found");
+    expect(await readdir(modelsDir)).toEqual([]);
+    await pull("hf.co/test/Tiny-GGUF:Q4_K_M", { aliases: ["tiny"] }).result;
+    const pulled = await pull("hf.co/test/Tiny-LoRA-GGUF/tiny-sql-lora-f32.gguf", { adapterOf: "tiny" }).result;
+    expect(pulled.adapter).toBe("tiny+tiny-sql-lora-f32");
+    const base = (await readManifest(modelsDir)).entries.find((entry) => entry.file === "Tiny-Q4_K_M.gguf");
+    expect(base?.adapters).toEqual([{ file: "tiny-sql-lora-f32.gguf" }]);
+    const listed = await new ModelRegistry(modelsDir).list();
+    expect(listed.map((entry) => entry.id).sort()).toEqual([
+      "hf.co/test/Tiny-GGUF:Q4_K_M",
+      "hf.co/test/Tiny-GGUF:Q4_K_M+tiny-sql-lora-f32",
+    ]);
+    expect(listed.find((entry) => entry.id.endsWith("+tiny-sql-lora-f32"))?.aliases).toEqual(["tiny+tiny-sql-lora-f32"]);
+    // Pulled again, it is declared once.
+    await pull("hf.co/test/Tiny-LoRA-GGUF/tiny-sql-lora-f32.gguf", { adapterOf: "tiny" }).result;
+    expect((await readManifest(modelsDir)).entries.find((entry) => entry.file === "Tiny-Q4_K_M.gguf")?.adapters).toHaveLength(1);
   });
 
   it("refuses a file that is not a GGUF model", async () => {
