@@ -4,7 +4,7 @@ import { ServerError } from "../core/ServerError.js";
 import { checkModelFile } from "../models/checkModelFile.js";
 import { BatchDecoder, DecoderSequence, type Drafter } from "./BatchDecoder.js";
 import { createNativeSampler, nativeContextOf, nativeSteps, sequenceIdOf, type NativeSampler } from "./llamaInternals.js";
-import { DraftLength } from "./NgramDrafter.js";
+import { DraftLength } from "./DraftLength.js";
 
 /** What a draft model's context is sized by: its target's. */
 export interface DraftRuntimeOptions {

@@ -36,7 +36,8 @@ import { responseFormatGrammar } from "./tools/toolCallGrammar.js";
 import { VisionProjector } from "./VisionProjector.js";
 import { LoraAdapters, type AdapterUse } from "./LoraAdapters.js";
 import { DraftModel } from "./DraftModel.js";
-import { NgramDrafter, type DraftLength } from "./NgramDrafter.js";
+import type { DraftLength } from "./DraftLength.js";
+import { NgramDrafter } from "./NgramDrafter.js";
 
 export interface ModelRuntimeOptions {
   /** Context length per sequence; capped at the model's trained length. */

@@ -11,7 +11,7 @@ import { StopSequenceMatcher } from "./StopSequenceMatcher.js";
 import { ThoughtSplitter, type ThoughtMarkers } from "./ThoughtSplitter.js";
 import type { TokenBytes } from "./TokenBytes.js";
 import { Utf8Guard, type Utf8Tables } from "./Utf8Guard.js";
-import type { DraftLength } from "./NgramDrafter.js";
+import type { DraftLength } from "./DraftLength.js";
 import { ToolCallParser, type CallDelimiters, type ToolCallParserEvent } from "./tools/ToolCallParser.js";
 
 /** How tool calls are generated for one request (absent: no tools, or tool_choice "none"). */
