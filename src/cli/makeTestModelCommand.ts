@@ -24,7 +24,10 @@ Options:
                       long-tiny: tiny with a 32,768-token context, for streams long enough to stop by hand
                       script-tiny: tiny with a hidden size of 128, the shape for scripted replies (makeTestModel's
                         script option, from code); from here, random weights like tiny's
+                      script-1b: Llama-3.2-1B's blocks in Q8_0 (about 1 GB), the target the speculative
+                        decoding bench scripts (bench/speculation.ts); from here, random weights
                       qwen2-tiny: tiny in the qwen2 architecture (query, key and value biases, tied embeddings)
+                      qwen2vl-tiny: tiny in the qwen2vl architecture (M-RoPE positions), for the vision tests
                       nomic-tiny: embed-tiny in the nomic-bert architecture (rotary, SwiGLU, no block biases)
   --out <file>      Where to write the model (written to a temporary file, then renamed).
   --seed <n>        Seed of the weights (default ${DEFAULT_SEED}); the same seed gives the same bytes.`;
