@@ -26,14 +26,12 @@ import { svgBars } from "./chart.js";
 import { timeHttpStream } from "./httpStream.js";
 import { startLlamaServer, startModelhost, type RunningProcess, type ServerOptions } from "./servers.js";
 import { decodeRate, median } from "./stats.js";
+import { scriptOptions } from "./scriptOptions.js";
 import { quiet } from "./targets.js";
 
 const { values: args } = parseArgs({
   options: {
-    rounds: { type: "string", default: "3" },
-    threads: { type: "string", default: "2" },
-    engine: { type: "string", default: "auto" },
-    json: { type: "string" },
+    ...scriptOptions,
     /** Some of the comparisons only (the table needs the three). */
     only: { type: "string" },
   },
