@@ -14,7 +14,6 @@
 //
 // In test/engine: this file builds llama-server (~10 minutes on 2 cores the first time, seconds
 // once cached), and test/engine's files run one at a time, so no two processes build at once.
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -27,6 +26,7 @@ import { wholePrompt } from "../support/anthropicUsage.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { documentedSite, documentedUpstreams } from "../support/deployDoc.js";
 import { freePort } from "../support/freePort.js";
+import { startLlamaServerProcess, type LlamaServerProcess } from "../support/llamaServerProcess.js";
 import { openHosted, type Hosted } from "../support/hostedServer.js";
 import { buildLlamaCpp } from "../support/llamaCppBuild.js";
 import { startNginx, type RunningNginx } from "../support/startNginx.js";
@@ -67,8 +67,7 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server", ...engineBuildTool
     let nginx: RunningNginx;
     let hosted: Hosted;
     let dir: string;
-    let llamaServer: ChildProcess | undefined;
-    let llamaServerLog = "";
+    let llamaServer: LlamaServerProcess | undefined;
     const workers: ServerProcess[] = [];
     const gateways: ServerProcess[] = [];
     /** The upstreams' own base URLs (…/v1), by pool. */
@@ -113,29 +112,32 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server", ...engineBuildTool
       const gatewayModels = path.join(dir, "gateway-models");
       await mkdir(gatewayModels);
 
-      const llamaPort = await freePort();
-      llamaServer = spawn(
-        llamaServerBin,
-        [
+      const workerArgs = ["--models-dir", workerModels, "--parallel", String(WORKER_SLOTS)];
+      // All three start at once.
+      const started = await Promise.allSettled([
+        startLlamaServerProcess(llamaServerBin, [
           ...["-m", tiny, "--alias", LLAMA_ALIAS, "--api-key", LLAMA_KEY],
           // One thread each, as the workers (2 cores for 5 servers and the test); 2 slots of 2,048 tokens.
-          ...["--host", "127.0.0.1", "--port", String(llamaPort), "-t", "1", "-c", "4096", "-np", "2", "--no-warmup"],
-        ],
-        { stdio: ["ignore", "ignore", "pipe"] },
-      );
-      llamaServer.stderr!.on("data", (chunk: Buffer) => (llamaServerLog += chunk.toString()));
-      const workerArgs = ["--models-dir", workerModels, "--parallel", String(WORKER_SLOTS)];
-      workers.push(...(await Promise.all([startServerProcess(workerArgs), startServerProcess(workerArgs)])));
-      await waitHealthy(`http://127.0.0.1:${llamaPort}`, llamaServer, () => llamaServerLog);
+          ...["-t", "1", "-c", "4096", "-np", "2", "--no-warmup"],
+        ]),
+        startServerProcess(workerArgs),
+        startServerProcess(workerArgs),
+      ]);
+      const [llama, ...pool] = started;
+      if (llama.status === "fulfilled") llamaServer = llama.value;
+      for (const worker of pool) if (worker.status === "fulfilled") workers.push(worker.value);
+      const failed = started.find((each) => each.status === "rejected");
+      if (failed) throw failed.reason;
+      const llamaUrl = llamaServer!.url;
       upstream[WORKERS] = workers.map((worker) => `${worker.url}/v1`);
-      upstream[LLAMA] = [`http://127.0.0.1:${llamaPort}/v1`];
+      upstream[LLAMA] = [`${llamaUrl}/v1`];
       const upstreamsFile = path.join(dir, "upstreams.json");
       await writeFile(
         upstreamsFile,
         documentedUpstreams({
           "http://10.0.0.21:11434": workers[0]!.url,
           "http://10.0.0.22:11434": workers[1]!.url,
-          "http://10.0.0.31:8080": `http://127.0.0.1:${llamaPort}`,
+          "http://10.0.0.31:8080": llamaUrl,
         }),
       );
 
@@ -167,11 +169,7 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server", ...engineBuildTool
     afterAll(async () => {
       await nginx?.stop();
       await Promise.all([...gateways, ...workers].map((server) => server.stop()));
-      if (llamaServer && llamaServer.exitCode === null) {
-        const exited = new Promise((resolve) => llamaServer!.once("exit", resolve));
-        llamaServer.kill();
-        await exited;
-      }
+      await llamaServer?.stop();
       await hosted?.close();
       await Promise.all([postgres?.stop(), redis?.stop()]);
       if (dir) await rm(dir, { recursive: true, force: true });
@@ -503,17 +501,3 @@ describe.skipIf(!needs("nginx", "postgresql", "redis-server", ...engineBuildTool
     }, 30_000);
   },
 );
-
-async function waitHealthy(base: string, child: ChildProcess, log: () => string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log().slice(-3000)}`);
-    const healthy = await fetch(`${base}/health`, { signal: AbortSignal.timeout(2_000) }).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (healthy) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`llama-server did not become healthy:\n${log().slice(-3000)}`);
-}

@@ -2,12 +2,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loraAdapterWriter } from "../../src/testmodels/loraAdapterWriter.js";
-import { presets, type LlamaPreset } from "../../src/testmodels/presets.js";
 import { engineBuildTools, needs } from "../support/debianPackages.js";
 import { buildLlamaCpp } from "../support/llamaCppBuild.js";
 import { startLlamaServerProcess, type LlamaServerProcess } from "../support/llamaServerProcess.js";
 import { ensureNativeEngine } from "../support/nativeEngine.js";
+import { TINY_ADAPTERS, writeTinyAdapters } from "../support/tinyAdapters.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -31,33 +30,21 @@ describe.skipIf(!needs(...engineBuildTools))("LoRA adapters against llama-server
     await ensureNativeEngine();
     const llamaServerBin = path.join(await buildLlamaCpp(["llama-server"]), "llama-server");
     dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-lora-"));
-    const adapters = [path.join(dir, "lora-a.gguf"), path.join(dir, "lora-b.gguf")] as const;
-    await loraAdapterWriter(presets.tiny as LlamaPreset, 1).write(adapters[0]);
-    await loraAdapterWriter(presets.tiny as LlamaPreset, 2).write(adapters[1]);
+    const adapters = await writeTinyAdapters(dir);
     const tiny = await testModelPath("tiny");
     server = await startTestServer({
-      models: { tiny, "lora-a": adapters[0], "lora-b": adapters[1] },
-      manifest: {
-        models: [
-          {
-            file: "tiny.gguf",
-            adapters: [
-              { file: "lora-a.gguf", name: "a" },
-              { file: "lora-b.gguf", name: "b", scale: 0.5 },
-            ],
-          },
-        ],
-      },
+      models: { tiny, ...adapters },
+      manifest: { models: [{ file: "tiny.gguf", adapters: TINY_ADAPTERS }] },
       config: { engine: "native", threads: 2, parallel: 2 },
     });
     // The same adapters in the same order, so the same ids; loaded at scale 0 until a request sets one.
     llamaServer = await startLlamaServerProcess(llamaServerBin, [
-      ...["-m", tiny, "--lora", adapters[0], "--lora", adapters[1], "--lora-init-without-apply"],
+      ...["-m", tiny, "--lora", adapters["lora-a"], "--lora", adapters["lora-b"], "--lora-init-without-apply"],
       ...["-t", "2", "-c", "2048", "-np", "1", "--no-warmup"],
     ]);
   }, 40 * 60_000);
   afterAll(async () => {
-    llamaServer?.kill();
+    await llamaServer?.stop();
     await server?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });

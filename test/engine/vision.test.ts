@@ -133,7 +133,7 @@ describe.skipIf(!canBuild)("images through a vision model (native engine, llama.
           expect(oursNext.choices[0]!.message.content).toBe(theirsNext.choices[0]!.message.content.replace(/\uFFFD+$/, ""));
         }
       } finally {
-        llamaServer.kill();
+        await llamaServer.stop();
       }
     },
     10 * 60_000,

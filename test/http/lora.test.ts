@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loraAdapterWriter } from "../../src/testmodels/loraAdapterWriter.js";
 import { presets } from "../../src/testmodels/presets.js";
 import type { LlamaPreset } from "../../src/testmodels/presets.js";
+import { TINY_ADAPTERS, writeTinyAdapters } from "../support/tinyAdapters.js";
 import { postJson, startTestServer, type TestServer } from "../support/startTestServer.js";
 import { testModelPath } from "../support/testModels.js";
 
@@ -25,29 +26,23 @@ describe("LoRA adapters", () => {
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), "modelhost-lora-"));
     const file = (name: string) => path.join(dir, name);
-    const tiny = presets.tiny as LlamaPreset;
-    await loraAdapterWriter(tiny, 1).write(file("lora-a.gguf"));
-    await loraAdapterWriter(tiny, 2).write(file("lora-b.gguf"));
+    const adapters = await writeTinyAdapters(dir);
     // Made for a model of another shape (script-tiny's hidden size is 128, tiny's 64).
     await loraAdapterWriter(presets["script-tiny"] as LlamaPreset, 3).write(file("lora-wrong.gguf"));
     // Cut short: its header promises tensors past the end of the file.
-    const whole = await readFile(file("lora-a.gguf"));
+    const whole = await readFile(adapters["lora-a"]);
     await writeFile(file("lora-broken.gguf"), whole.subarray(0, Math.floor(whole.length / 2)));
     server = await startTestServer({
       models: {
         tiny: await testModelPath("tiny"),
-        ...Object.fromEntries(["lora-a", "lora-b", "lora-wrong", "lora-broken"].map((name) => [name, file(`${name}.gguf`)])),
+        ...adapters,
+        ...Object.fromEntries(["lora-wrong", "lora-broken"].map((name) => [name, file(`${name}.gguf`)])),
       },
       manifest: {
         models: [
           {
             file: "tiny.gguf",
-            adapters: [
-              { file: "lora-a.gguf", name: "a" },
-              { file: "lora-b.gguf", name: "b", scale: 0.5 },
-              { file: "lora-wrong.gguf", name: "wrong" },
-              { file: "lora-broken.gguf", name: "broken" },
-            ],
+            adapters: [...TINY_ADAPTERS, { file: "lora-wrong.gguf", name: "wrong" }, { file: "lora-broken.gguf", name: "broken" }],
           },
         ],
       },

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { freePort } from "./freePort.js";
 
 /** A llama-server process the test started, on a loopback port of its own. */
@@ -7,7 +8,8 @@ export interface LlamaServerProcess {
   url: string;
   /** What it wrote to stderr so far (for failure messages). */
   log(): string;
-  kill(): void;
+  /** Ends it, resolving once it has exited. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -24,7 +26,7 @@ export async function startLlamaServerProcess(binary: string, args: readonly str
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`llama-server exited with ${child.exitCode}:\n${log.slice(-3000)}`);
-    const healthy = await fetch(`${url}/health`).then(
+    const healthy = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) }).then(
       (response) => response.ok,
       () => false,
     );
@@ -35,5 +37,14 @@ export async function startLlamaServerProcess(binary: string, args: readonly str
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  return { url, log: () => log, kill: () => child.kill() };
+  return {
+    url,
+    log: () => log,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, "exit");
+      child.kill();
+      await exited;
+    },
+  };
 }

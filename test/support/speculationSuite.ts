@@ -120,6 +120,17 @@ export function describeSpeculation(engine: Config["engine"], prepare: () => Pro
       expect(line?.draftTokensAccepted).toBeGreaterThan(15);
     });
 
+    it("drafts from its own source: a draft model without the passage in the prompt, prompt lookup only with it", async () => {
+      // The passage has no pair of tokens twice, so prompt lookup finds nothing in the reply alone;
+      // the draft model writes the same script whatever the prompt.
+      const before = await health(on);
+      const [ours, theirs] = await both((server) => chat(server, { messages: [{ role: "user", content: "Tell me about the river." }] }));
+      expect(ours.choices[0]!.message.content).toBe(theirs.choices[0]!.message.content);
+      const accepted = (await health(on)).draftTokensAccepted - before.draftTokensAccepted;
+      if (speculation === "draft") expect(accepted).toBeGreaterThan(15);
+      else expect(accepted).toBeLessThan(5);
+    });
+
     // Declared for the draft model only, rather than skipped for n-gram: a run lists no skipped test.
     if (speculation === "draft")
       it("refuses a draft model of another vocabulary, saying why, and drafts by n-gram", async () => {
